@@ -1,0 +1,5 @@
+//! The `weft` command.
+
+fn main() {
+    println!("weft {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,1 @@
+//! The conformance suite every storage backend runs unchanged.

@@ -1,0 +1,1 @@
+//! Executors: fold the log into state, emit appends, resume by replay.

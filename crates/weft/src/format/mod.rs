@@ -1,0 +1,2 @@
+//! Wire formats: pure encode/decode, no I/O. Every decoder returns an error
+//! on malformed input and never panics.

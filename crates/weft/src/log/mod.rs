@@ -1,0 +1,293 @@
+//! The shared log service: appends, reads, subscriptions, views.
+//!
+//! [`Log`] is a cheap, cloneable handle over one [`Storage`] backend. All
+//! its behaviour beyond storing entries (validation, positions, views,
+//! subscriptions, typed access) lives here, so every backend behaves alike.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> weft::Result<()> {
+//! use weft::{AppendRequest, Log, LogTag, Position};
+//!
+//! let log = Log::memory();
+//! let orders = LogTag::new("orders")?;
+//! let r = log.append(AppendRequest::new(orders.clone(), "placed")).await?;
+//! assert_eq!((r.seqnum, r.stream_version), (0, 0));
+//!
+//! // Conditional append: only if `orders` is still at version 1.
+//! log.append_if(AppendRequest::new(orders.clone(), "confirmed"), 1).await?;
+//! let stale = log.append_if(AppendRequest::new(orders.clone(), "again"), 1).await;
+//! assert_eq!(stale.unwrap_err().conflict_next_version(), Some(2));
+//!
+//! let all = log.read_from(&orders, Position::Beginning, 10).await?;
+//! assert_eq!(all.len(), 2);
+//! # Ok(()) }
+//! ```
+
+mod subscribe;
+mod typed;
+mod view;
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::kv::ViewKv;
+use crate::model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
+use crate::storage::{MemoryStorage, NewEntry, Storage};
+
+pub use subscribe::Subscription;
+pub use typed::{Codec, JsonCodec, PostcardCodec, TypedSubscription, TypedView};
+pub use view::LogView;
+
+/// How many entries a full read (`read_all`) fetches per storage call.
+const READ_CHUNK: usize = 4096;
+
+/// A handle to one shared log.
+#[derive(Clone)]
+pub struct Log {
+    storage: Arc<dyn Storage>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("next_seqnum", &self.storage.next_seqnum())
+            .finish()
+    }
+}
+
+impl Log {
+    /// A log over `storage`.
+    pub fn new(storage: impl Storage) -> Self {
+        Log {
+            storage: Arc::new(storage),
+        }
+    }
+
+    /// A log over a shared storage handle.
+    pub fn from_arc(storage: Arc<dyn Storage>) -> Self {
+        Log { storage }
+    }
+
+    /// A fresh, empty in-memory log.
+    pub fn memory() -> Self {
+        Log::new(MemoryStorage::new())
+    }
+
+    /// The storage backend.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    fn prepare(&self, request: AppendRequest, expected: Option<u64>) -> Result<NewEntry> {
+        request.validate(self.storage.capabilities().max_entry_bytes)?;
+        let (tags, data) = request.into_parts();
+        Ok(NewEntry {
+            tags,
+            data,
+            expected_version: expected,
+        })
+    }
+
+    /// Appends one entry; returns once it is durable.
+    ///
+    /// Errors: `InvalidInput` (no tag, payload too large), `ReadOnly`,
+    /// `Closed`, `Fenced`, and the backend's I/O kinds.
+    pub async fn append(&self, request: AppendRequest) -> Result<AppendResult> {
+        let entry = self.prepare(request, None)?;
+        single(self.storage.append(vec![entry]).await?)
+    }
+
+    /// Appends one entry only if its primary tag's next version is
+    /// `expected_version` (0 for an empty stream; otherwise the latest
+    /// version plus one).
+    ///
+    /// Errors: `Conflict` with the stream's current next version
+    /// ([`Error::conflict_next_version`]); otherwise as [`Log::append`].
+    pub async fn append_if(
+        &self,
+        request: AppendRequest,
+        expected_version: u64,
+    ) -> Result<AppendResult> {
+        let entry = self.prepare(request, Some(expected_version))?;
+        single(self.storage.append(vec![entry]).await?)
+    }
+
+    /// Appends several entries atomically: all of them, with contiguous
+    /// seqnums in request order, or none.
+    ///
+    /// Errors: as [`Log::append`]; `InvalidInput` for an empty batch.
+    pub async fn append_batch(&self, requests: Vec<AppendRequest>) -> Result<Vec<AppendResult>> {
+        let batch = requests
+            .into_iter()
+            .map(|r| self.prepare(r, None))
+            .collect::<Result<Vec<_>>>()?;
+        if batch.is_empty() {
+            return Err(Error::invalid_input(
+                "an append batch needs at least one entry",
+            ));
+        }
+        self.storage.append(batch).await
+    }
+
+    /// Appends several entries atomically, each with an optional expected
+    /// version; if any expectation fails, nothing is written.
+    pub async fn append_batch_if(
+        &self,
+        requests: Vec<(AppendRequest, Option<u64>)>,
+    ) -> Result<Vec<AppendResult>> {
+        let batch = requests
+            .into_iter()
+            .map(|(r, v)| self.prepare(r, v))
+            .collect::<Result<Vec<_>>>()?;
+        if batch.is_empty() {
+            return Err(Error::invalid_input(
+                "an append batch needs at least one entry",
+            ));
+        }
+        self.storage.append(batch).await
+    }
+
+    pub(crate) fn resolve(&self, position: Position) -> u64 {
+        match position {
+            Position::Beginning => self.storage.first_seqnum(),
+            Position::End => self.storage.next_seqnum(),
+            Position::At(s) => s,
+        }
+    }
+
+    async fn read_until_end(&self, tag: Option<&LogTag>, mut from: u64) -> Result<Vec<LogEntry>> {
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.storage.read(tag, from, READ_CHUNK).await?;
+            let done = chunk.len() < READ_CHUNK;
+            if let Some(last) = chunk.last() {
+                from = last.seqnum + 1;
+            }
+            out.extend(chunk);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Every live entry carrying `tag`, in seqnum order.
+    pub async fn read_all(&self, tag: &LogTag) -> Result<Vec<LogEntry>> {
+        self.read_until_end(Some(tag), self.storage.first_seqnum())
+            .await
+    }
+
+    /// Up to `max` entries carrying `tag`, starting at `position`.
+    ///
+    /// Errors: `Trimmed` when the position is below the trim point.
+    pub async fn read_from(
+        &self,
+        tag: &LogTag,
+        position: Position,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
+        self.storage
+            .read(Some(tag), self.resolve(position), max)
+            .await
+    }
+
+    /// Up to `max` entries of any tag, starting at `position`.
+    pub async fn read_log(&self, position: Position, max: usize) -> Result<Vec<LogEntry>> {
+        self.storage.read(None, self.resolve(position), max).await
+    }
+
+    /// Every entry carrying `tag` with seqnum greater than `seqnum`.
+    pub async fn read_after(&self, tag: &LogTag, seqnum: u64) -> Result<Vec<LogEntry>> {
+        self.read_until_end(Some(tag), seqnum.saturating_add(1))
+            .await
+    }
+
+    /// Every entry of `tag`'s own stream (entries whose primary tag it is)
+    /// with version greater than `version`.
+    pub async fn read_after_version(&self, tag: &LogTag, version: u64) -> Result<Vec<LogEntry>> {
+        let mut out = Vec::new();
+        let mut from = version.saturating_add(1);
+        loop {
+            let chunk = self.storage.read_versions(tag, from, READ_CHUNK).await?;
+            let done = chunk.len() < READ_CHUNK;
+            from += chunk.len() as u64;
+            out.extend(chunk);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// The seqnum of the last entry, or `None` for an empty log.
+    pub fn latest_seqnum(&self) -> Option<u64> {
+        let next = self.storage.next_seqnum();
+        (next > self.storage.first_seqnum()).then(|| next - 1)
+    }
+
+    /// The latest version of `tag`'s own stream, or `None` if no entry has
+    /// `tag` as its primary tag.
+    pub fn latest_version(&self, tag: &LogTag) -> Option<u64> {
+        self.storage.latest_version(tag)
+    }
+
+    /// The version the next entry with primary tag `tag` will get: the
+    /// value to pass to [`Log::append_if`].
+    pub fn next_version(&self, tag: &LogTag) -> u64 {
+        self.latest_version(tag).map_or(0, |v| v + 1)
+    }
+
+    /// Drops every entry with seqnum `<= through_seqnum`. Reads below the
+    /// trim point then fail with `Trimmed`.
+    ///
+    /// Errors: `InvalidInput` when `through_seqnum` is not a written seqnum.
+    pub async fn trim(&self, through_seqnum: u64) -> Result<()> {
+        self.storage.trim(through_seqnum).await
+    }
+
+    /// Entries carrying `tag` from `position` on: first the backlog, then
+    /// live entries, in seqnum order with no gap and no duplicate.
+    pub fn subscribe(&self, tag: &LogTag, position: Position) -> Subscription {
+        Subscription::new(self.clone(), Some(tag.clone()), position)
+    }
+
+    /// Only entries carrying `tag` appended from now on.
+    pub fn subscribe_tail(&self, tag: &LogTag) -> Subscription {
+        Subscription::new(self.clone(), Some(tag.clone()), Position::End)
+    }
+
+    /// Every entry of the log from `position` on, backlog then live.
+    pub fn subscribe_log(&self, position: Position) -> Subscription {
+        Subscription::new(self.clone(), None, position)
+    }
+
+    /// A view of the log scoped to `tag`.
+    pub fn view(&self, tag: LogTag) -> LogView {
+        LogView::new(self.clone(), tag)
+    }
+
+    /// A typed view of `tag` whose payloads `codec` encodes.
+    pub fn typed_view<T, C: Codec<T>>(&self, tag: LogTag, codec: C) -> TypedView<T, C> {
+        TypedView::new(self.view(tag), codec)
+    }
+
+    /// The per-view KV for `scope`.
+    ///
+    /// Errors: `Unsupported` when the backend has no KV.
+    pub fn kv(&self, scope: LogTag) -> Result<ViewKv> {
+        Ok(ViewKv::new(self.storage.kv()?, scope))
+    }
+
+    /// Flushes and closes the backend; other handles then fail with `Closed`.
+    pub async fn close(&self) -> Result<()> {
+        self.storage.close().await
+    }
+}
+
+fn single(mut results: Vec<AppendResult>) -> Result<AppendResult> {
+    match (results.pop(), results.is_empty()) {
+        (Some(r), true) => Ok(r),
+        _ => Err(Error::internal(
+            "storage returned the wrong number of results",
+        )),
+    }
+}

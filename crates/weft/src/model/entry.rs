@@ -1,0 +1,160 @@
+//! Entries, append requests and their results, read positions.
+
+use bytes::Bytes;
+
+use super::tag::LogTag;
+use crate::error::{Error, Result};
+
+/// The largest payload one entry may carry by default (16 MiB). Backends may
+/// lower it; a larger append is an [`InvalidInput`](crate::ErrorKind::InvalidInput)
+/// error and writes nothing.
+pub const MAX_ENTRY_BYTES: usize = 16 << 20;
+
+/// The most tags one entry may carry.
+pub const MAX_TAGS_PER_ENTRY: usize = 64;
+
+/// One immutable entry of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Global position: unique, dense and increasing across all tags.
+    pub seqnum: u64,
+    /// Position within the primary tag's stream, dense from 0.
+    pub stream_version: u64,
+    /// The tags, primary first, without duplicates.
+    pub tags: Vec<LogTag>,
+    /// The payload.
+    pub data: Bytes,
+    /// When the storage accepted the entry, in milliseconds since the Unix
+    /// epoch (from the storage's clock).
+    pub timestamp_ms: u64,
+}
+
+impl LogEntry {
+    /// The primary tag: the stream whose version this entry carries.
+    pub fn primary_tag(&self) -> &LogTag {
+        &self.tags[0]
+    }
+
+    /// True when `tag` is one of the entry's tags.
+    pub fn has_tag(&self, tag: &LogTag) -> bool {
+        self.tags.iter().any(|t| t == tag)
+    }
+}
+
+/// What to append: a payload and one or more tags (the first is primary).
+///
+/// ```
+/// use weft::{AppendRequest, LogTag};
+///
+/// let orders = LogTag::new("orders")?;
+/// let one = LogTag::with_key("orders", "order-42")?;
+/// let req = AppendRequest::new(orders.clone(), "placed").with_tag(one);
+/// assert_eq!(req.primary_tag(), Some(&orders));
+/// # Ok::<(), weft::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendRequest {
+    tags: Vec<LogTag>,
+    data: Bytes,
+}
+
+impl AppendRequest {
+    /// A request for one tag.
+    pub fn new(tag: LogTag, data: impl Into<Bytes>) -> Self {
+        AppendRequest {
+            tags: vec![tag],
+            data: data.into(),
+        }
+    }
+
+    /// A request for several tags; the first is the primary tag. Duplicates
+    /// are dropped (keeping the first occurrence).
+    pub fn with_tags(tags: impl IntoIterator<Item = LogTag>, data: impl Into<Bytes>) -> Self {
+        let mut req = AppendRequest {
+            tags: Vec::new(),
+            data: data.into(),
+        };
+        for tag in tags {
+            req = req.with_tag(tag);
+        }
+        req
+    }
+
+    /// Adds a secondary tag (ignored if already present).
+    pub fn with_tag(mut self, tag: LogTag) -> Self {
+        if !self.tags.contains(&tag) {
+            self.tags.push(tag);
+        }
+        self
+    }
+
+    /// The primary tag, if the request has any tag.
+    pub fn primary_tag(&self) -> Option<&LogTag> {
+        self.tags.first()
+    }
+
+    /// The tags, primary first.
+    pub fn tags(&self) -> &[LogTag] {
+        &self.tags
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &Bytes {
+        &self.data
+    }
+
+    /// Splits the request into its tags and payload.
+    pub fn into_parts(self) -> (Vec<LogTag>, Bytes) {
+        (self.tags, self.data)
+    }
+
+    /// Checks the request against the limits every backend enforces.
+    ///
+    /// Errors: [`InvalidInput`](crate::ErrorKind::InvalidInput) when there is
+    /// no tag, too many tags, or the payload exceeds `max_entry_bytes`.
+    pub fn validate(&self, max_entry_bytes: usize) -> Result<()> {
+        if self.tags.is_empty() {
+            return Err(Error::invalid_input(
+                "an append request needs at least one tag",
+            ));
+        }
+        if self.tags.len() > MAX_TAGS_PER_ENTRY {
+            return Err(Error::invalid_input(format!(
+                "an entry may carry at most {MAX_TAGS_PER_ENTRY} tags, this one has {}",
+                self.tags.len()
+            )));
+        }
+        if self.data.len() > max_entry_bytes {
+            return Err(Error::invalid_input(format!(
+                "entry payload is {} bytes; the limit is {max_entry_bytes}",
+                self.data.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of a successful append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendResult {
+    /// The entry's global seqnum.
+    pub seqnum: u64,
+    /// The entry's version in its primary tag's stream.
+    pub stream_version: u64,
+    /// The primary tag.
+    pub primary_tag: LogTag,
+    /// The storage timestamp, in milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+}
+
+/// Where a read or subscription starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Position {
+    /// The first entry still in the log (after any trim).
+    Beginning,
+    /// After the last entry: only entries appended from now on.
+    End,
+    /// At this seqnum (inclusive). Below the trim point it is a
+    /// [`Trimmed`](crate::ErrorKind::Trimmed) error.
+    At(u64),
+}

@@ -1,0 +1,11 @@
+//! The value types of the log: tags, entries, requests, results, positions.
+//!
+//! Pure data with validation; no I/O.
+
+mod entry;
+mod tag;
+
+pub use entry::{
+    AppendRequest, AppendResult, LogEntry, MAX_ENTRY_BYTES, MAX_TAGS_PER_ENTRY, Position,
+};
+pub use tag::{LogTag, MAX_TAG_PART_BYTES};

@@ -1,0 +1,190 @@
+//! The in-memory read index shared by backends: which seqnums carry a tag,
+//! and which seqnum holds each version of a primary tag.
+//!
+//! The index holds numbers only; a backend maps a seqnum to its bytes
+//! (a slot in memory, an offset in a segment file, a record in a bucket).
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::LogTag;
+
+#[derive(Debug, Default, Clone)]
+struct VersionIndex {
+    /// The version of `seqnums[0]`.
+    first_version: u64,
+    seqnums: VecDeque<u64>,
+}
+
+/// Visible entries of a log, by tag and by version.
+#[derive(Debug, Default, Clone)]
+pub struct LogIndex {
+    first: u64,
+    next: u64,
+    by_tag: HashMap<LogTag, VecDeque<u64>>,
+    by_version: HashMap<LogTag, VersionIndex>,
+}
+
+impl LogIndex {
+    /// An empty index whose first seqnum is `first`.
+    pub fn starting_at(first: u64) -> Self {
+        LogIndex {
+            first,
+            next: first,
+            ..LogIndex::default()
+        }
+    }
+
+    /// The first live seqnum.
+    pub fn first(&self) -> u64 {
+        self.first
+    }
+
+    /// The seqnum after the last visible entry.
+    pub fn next(&self) -> u64 {
+        self.next
+    }
+
+    /// Number of live entries.
+    pub fn len(&self) -> u64 {
+        self.next - self.first
+    }
+
+    /// True when no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds the entry `seqnum` (which must be `next()`).
+    pub fn insert(&mut self, seqnum: u64, tags: &[LogTag], version: u64) -> Result<()> {
+        if seqnum != self.next {
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("entry {seqnum} is not the next entry {}", self.next),
+            ));
+        }
+        for tag in tags {
+            self.by_tag
+                .entry(tag.clone())
+                .or_default()
+                .push_back(seqnum);
+        }
+        let stream = self
+            .by_version
+            .entry(tags[0].clone())
+            .or_insert_with(|| VersionIndex {
+                first_version: version,
+                seqnums: VecDeque::new(),
+            });
+        let expected = stream.first_version + stream.seqnums.len() as u64;
+        if version != expected {
+            return Err(Error::corrupt(format!(
+                "entry {seqnum} has version {version} of {}, expected {expected}",
+                tags[0]
+            )));
+        }
+        stream.seqnums.push_back(seqnum);
+        self.next = seqnum + 1;
+        Ok(())
+    }
+
+    fn check_from(&self, from: u64) -> Result<()> {
+        if from < self.first {
+            return Err(Error::trimmed(from, self.first));
+        }
+        Ok(())
+    }
+
+    /// Up to `max` seqnums `>= from`, carrying `tag` when given.
+    ///
+    /// Errors: `Trimmed` when `from` is below the first live seqnum.
+    pub fn seqnums(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<u64>> {
+        self.check_from(from)?;
+        match tag {
+            None => {
+                let end = self.next.min(from.saturating_add(max as u64));
+                Ok((from..end.max(from)).collect())
+            }
+            Some(tag) => {
+                let Some(list) = self.by_tag.get(tag) else {
+                    return Ok(Vec::new());
+                };
+                let start = list.partition_point(|&s| s < from);
+                Ok(list.range(start..).take(max).copied().collect())
+            }
+        }
+    }
+
+    /// Up to `max` seqnums of `tag`'s versions `>= from_version`.
+    ///
+    /// Errors: `Trimmed` when `from_version` was trimmed away.
+    pub fn version_seqnums(&self, tag: &LogTag, from_version: u64, max: usize) -> Result<Vec<u64>> {
+        let Some(stream) = self.by_version.get(tag) else {
+            return Ok(Vec::new());
+        };
+        if from_version < stream.first_version {
+            return Err(Error::new(
+                ErrorKind::Trimmed,
+                format!(
+                    "version {from_version} of {tag} was trimmed; the first live version is {}",
+                    stream.first_version
+                ),
+            ));
+        }
+        let skip = (from_version - stream.first_version) as usize;
+        Ok(stream
+            .seqnums
+            .iter()
+            .skip(skip)
+            .take(max)
+            .copied()
+            .collect())
+    }
+
+    /// The last seqnum `< before` (carrying `tag` when given).
+    pub fn prev(&self, tag: Option<&LogTag>, before: u64) -> Option<u64> {
+        match tag {
+            None => {
+                let candidate = before.min(self.next).checked_sub(1)?;
+                (candidate >= self.first).then_some(candidate)
+            }
+            Some(tag) => {
+                let list = self.by_tag.get(tag)?;
+                let idx = list.partition_point(|&s| s < before);
+                idx.checked_sub(1).map(|i| list[i])
+            }
+        }
+    }
+
+    /// The latest live version of `tag` as a primary tag.
+    pub fn latest_version(&self, tag: &LogTag) -> Option<u64> {
+        let stream = self.by_version.get(tag)?;
+        (stream.first_version + stream.seqnums.len() as u64).checked_sub(1)
+    }
+
+    /// Every tag with the number of live entries carrying it.
+    pub fn tag_counts(&self) -> impl Iterator<Item = (&LogTag, usize)> {
+        self.by_tag.iter().map(|(t, l)| (t, l.len()))
+    }
+
+    /// Forgets every entry with seqnum `<= through` (callers check that
+    /// `through < next()`).
+    pub fn trim(&mut self, through: u64) {
+        self.first = self.first.max(through.saturating_add(1)).min(self.next);
+        let first = self.first;
+        self.by_tag.retain(|_, list| {
+            while list.front().is_some_and(|&s| s < first) {
+                list.pop_front();
+            }
+            !list.is_empty()
+        });
+        for stream in self.by_version.values_mut() {
+            while stream.seqnums.front().is_some_and(|&s| s < first) {
+                stream.seqnums.pop_front();
+                stream.first_version += 1;
+            }
+        }
+        // Keep empty version streams: their next version must survive a trim
+        // (the latest version is gone, but the numbering continues).
+    }
+}

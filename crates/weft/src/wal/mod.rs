@@ -1,0 +1,1 @@
+//! The write-ahead log on object storage: manifest, producer, replica.
