@@ -50,4 +50,4 @@ pub use log::{
     Codec, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
-pub use storage::{MemoryStorage, Storage};
+pub use storage::{DirStorage, MemoryStorage, Storage};
