@@ -225,7 +225,10 @@ async fn many_reopens_keep_appending_densely() {
             expected += 1;
         }
         drop(log);
-        assert!(Arc::try_unwrap(storage).is_ok(), "the test holds the only handle");
+        assert!(
+            Arc::try_unwrap(storage).is_ok(),
+            "the test holds the only handle"
+        );
     }
     let (_s, log) = open(tmp.path()).await;
     let all = everything(&log).await;
