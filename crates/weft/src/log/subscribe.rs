@@ -96,9 +96,7 @@ impl State {
                 }
                 continue;
             }
-            let Some(feed) = self.feed.as_mut() else {
-                return None;
-            };
+            let feed = self.feed.as_mut()?;
             match feed.recv().await {
                 Ok(batch) => {
                     let Some(first) = batch.first().map(|e| e.seqnum) else {
