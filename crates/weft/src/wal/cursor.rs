@@ -164,7 +164,10 @@ impl CursorStore for FileCursorStore {
                 .map(Some)
                 .map_err(|e| e.context(format!("cursor file {}", self.path.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(format!("reading cursor {}", self.path.display()), e)),
+            Err(e) => Err(Error::io(
+                format!("reading cursor {}", self.path.display()),
+                e,
+            )),
         }
     }
 

@@ -1,1 +1,4 @@
 //! The write-ahead log on object storage: manifest, producer, replica.
+
+pub mod applier;
+pub mod cursor;
