@@ -2,3 +2,10 @@
 
 pub mod applier;
 pub mod cursor;
+pub mod manifest;
+pub mod replica;
+
+pub use applier::{Applier, FnApplier, Record, TypedApplier};
+pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};
+pub use manifest::Manifest;
+pub use replica::{PollOutcome, Replica, ReplicaBuilder};

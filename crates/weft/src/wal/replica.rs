@@ -282,7 +282,9 @@ impl<A: Applier> Replica<A> {
                 first_available: first.sequence,
             }));
         }
-        let start = manifest.entries.partition_point(|e| e.sequence < cursor.entry);
+        let start = manifest
+            .entries
+            .partition_point(|e| e.sequence < cursor.entry);
         let rest = &manifest.entries[start..];
         match rest.first() {
             Some(e) if e.sequence == cursor.entry => Ok(rest.to_vec()),
