@@ -23,7 +23,11 @@ macro_rules! examples {
 }
 
 examples! {
+    actor_checkpoint => "../examples/actor_checkpoint.rs",
+    order_fulfilment => "../examples/order_fulfilment.rs",
     quick_start => "../examples/quick_start.rs",
+    typed_views => "../examples/typed_views.rs",
+    workflow => "../examples/workflow.rs",
 }
 
 #[test]
