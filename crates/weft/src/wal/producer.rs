@@ -429,8 +429,10 @@ impl Producer {
     /// Errors: the reason the producer halted, if it halted before or while
     /// closing ([`ErrorKind::Fenced`], [`ErrorKind::Unavailable`], ...).
     pub async fn close(&self) -> Result<()> {
-        let tasks = self.tasks.lock().await.take();
-        if let Some((flusher, committer)) = tasks {
+        // Held to the end, so a concurrent second `close` waits for the
+        // first instead of returning before the log is flushed.
+        let mut tasks = self.tasks.lock().await;
+        if let Some((flusher, committer)) = tasks.take() {
             self.shared.start_closing();
             // The flusher may already have stopped after a halt.
             let _ = self.close_tx.send(());
