@@ -81,7 +81,10 @@ fn entry(out: &mut Le, sequence: u64, count: Option<u32>, location: &str, md: &[
     body.u16(location.len() as u16).raw(location.as_bytes());
     body.u32(md.len() as u32);
     for (start, ms, payload) in md {
-        body.u32(*start).i64(*ms).u32(payload.len() as u32).raw(payload);
+        body.u32(*start)
+            .i64(*ms)
+            .u32(payload.len() as u32)
+            .raw(payload);
     }
     out.u32(body.len() as u32).raw(&body.0);
 }
@@ -159,7 +162,13 @@ fn fixtures() -> Vec<Fixture> {
 
     // Manifest v1: two segment-numbered entries, epoch 5.
     let mut b = Le::default();
-    entry(&mut b, 3, None, "log/a.batch", &[(0, T0, b"m1"), (2, T0 + 1, b"")]);
+    entry(
+        &mut b,
+        3,
+        None,
+        "log/a.batch",
+        &[(0, T0, b"m1"), (2, T0 + 1, b"")],
+    );
     entry(&mut b, 4, None, "log/b.batch", &[]);
     footer(&mut b, 2, 5, 5, 1);
     out.push(Fixture {
@@ -170,7 +179,12 @@ fn fixtures() -> Vec<Fixture> {
             epoch: 5,
             next_sequence: 5,
             entries: vec![
-                e(3, None, "log/a.batch", vec![md(0, T0, b"m1"), md(2, T0 + 1, b"")]),
+                e(
+                    3,
+                    None,
+                    "log/a.batch",
+                    vec![md(0, T0, b"m1"), md(2, T0 + 1, b"")],
+                ),
                 e(4, None, "log/b.batch", vec![]),
             ],
             snapshot: None,
@@ -180,7 +194,13 @@ fn fixtures() -> Vec<Fixture> {
 
     // Manifest v2 with a snapshot: entry 0 was truncated after the snapshot.
     let mut b = Le::default();
-    entry(&mut b, 1, None, "wal/seg/r1/0000000000000001", &[(0, T0, b"a")]);
+    entry(
+        &mut b,
+        1,
+        None,
+        "wal/seg/r1/0000000000000001",
+        &[(0, T0, b"a")],
+    );
     entry(&mut b, 2, None, "wal/seg/r1/0000000000000002", &[]);
     snapshot_block(&mut b, "wal/snap/0000000000000000", 0, T0 + 5_000);
     footer(&mut b, 2, 3, 7, 2);
@@ -192,7 +212,12 @@ fn fixtures() -> Vec<Fixture> {
             epoch: 7,
             next_sequence: 3,
             entries: vec![
-                e(1, None, "wal/seg/r1/0000000000000001", vec![md(0, T0, b"a")]),
+                e(
+                    1,
+                    None,
+                    "wal/seg/r1/0000000000000001",
+                    vec![md(0, T0, b"a")],
+                ),
                 e(2, None, "wal/seg/r1/0000000000000002", vec![]),
             ],
             snapshot: Some(SnapshotPointer {
@@ -252,8 +277,20 @@ fn fixtures() -> Vec<Fixture> {
     // record-numbered entries; no snapshot.
     let mut b = Le::default();
     entry(&mut b, 0, Some(0), "old/seg0", &[]);
-    entry(&mut b, 1, Some(4), "wal/seg/r2/0000000000000000", &[(0, T0, b"g1"), (3, T0, b"g2")]);
-    entry(&mut b, 5, Some(5), "wal/seg/r2/0000000000000001", &[(0, T0 + 9, b"")]);
+    entry(
+        &mut b,
+        1,
+        Some(4),
+        "wal/seg/r2/0000000000000000",
+        &[(0, T0, b"g1"), (3, T0, b"g2")],
+    );
+    entry(
+        &mut b,
+        5,
+        Some(5),
+        "wal/seg/r2/0000000000000001",
+        &[(0, T0 + 9, b"")],
+    );
     b.raw(&[0u8; 18]);
     footer(&mut b, 3, 10, 2, 3);
     out.push(Fixture {
@@ -271,7 +308,12 @@ fn fixtures() -> Vec<Fixture> {
                     "wal/seg/r2/0000000000000000",
                     vec![md(0, T0, b"g1"), md(3, T0, b"g2")],
                 ),
-                e(5, Some(5), "wal/seg/r2/0000000000000001", vec![md(0, T0 + 9, b"")]),
+                e(
+                    5,
+                    Some(5),
+                    "wal/seg/r2/0000000000000001",
+                    vec![md(0, T0 + 9, b"")],
+                ),
             ],
             snapshot: None,
         }),
@@ -280,8 +322,20 @@ fn fixtures() -> Vec<Fixture> {
 
     // Manifest v4 with a snapshot through record 3, entries from record 4.
     let mut b = Le::default();
-    entry(&mut b, 4, Some(3), "wal/seg/r3/0000000000000001", &[(0, T0, b"p")]);
-    entry(&mut b, 7, Some(5), "wal/seg/r3/0000000000000002", &[(0, T0 + 1, b"q"), (2, T0 + 2, b"r")]);
+    entry(
+        &mut b,
+        4,
+        Some(3),
+        "wal/seg/r3/0000000000000001",
+        &[(0, T0, b"p")],
+    );
+    entry(
+        &mut b,
+        7,
+        Some(5),
+        "wal/seg/r3/0000000000000002",
+        &[(0, T0 + 1, b"q"), (2, T0 + 2, b"r")],
+    );
     snapshot_block(&mut b, "wal/snap/r3-3", 3, T0 + 3);
     footer(&mut b, 2, 12, 3, 4);
     out.push(Fixture {
@@ -292,7 +346,12 @@ fn fixtures() -> Vec<Fixture> {
             epoch: 3,
             next_sequence: 12,
             entries: vec![
-                e(4, Some(3), "wal/seg/r3/0000000000000001", vec![md(0, T0, b"p")]),
+                e(
+                    4,
+                    Some(3),
+                    "wal/seg/r3/0000000000000001",
+                    vec![md(0, T0, b"p")],
+                ),
                 e(
                     7,
                     Some(5),
@@ -414,7 +473,11 @@ fn committed_fixtures_equal_their_hand_built_bytes() {
                 path.display()
             )
         });
-        assert_eq!(on_disk, f.bytes, "fixture {} differs from its layout", f.name);
+        assert_eq!(
+            on_disk, f.bytes,
+            "fixture {} differs from its layout",
+            f.name
+        );
     }
 }
 
@@ -429,7 +492,12 @@ fn fixtures_decode_to_their_intended_values() {
                 assert_eq!(&m.to_data(), want, "{}", f.name);
             }
             Expect::Segment(want) => {
-                assert_eq!(&decode_segment(Bytes::from(bytes)).unwrap(), want, "{}", f.name);
+                assert_eq!(
+                    &decode_segment(Bytes::from(bytes)).unwrap(),
+                    want,
+                    "{}",
+                    f.name
+                );
             }
         }
     }
