@@ -51,3 +51,8 @@ pub use log::{
 };
 pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
 pub use storage::{DirStorage, MemoryStorage, Storage};
+
+/// The README's code runs as a doctest, so the tour cannot rot.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

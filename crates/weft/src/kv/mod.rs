@@ -8,6 +8,9 @@
 //!
 //! Keys live in a scope: the tag of the view they belong to.
 //!
+//! [`lease`] builds time-limited claims (acquire, renew, release) on the
+//! same compare-and-set.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> weft::Result<()> {
@@ -22,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod lease;
 pub mod memory;
 
 use std::sync::Arc;
@@ -32,6 +36,7 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::model::LogTag;
 
+pub use lease::{Lease, LeaseRecord};
 pub use memory::MemoryKv;
 
 /// The longest KV key, in bytes.
@@ -128,6 +133,11 @@ impl ViewKv {
     /// The KV of `store` scoped to `scope`.
     pub fn new(store: Arc<dyn KvStore>, scope: LogTag) -> Self {
         ViewKv { store, scope }
+    }
+
+    /// The scope (the view's tag) every key of this KV lives in.
+    pub fn scope(&self) -> &LogTag {
+        &self.scope
     }
 
     /// The value of `key`.
