@@ -98,9 +98,11 @@ impl Sequencer {
             ));
         }
         // First pass: check every expectation against versions that include
-        // the batch's own earlier entries, without touching the counters.
+        // the batch's own earlier entries, without touching the counters
+        // (nothing to check for unconditional batches, the common case).
+        let conditional = batch.iter().any(|e| e.expected_version.is_some());
         let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
-        for entry in &batch {
+        for entry in batch.iter().filter(|_| conditional) {
             let primary = &entry.tags[0];
             let next = overlay
                 .get(primary)
