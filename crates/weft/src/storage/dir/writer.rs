@@ -20,13 +20,13 @@
 //! dirty pages, so retrying the sync could report success for lost data.
 
 use std::collections::HashMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use std::{collections::BTreeMap, fs::File};
 
 use tokio::sync::oneshot;
 use tracing::{error, warn};
@@ -34,6 +34,7 @@ use tracing::{error, warn};
 use super::fsutil;
 use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
+use super::queue::Queue;
 use super::segment::{self, HEADER_LEN, Segment};
 use super::trim::TrimPoint;
 use crate::clock::Clock;
@@ -157,7 +158,9 @@ struct Pending {
 /// The writer thread's state.
 pub(super) struct Writer {
     shared: Arc<Shared>,
-    rx: Receiver<Command>,
+    queue: Arc<Queue<Command>>,
+    /// Commands taken from the queue, not yet handled.
+    inbox: VecDeque<Command>,
     options: DirOptions,
     clock: Arc<dyn Clock>,
     sequencer: Sequencer,
@@ -172,7 +175,7 @@ pub(super) struct Writer {
 impl Writer {
     pub(super) fn new(
         shared: Arc<Shared>,
-        rx: Receiver<Command>,
+        queue: Arc<Queue<Command>>,
         options: DirOptions,
         clock: Arc<dyn Clock>,
         sequencer: Sequencer,
@@ -190,7 +193,8 @@ impl Writer {
         };
         Writer {
             shared,
-            rx,
+            queue,
+            inbox: VecDeque::new(),
             options,
             clock,
             sequencer,
@@ -209,23 +213,20 @@ impl Writer {
     /// Runs until closed or until every handle is gone.
     pub(super) fn run(mut self) {
         let linger = Duration::from_micros(self.options.linger_micros);
-        let mut stash: Option<Command> = None;
         // Appenders answered by the last group, and when.
         let mut answered = 0usize;
         let mut answered_at = Instant::now();
         loop {
-            let cmd = match stash.take() {
-                Some(cmd) => cmd,
-                None => match self.rx.recv() {
-                    Ok(cmd) => cmd,
-                    Err(_) => break,
-                },
+            if self.inbox.is_empty() && !self.queue.recv_all(&mut self.inbox) {
+                break;
+            }
+            let Some(cmd) = self.inbox.pop_front() else {
+                continue;
             };
             match cmd {
                 Command::Append { batch, reply } => {
                     let mut group = vec![Pending { batch, reply }];
-                    let deadline = answered_at + linger;
-                    stash = self.gather(&mut group, answered, deadline);
+                    self.gather(&mut group, answered, answered_at + linger);
                     answered = group.len();
                     self.commit(group);
                     answered_at = Instant::now();
@@ -251,51 +252,43 @@ impl Writer {
         }
     }
 
-    /// Adds queued appends to `group` within the batch limits. Waits (until
-    /// `deadline`) only while fewer than `expect` appends are in the group.
-    /// Returns a command that could not join the group.
-    fn gather(
-        &mut self,
-        group: &mut Vec<Pending>,
-        expect: usize,
-        deadline: Instant,
-    ) -> Option<Command> {
+    /// Adds queued appends to `group` within the batch limits, stopping at
+    /// any other command. Waits (until `deadline`) only while fewer than
+    /// `expect` appends are in the group.
+    fn gather(&mut self, group: &mut Vec<Pending>, expect: usize, deadline: Instant) {
         let mut entries: usize = group.iter().map(|p| p.batch.len()).sum();
         let mut bytes: usize = group.iter().map(|p| payload_bytes(&p.batch)).sum();
         loop {
-            if entries >= self.options.max_batch_entries || bytes >= self.options.max_batch_bytes {
-                return None;
+            while let Some(Command::Append { batch, .. }) = self.inbox.front() {
+                let (n, b) = (batch.len(), payload_bytes(batch));
+                if entries + n > self.options.max_batch_entries
+                    || bytes + b > self.options.max_batch_bytes
+                {
+                    return;
+                }
+                let Some(Command::Append { batch, reply }) = self.inbox.pop_front() else {
+                    return;
+                };
+                entries += n;
+                bytes += b;
+                group.push(Pending { batch, reply });
             }
-            let cmd = match self.rx.try_recv() {
-                Ok(cmd) => cmd,
-                Err(TryRecvError::Disconnected) => return None,
-                Err(TryRecvError::Empty) => {
-                    let now = Instant::now();
-                    if group.len() >= expect || now >= deadline {
-                        return None;
-                    }
-                    match self.rx.recv_timeout(deadline - now) {
-                        Ok(cmd) => cmd,
-                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                            return None;
-                        }
-                    }
-                }
-            };
-            match cmd {
-                Command::Append { batch, reply } => {
-                    let n = batch.len();
-                    let b = payload_bytes(&batch);
-                    if entries + n > self.options.max_batch_entries
-                        || bytes + b > self.options.max_batch_bytes
-                    {
-                        return Some(Command::Append { batch, reply });
-                    }
-                    entries += n;
-                    bytes += b;
-                    group.push(Pending { batch, reply });
-                }
-                other => return Some(other),
+            if !self.inbox.is_empty()
+                || group.len() >= expect
+                || entries >= self.options.max_batch_entries
+                || bytes >= self.options.max_batch_bytes
+                || Instant::now() >= deadline
+            {
+                return;
+            }
+            self.queue.recv_until(
+                expect - group.len(),
+                deadline,
+                Duration::from_micros(self.options.spin_micros),
+                &mut self.inbox,
+            );
+            if self.inbox.is_empty() {
+                return;
             }
         }
     }
@@ -531,6 +524,10 @@ impl Writer {
         } else {
             self.sync_if_dirty()
         };
+        // Whatever is still queued is refused (its callers see `Closed`),
+        // and so is everything sent from now on.
+        drop(self.queue.close_receiver());
+        self.inbox.clear();
         self.lock.take();
         result
     }
