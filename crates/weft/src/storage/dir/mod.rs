@@ -391,7 +391,15 @@ fn read_spans(spans: Vec<Span>) -> Result<Vec<LogEntry>> {
 impl Storage for DirStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         writer::validate(&batch, self.options.max_entry_bytes)?;
-        self.call(|reply| Command::Append { batch, reply }).await
+        // Checksum large payloads here, on the appender's thread, so the
+        // single writer thread only combines checksums.
+        let data_crcs = writer::payload_crcs(&batch);
+        self.call(|reply| Command::Append {
+            batch,
+            data_crcs,
+            reply,
+        })
+        .await
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
