@@ -10,7 +10,10 @@
 //! timer. The optional linger lets the writer wait, right after answering,
 //! for the appenders it just answered to come back (they usually do within
 //! microseconds), so groups stay large instead of alternating between a
-//! straggler and everyone else.
+//! straggler and everyone else. The queue (see [`super::queue`]) wakes the
+//! writer once per group rather than once per append, and the writer spins
+//! briefly before it sleeps, because on a two-core machine the wake-ups,
+//! not the bytes, are what a cohort of appenders waits for.
 //!
 //! The writer never writes a group before the previous one is synced;
 //! recovery depends on that (see [`super::recovery`]). If a write or sync
