@@ -13,6 +13,6 @@ pub mod outcome;
 pub mod retry;
 
 pub use config::{Location, S3Settings, build_store, with_prefix};
-pub use fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
+pub use fault::{DEFAULT_HANG, FaultConfig, FaultStats, FaultStore, OpFaults};
 pub use outcome::{Outcome, StoreOp, classify, classify_result, to_error};
 pub use retry::{Backoff, GaveUp, RetryPolicy, retry_store};
