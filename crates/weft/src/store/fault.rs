@@ -99,6 +99,9 @@ pub struct FaultConfig {
     pub precondition_storm: f64,
     /// Every put whose path starts with one of these prefixes fails cleanly.
     pub fail_put_prefixes: Vec<String>,
+    /// Every get (and head) whose path starts with one of these prefixes
+    /// fails cleanly.
+    pub fail_get_prefixes: Vec<String>,
     /// How long a `hang` or `lost` request keeps its caller waiting before
     /// the timeout (default 30 s, a typical client request timeout).
     pub hang_for: Duration,
@@ -117,6 +120,7 @@ impl Default for FaultConfig {
             list: OpFaults::default(),
             precondition_storm: 0.0,
             fail_put_prefixes: Vec::new(),
+            fail_get_prefixes: Vec::new(),
             hang_for: DEFAULT_HANG,
         }
     }
@@ -139,7 +143,7 @@ pub struct FaultStats {
     pub lost: u64,
     /// Requests delayed.
     pub delayed: u64,
-    /// Puts refused by a failing prefix.
+    /// Puts and gets refused by a failing prefix.
     pub prefix_failures: u64,
 }
 
@@ -253,6 +257,16 @@ impl FaultStore {
         self.lock().config.fail_put_prefixes.clear();
     }
 
+    /// Makes every get and head under `prefix` fail cleanly from now on.
+    pub fn fail_gets_under(&self, prefix: impl Into<String>) {
+        self.lock().config.fail_get_prefixes.push(prefix.into());
+    }
+
+    /// Stops failing gets by prefix.
+    pub fn clear_get_failures(&self) {
+        self.lock().config.fail_get_prefixes.clear();
+    }
+
     /// How many faults were injected so far.
     pub fn stats(&self) -> FaultStats {
         let c = &self.counters;
@@ -314,11 +328,14 @@ impl FaultStore {
         };
         let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, op, path.as_ref(), n));
         let delay = latency(faults, &mut rng);
-        let prefixed = op == Op::Put
-            && cfg
-                .fail_put_prefixes
-                .iter()
-                .any(|p| path.as_ref().starts_with(p.as_str()));
+        let failing = match op {
+            Op::Put => cfg.fail_put_prefixes.as_slice(),
+            Op::Get => cfg.fail_get_prefixes.as_slice(),
+            Op::Delete | Op::List => &[],
+        };
+        let prefixed = failing
+            .iter()
+            .any(|p| path.as_ref().starts_with(p.as_str()));
         let decision = if prefixed {
             self.counters
                 .prefix_failures
@@ -669,6 +686,13 @@ mod tests {
         s.clear_put_failures();
         s.put(&Path::from("wal/seg/a"), "x".into()).await.unwrap();
         assert_eq!(s.stats().prefix_failures, 1);
+        s.fail_gets_under("wal/seg/");
+        let r = s.get(&Path::from("wal/seg/a")).await;
+        assert_eq!(classify_result(StoreOp::Read, &r), Outcome::Transient);
+        s.get(&Path::from("wal/manifest")).await.unwrap();
+        s.clear_get_failures();
+        s.get(&Path::from("wal/seg/a")).await.unwrap();
+        assert_eq!(s.stats().prefix_failures, 2);
     }
 
     #[tokio::test(start_paused = true)]
