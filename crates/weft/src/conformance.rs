@@ -1,1 +1,741 @@
 //! The conformance suite every storage backend runs unchanged.
+//!
+//! Each check is a public async function taking a fresh [`Fixture`]; the
+//! [`conformance_suite!`](crate::conformance_suite) macro turns all of them
+//! into `#[tokio::test]`s for one backend:
+//!
+//! ```
+//! weft::conformance_suite!(memory, || async {
+//!     weft::conformance::Fixture::new(weft::Log::memory())
+//! });
+//! # fn main() {}
+//! ```
+//!
+//! The factory is called once per test and must return an empty log. A
+//! fixture can hold a guard (a temporary directory, a server prefix) that
+//! lives as long as the test.
+//!
+//! The checks cover what every backend must guarantee: dense seqnums and
+//! versions under concurrent appenders, exactly one winner among concurrent
+//! conditional appends, atomic batches, multi-tag reads, trim, subscription
+//! hand-over from backlog to live under concurrent appends, lagging
+//! subscribers, views, typed views, input validation and the KV.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::error::{ErrorDetail, ErrorKind};
+use crate::log::{JsonCodec, Log};
+use crate::model::{AppendRequest, LogEntry, LogTag, Position};
+use crate::storage::feed::FEED_CAPACITY;
+
+/// A fresh log for one check, with whatever must outlive it.
+pub struct Fixture {
+    /// The log under test (empty).
+    pub log: Log,
+    _guard: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl Fixture {
+    /// A fixture holding only the log.
+    pub fn new(log: Log) -> Self {
+        Fixture { log, _guard: None }
+    }
+
+    /// Keeps `guard` alive as long as the fixture (dropped after the log).
+    pub fn with_guard(mut self, guard: impl Any + Send + Sync) -> Self {
+        self._guard = Some(Box::new(guard));
+        self
+    }
+}
+
+/// Generates one `#[tokio::test]` per conformance check for a backend.
+///
+/// `$factory` is an expression callable as `$factory().await` that yields a
+/// [`Fixture`] over an empty log.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($name:ident, $factory:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::conformance_suite!(@tests $factory;
+                empty_log_reports_nothing,
+                append_assigns_dense_seqnums_and_versions,
+                reads_by_tag_and_position,
+                multi_tag_entries_are_visible_from_every_tag,
+                conditional_append_checks_primary_version,
+                concurrent_conditional_appends_have_one_winner,
+                concurrent_appenders_get_dense_unique_numbers,
+                batches_are_atomic,
+                trim_makes_old_reads_fail_clearly,
+                subscription_hands_over_from_backlog_to_live,
+                tail_subscription_sees_only_new_entries,
+                lagging_subscriber_never_blocks_appends,
+                views_scope_reads_and_appends,
+                typed_view_decode_failure_names_seqnum,
+                invalid_input_writes_nothing,
+                kv_compare_and_set_is_atomic,
+                closed_log_refuses_work,
+            );
+        }
+    };
+    (@tests $factory:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let fixture = ($factory)().await;
+                $crate::conformance::$check(fixture).await;
+            }
+        )*
+    };
+}
+
+fn tag(s: &str) -> LogTag {
+    s.parse().expect("valid test tag")
+}
+
+fn seqnums(entries: &[LogEntry]) -> Vec<u64> {
+    entries.iter().map(|e| e.seqnum).collect()
+}
+
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within 60 s"))
+}
+
+/// An empty log has no latest seqnum, no versions and no entries.
+pub async fn empty_log_reports_nothing(f: Fixture) {
+    let log = f.log;
+    let t = tag("orders");
+    assert_eq!(log.latest_seqnum(), None);
+    assert_eq!(log.latest_version(&t), None);
+    assert_eq!(log.next_version(&t), 0);
+    assert!(log.read_all(&t).await.unwrap().is_empty());
+    assert!(
+        log.read_log(Position::Beginning, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Seqnums are global and dense; versions are dense per primary tag.
+pub async fn append_assigns_dense_seqnums_and_versions(f: Fixture) {
+    let log = f.log;
+    let (orders, inv) = (tag("orders"), tag("inventory"));
+    let plan = [&orders, &inv, &orders, &inv, &orders];
+    let mut got = Vec::new();
+    for (i, t) in plan.iter().enumerate() {
+        let r = log
+            .append(AppendRequest::new((*t).clone(), format!("e{i}")))
+            .await
+            .unwrap();
+        assert_eq!(&r.primary_tag, *t);
+        got.push((r.seqnum, r.stream_version));
+    }
+    assert_eq!(got, vec![(0, 0), (1, 0), (2, 1), (3, 1), (4, 2)]);
+    assert_eq!(log.latest_seqnum(), Some(4));
+    assert_eq!(log.latest_version(&orders), Some(2));
+    assert_eq!(log.latest_version(&inv), Some(1));
+    let all = log.read_log(Position::Beginning, 100).await.unwrap();
+    assert_eq!(seqnums(&all), vec![0, 1, 2, 3, 4]);
+    assert_eq!(&all[3].data[..], b"e3");
+    assert!(
+        all.windows(2)
+            .all(|w| w[0].timestamp_ms <= w[1].timestamp_ms + 1000)
+    );
+}
+
+/// Reads by tag honour positions, limits and both numbering schemes.
+pub async fn reads_by_tag_and_position(f: Fixture) {
+    let log = f.log;
+    let (orders, inv) = (tag("orders"), tag("inventory"));
+    for i in 0..10u64 {
+        let t = if i % 2 == 0 { &orders } else { &inv };
+        log.append(AppendRequest::new(t.clone(), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let all = log.read_all(&orders).await.unwrap();
+    assert_eq!(seqnums(&all), vec![0, 2, 4, 6, 8]);
+    let from = log.read_from(&orders, Position::At(3), 2).await.unwrap();
+    assert_eq!(seqnums(&from), vec![4, 6]);
+    let end = log.read_from(&orders, Position::End, 10).await.unwrap();
+    assert!(end.is_empty());
+    // Seqnum-keyed: after seqnum 4. Version-keyed: after version 1 (= seqnum 2).
+    assert_eq!(
+        seqnums(&log.read_after(&orders, 4).await.unwrap()),
+        vec![6, 8]
+    );
+    let by_version = log.read_after_version(&orders, 1).await.unwrap();
+    assert_eq!(seqnums(&by_version), vec![4, 6, 8]);
+    assert_eq!(
+        by_version
+            .iter()
+            .map(|e| e.stream_version)
+            .collect::<Vec<_>>(),
+        vec![2, 3, 4]
+    );
+    assert!(log.read_after_version(&orders, 4).await.unwrap().is_empty());
+    let whole = log.read_log(Position::At(7), 100).await.unwrap();
+    assert_eq!(seqnums(&whole), vec![7, 8, 9]);
+    assert!(log.read_all(&tag("nobody")).await.unwrap().is_empty());
+}
+
+/// A multi-tag entry shows up in every tag's reads and carries its primary
+/// tag's version; a secondary-only tag has no version stream.
+pub async fn multi_tag_entries_are_visible_from_every_tag(f: Fixture) {
+    let log = f.log;
+    let (orders, one, audit) = (tag("orders"), tag("orders:o-1"), tag("audit"));
+    log.append(AppendRequest::new(orders.clone(), "a"))
+        .await
+        .unwrap();
+    let r = log
+        .append(AppendRequest::with_tags(
+            [orders.clone(), one.clone(), audit.clone()],
+            "b",
+        ))
+        .await
+        .unwrap();
+    assert_eq!((r.seqnum, r.stream_version), (1, 1));
+    for t in [&orders, &one, &audit] {
+        let entries = log.read_all(t).await.unwrap();
+        assert!(
+            entries.iter().any(|e| e.seqnum == 1),
+            "{t} misses the entry"
+        );
+        let e = entries.iter().find(|e| e.seqnum == 1).unwrap();
+        assert_eq!(e.tags, vec![orders.clone(), one.clone(), audit.clone()]);
+        assert_eq!(e.stream_version, 1);
+    }
+    assert_eq!(log.latest_version(&one), None);
+    assert_eq!(log.latest_version(&audit), None);
+    assert!(log.read_after_version(&one, 0).await.unwrap().is_empty());
+    // A later entry with `one` as primary starts that tag's own stream at 0.
+    let r = log
+        .append(AppendRequest::new(one.clone(), "c"))
+        .await
+        .unwrap();
+    assert_eq!(r.stream_version, 0);
+    assert_eq!(seqnums(&log.read_all(&one).await.unwrap()), vec![1, 2]);
+}
+
+/// `append_if` writes only at the expected version and reports the current
+/// one on conflict.
+pub async fn conditional_append_checks_primary_version(f: Fixture) {
+    let log = f.log;
+    let t = tag("account:42");
+    let r = log
+        .append_if(AppendRequest::new(t.clone(), "open"), 0)
+        .await
+        .unwrap();
+    assert_eq!(r.stream_version, 0);
+    let err = log
+        .append_if(AppendRequest::new(t.clone(), "stale"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(
+        err.detail(),
+        Some(&ErrorDetail::VersionConflict {
+            expected: 0,
+            next: 1
+        })
+    );
+    let ahead = log
+        .append_if(AppendRequest::new(t.clone(), "ahead"), 5)
+        .await
+        .unwrap_err();
+    assert_eq!(ahead.conflict_next_version(), Some(1));
+    // The secondary tag does not take part in the condition.
+    let r = log
+        .append_if(
+            AppendRequest::new(t.clone(), "deposit").with_tag(tag("audit")),
+            1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.stream_version, 1);
+    assert_eq!(log.read_all(&t).await.unwrap().len(), 2);
+}
+
+/// Of many concurrent `append_if` at the same version, exactly one wins.
+pub async fn concurrent_conditional_appends_have_one_winner(f: Fixture) {
+    let log = f.log;
+    let t = tag("stream");
+    for round in 0..20u64 {
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let log = log.clone();
+                let t = t.clone();
+                tokio::spawn(async move {
+                    log.append_if(AppendRequest::new(t, format!("r{round}w{i}")), round)
+                        .await
+                })
+            })
+            .collect();
+        let mut wins = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(r) => {
+                    assert_eq!(r.stream_version, round);
+                    wins += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::Conflict);
+                    assert_eq!(e.conflict_next_version(), Some(round + 1));
+                }
+            }
+        }
+        assert_eq!(wins, 1, "round {round}");
+    }
+    assert_eq!(log.read_all(&t).await.unwrap().len(), 20);
+}
+
+/// Concurrent appenders never share or skip a seqnum, and versions stay
+/// dense per tag.
+pub async fn concurrent_appenders_get_dense_unique_numbers(f: Fixture) {
+    let log = f.log;
+    let (writers, each) = (8u64, 40u64);
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let t = tag(if w % 2 == 0 { "even" } else { "odd" });
+                let mut out = Vec::new();
+                for i in 0..each {
+                    let r = log
+                        .append(AppendRequest::new(t.clone(), format!("{w}/{i}")))
+                        .await
+                        .unwrap();
+                    out.push((r.seqnum, r.stream_version, t.clone(), format!("{w}/{i}")));
+                }
+                out
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.extend(task.await.unwrap());
+    }
+    let mut seen: Vec<u64> = results.iter().map(|r| r.0).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..writers * each).collect::<Vec<_>>());
+    let mut versions: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (_, v, t, _) in &results {
+        versions.entry(t.to_string()).or_default().push(*v);
+    }
+    for (t, mut vs) in versions {
+        vs.sort_unstable();
+        assert_eq!(vs, (0..vs.len() as u64).collect::<Vec<_>>(), "{t}");
+    }
+    let all = log
+        .read_log(Position::Beginning, (writers * each) as usize + 10)
+        .await
+        .unwrap();
+    assert_eq!(all.len() as u64, writers * each);
+    for (seqnum, version, t, data) in &results {
+        let e = &all[*seqnum as usize];
+        assert_eq!(
+            (e.stream_version, &e.tags[0], &e.data[..]),
+            (*version, t, data.as_bytes())
+        );
+    }
+}
+
+/// A batch is written whole with contiguous seqnums, or not at all.
+pub async fn batches_are_atomic(f: Fixture) {
+    let log = f.log;
+    let (a, b) = (tag("a"), tag("b"));
+    let results = log
+        .append_batch(vec![
+            AppendRequest::new(a.clone(), "1"),
+            AppendRequest::new(b.clone(), "2"),
+            AppendRequest::new(a.clone(), "3"),
+        ])
+        .await
+        .unwrap();
+    let nums: Vec<_> = results
+        .iter()
+        .map(|r| (r.seqnum, r.stream_version))
+        .collect();
+    assert_eq!(nums, vec![(0, 0), (1, 0), (2, 1)]);
+    // One failing condition rejects the whole batch.
+    let err = log
+        .append_batch_if(vec![
+            (AppendRequest::new(b.clone(), "ok"), Some(1)),
+            (AppendRequest::new(a.clone(), "stale"), Some(0)),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(log.latest_seqnum(), Some(2));
+    assert_eq!(log.latest_version(&b), Some(0));
+    // Conditions see the batch's own earlier entries.
+    log.append_batch_if(vec![
+        (AppendRequest::new(a.clone(), "4"), Some(2)),
+        (AppendRequest::new(a.clone(), "5"), Some(3)),
+    ])
+    .await
+    .unwrap();
+    // Concurrent batches never interleave.
+    let tasks: Vec<_> = (0..6)
+        .map(|w| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let reqs = (0..5)
+                    .map(|i| AppendRequest::new(tag("c"), format!("{w}:{i}")))
+                    .collect();
+                log.append_batch(reqs).await.unwrap()
+            })
+        })
+        .collect();
+    for task in tasks {
+        let rs = task.await.unwrap();
+        let first = rs[0].seqnum;
+        assert!(
+            rs.iter()
+                .enumerate()
+                .all(|(i, r)| r.seqnum == first + i as u64)
+        );
+        let entries = log.read_log(Position::At(first), 5).await.unwrap();
+        let writer = std::str::from_utf8(&entries[0].data).unwrap()[..1].to_owned();
+        assert!(
+            entries
+                .iter()
+                .all(|e| std::str::from_utf8(&e.data).unwrap().starts_with(&writer))
+        );
+    }
+}
+
+/// Reads below the trim point fail with `Trimmed`; the rest stays readable
+/// and numbering continues.
+pub async fn trim_makes_old_reads_fail_clearly(f: Fixture) {
+    let log = f.log;
+    let t = tag("t");
+    for i in 0..10 {
+        log.append(AppendRequest::new(t.clone(), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    log.trim(4).await.unwrap();
+    let err = log.read_from(&t, Position::At(2), 10).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Trimmed);
+    assert_eq!(
+        err.detail(),
+        Some(&ErrorDetail::Trimmed {
+            requested: 2,
+            first_available: 5
+        })
+    );
+    assert_eq!(
+        seqnums(&log.read_all(&t).await.unwrap()),
+        vec![5, 6, 7, 8, 9]
+    );
+    assert_eq!(
+        seqnums(&log.read_from(&t, Position::Beginning, 2).await.unwrap()),
+        vec![5, 6]
+    );
+    assert_eq!(
+        log.read_after_version(&t, 1).await.unwrap_err().kind(),
+        ErrorKind::Trimmed
+    );
+    assert_eq!(log.read_after_version(&t, 6).await.unwrap().len(), 3);
+    assert_eq!(log.latest_version(&t), Some(9));
+    let r = log
+        .append(AppendRequest::new(t.clone(), "10"))
+        .await
+        .unwrap();
+    assert_eq!((r.seqnum, r.stream_version), (10, 10));
+    assert_eq!(
+        log.trim(11).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let mut sub = log.subscribe(&t, Position::At(0));
+    let first = within("trimmed subscription", sub.next()).await.unwrap();
+    assert_eq!(first.unwrap_err().kind(), ErrorKind::Trimmed);
+}
+
+/// A subscription delivers the backlog, then live entries, with no gap and
+/// no duplicate, while appends run concurrently.
+pub async fn subscription_hands_over_from_backlog_to_live(f: Fixture) {
+    let log = f.log;
+    let (t, other) = (tag("feed"), tag("other"));
+    for i in 0..30 {
+        let which = if i % 3 == 0 { &other } else { &t };
+        log.append(AppendRequest::new(which.clone(), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let mut sub = log.subscribe(&t, Position::Beginning);
+    let writer = {
+        let log = log.clone();
+        let (t, other) = (t.clone(), other.clone());
+        tokio::spawn(async move {
+            for i in 30..330 {
+                let which = if i % 3 == 0 { &other } else { &t };
+                log.append(AppendRequest::new(which.clone(), format!("{i}")))
+                    .await
+                    .unwrap();
+                if i % 50 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+    };
+    let expected_count = (0..330).filter(|i| i % 3 != 0).count();
+    let mut got = Vec::new();
+    while got.len() < expected_count {
+        let e = within("subscription", sub.next())
+            .await
+            .expect("stream ended early")
+            .unwrap();
+        got.push(e);
+    }
+    writer.await.unwrap();
+    let want = log.read_all(&t).await.unwrap();
+    assert_eq!(seqnums(&got), seqnums(&want));
+    assert_eq!(got, want);
+}
+
+/// A tail subscription sees only entries appended after it was made.
+pub async fn tail_subscription_sees_only_new_entries(f: Fixture) {
+    let log = f.log;
+    let t = tag("tail");
+    log.append(AppendRequest::new(t.clone(), "old"))
+        .await
+        .unwrap();
+    let mut sub = log.subscribe_tail(&t);
+    let mut view_sub = log.view(t.clone()).subscribe_tail();
+    let r = log
+        .append(AppendRequest::new(t.clone(), "new"))
+        .await
+        .unwrap();
+    let e = within("tail", sub.next()).await.unwrap().unwrap();
+    assert_eq!((e.seqnum, &e.data[..]), (r.seqnum, &b"new"[..]));
+    let e = within("view tail", view_sub.next()).await.unwrap().unwrap();
+    assert_eq!(e.seqnum, r.seqnum);
+    drop(sub);
+    // Appends go on after a subscriber is dropped.
+    log.append(AppendRequest::new(t.clone(), "after"))
+        .await
+        .unwrap();
+}
+
+/// A subscriber that is never polled does not hold up appends, and when it
+/// resumes it still gets every entry, in order.
+pub async fn lagging_subscriber_never_blocks_appends(f: Fixture) {
+    let log = f.log;
+    let t = tag("lag");
+    let mut sub = log.subscribe(&t, Position::Beginning);
+    let total = FEED_CAPACITY as u64 + 300;
+    within("appends past a stalled subscriber", async {
+        for i in 0..total {
+            log.append(AppendRequest::new(t.clone(), format!("{i}")))
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    let mut next = 0;
+    while next < total {
+        let e = within("lagging subscriber", sub.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.seqnum, next);
+        next += 1;
+    }
+    let r = log
+        .append(AppendRequest::new(t.clone(), "live"))
+        .await
+        .unwrap();
+    let e = within("after catching up", sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(e.seqnum, r.seqnum);
+}
+
+/// Views add their tag to appends and scope every read to it.
+pub async fn views_scope_reads_and_appends(f: Fixture) {
+    let log = f.log;
+    let view = log.view(tag("orders"));
+    let a = view.append("a").await.unwrap();
+    log.append(AppendRequest::new(tag("noise"), "n"))
+        .await
+        .unwrap();
+    let b = view
+        .append_request(AppendRequest::new(tag("orders:o-7"), "b"))
+        .await
+        .unwrap();
+    assert_eq!(b.primary_tag, tag("orders:o-7"));
+    let c = view.append("c").await.unwrap();
+    assert_eq!(seqnums(&view.read_all().await.unwrap()), vec![0, 2, 3]);
+    let next = view.read_next_after(a.seqnum).await.unwrap().unwrap();
+    assert_eq!(next.seqnum, b.seqnum);
+    assert!(next.has_tag(&tag("orders")));
+    let prev = view.read_prev_before(c.seqnum).await.unwrap().unwrap();
+    assert_eq!(prev.seqnum, b.seqnum);
+    assert!(view.read_prev_before(a.seqnum).await.unwrap().is_none());
+    assert!(view.read_next_after(c.seqnum).await.unwrap().is_none());
+    assert_eq!(view.check_tail().await.unwrap(), Some(c.seqnum));
+    assert_eq!(view.latest_version(), Some(1));
+    assert_eq!(view.next_version(), 2);
+    assert!(view.append_if("x", 1).await.is_err());
+    view.append_if("x", 2).await.unwrap();
+    let empty = log.view(tag("empty"));
+    assert_eq!(empty.check_tail().await.unwrap(), None);
+}
+
+/// A typed view round-trips values and names the seqnum it cannot decode.
+pub async fn typed_view_decode_failure_names_seqnum(f: Fixture) {
+    let log = f.log;
+    let t = tag("typed");
+    let typed = log.typed_view(t.clone(), JsonCodec::<Vec<u32>>::new());
+    typed.append(&vec![1, 2, 3]).await.unwrap();
+    let bad = log
+        .append(AppendRequest::new(t.clone(), "not json"))
+        .await
+        .unwrap();
+    let err = typed.read_all().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt);
+    assert_eq!(
+        err.detail(),
+        Some(&ErrorDetail::Decode { seqnum: bad.seqnum })
+    );
+    let ok = typed.read_from(Position::Beginning, 1).await.unwrap();
+    assert_eq!(ok[0].1, vec![1, 2, 3]);
+}
+
+/// Malformed requests are typed errors and write nothing.
+pub async fn invalid_input_writes_nothing(f: Fixture) {
+    let log = f.log;
+    let max = log.storage().capabilities().max_entry_bytes;
+    let t = tag("t");
+    let oversize = AppendRequest::new(t.clone(), vec![0u8; max + 1]);
+    assert_eq!(
+        log.append(oversize.clone()).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        log.append_batch(vec![]).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let no_tags = AppendRequest::with_tags(Vec::<LogTag>::new(), "x");
+    assert_eq!(
+        log.append(no_tags).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        log.append_batch(vec![AppendRequest::new(t.clone(), "ok"), oversize])
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(log.latest_seqnum(), None);
+    let r = log.append(AppendRequest::new(t, "fine")).await.unwrap();
+    assert_eq!(r.seqnum, 0);
+}
+
+/// The KV's compare-and-set is atomic: one winner among contenders, no lost
+/// increments, stale holders cannot release. A backend without a KV must
+/// say `Unsupported`.
+pub async fn kv_compare_and_set_is_atomic(f: Fixture) {
+    let log = f.log;
+    let kv = match log.kv(tag("exec:1")) {
+        Ok(kv) => kv,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Unsupported);
+            return;
+        }
+    };
+    for round in 0..10 {
+        let key = format!("owner-{round}");
+        let tasks: Vec<_> = (0..6)
+            .map(|i| {
+                let kv = kv.clone();
+                let key = key.clone();
+                tokio::spawn(async move { kv.set_if_absent(&key, format!("n{i}")).await.unwrap() })
+            })
+            .collect();
+        let mut wins = 0;
+        for task in tasks {
+            wins += task.await.unwrap() as u32;
+        }
+        assert_eq!(wins, 1, "round {round}");
+    }
+    let holder = kv.get("owner-0").await.unwrap().unwrap();
+    assert!(!kv.delete_if("owner-0", b"someone-else").await.unwrap());
+    assert!(
+        kv.compare_and_set("owner-0", Some(&holder), Some("next".into()))
+            .await
+            .unwrap()
+    );
+    assert!(
+        kv.compare_and_set("owner-0", None, Some("x".into()))
+            .await
+            .is_ok_and(|w| !w)
+    );
+    assert!(kv.delete_if("owner-0", b"next").await.unwrap());
+    assert_eq!(kv.get("owner-0").await.unwrap(), None);
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let kv = kv.clone();
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    kv.increment("count", 1).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(kv.increment("count", 0).await.unwrap(), 100);
+    kv.set("blob", "not a counter").await.unwrap();
+    assert_eq!(
+        kv.increment("blob", 1).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        kv.get("").await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let other = log.kv(tag("exec:2")).unwrap();
+    assert_eq!(
+        other.get("count").await.unwrap(),
+        None,
+        "scopes are separate"
+    );
+}
+
+/// After `close`, appends and reads fail with `Closed` and subscriptions end.
+pub async fn closed_log_refuses_work(f: Fixture) {
+    let log = f.log;
+    let t = tag("t");
+    log.append(AppendRequest::new(t.clone(), "x"))
+        .await
+        .unwrap();
+    let mut sub = log.subscribe_tail(&t);
+    log.close().await.unwrap();
+    assert_eq!(
+        log.append(AppendRequest::new(t.clone(), "y"))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Closed
+    );
+    assert_eq!(
+        log.read_all(&t).await.unwrap_err().kind(),
+        ErrorKind::Closed
+    );
+    let end = within("subscription end", sub.next()).await;
+    assert!(end.is_none_or(|r| r.is_err()));
+}

@@ -1,0 +1,427 @@
+//! The one place that decides what an object-store result means.
+//!
+//! Every caller that talks to a bucket (producer, replica, GC, KV objects)
+//! asks [`classify`] what a result means and reacts to the [`Outcome`], never
+//! to the raw `object_store::Error` or its message.
+//!
+//! | outcome            | typical cause                                   | reaction                    |
+//! |--------------------|-------------------------------------------------|-----------------------------|
+//! | `Committed`        | `Ok`                                            | done                        |
+//! | `Conflict`         | 412, or `AlreadyExists` on a create-if-absent   | re-read, re-plan            |
+//! | `Transient`        | 409 on a plain or `If-Match` put, 429, 5xx,     | retry with backoff          |
+//! |                    | connect errors, errors before the request left  |                             |
+//! | `Ambiguous`        | timeout / dropped connection after a write was  | re-read to learn whether    |
+//! |                    | sent: it may have landed                        | it landed, then decide      |
+//! | `NotFound`         | 404 (object or bucket)                          | caller decides              |
+//! | `PermissionDenied` | 401/403 (wrong key, bad signature, no grant)    | fix credentials             |
+//! | `Fatal`            | unsupported operation, invalid path, a bug      | stop                        |
+//!
+//! # What object_store 0.12 exposes, and what we do with it
+//!
+//! The S3 client maps the statuses it understands to dedicated error
+//! variants: 404 → `NotFound`, 412 → `Precondition`, 409 → `AlreadyExists`,
+//! 403 → `PermissionDenied`, 401 → `Unauthenticated`, 304 → `NotModified`.
+//! A conditional create (`If-None-Match: *`) that loses is reported as
+//! `AlreadyExists` (wrapping the 412), so `AlreadyExists` means "conflict" for
+//! a create and "409, retry" for every other put; that is why [`classify`]
+//! takes the [`StoreOp`] that produced the error.
+//!
+//! Every other failure arrives as `Generic` wrapping object_store's private
+//! `RetryError`, whose type cannot be named outside the crate, so its status
+//! code is not reachable through a structured field. What *is* public is
+//! [`object_store::client::HttpError`] (with an [`HttpErrorKind`]) for
+//! transport failures, which sits in the source chain of `Generic`; and
+//! `std::io::Error` for some stores. [`classify`] walks the source chain for
+//! those two. A `Generic` error with neither in its chain is therefore a
+//! server answer with a status object_store did not map (5xx after its own
+//! retries, 429, 400, a redirect), and is treated as transient: retries are
+//! bounded by the caller's [`RetryPolicy`](super::RetryPolicy), so a 400 that
+//! lands here costs a few retries and then surfaces as `Unavailable`.
+//!
+//! One more limitation of 0.12: list requests wrap even mapped statuses in
+//! `Generic`, so a 403 on `list` classifies as transient, not as
+//! `PermissionDenied`. Callers that need a clear credentials error probe with
+//! a `get`/`head` first (the producer's open reads the manifest).
+//!
+//! No message string is ever inspected.
+
+use std::error::Error as StdError;
+
+use object_store::client::{HttpError, HttpErrorKind};
+
+use crate::error::{Error, ErrorKind};
+
+/// The kind of request that produced a result; decides the few cases where
+/// the same error means different things (a dropped connection on a read is
+/// simply retried, on a write it may have landed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreOp {
+    /// `get`, `head`, ranged reads.
+    Read,
+    /// An unconditional put (`PutMode::Overwrite`).
+    Put,
+    /// A conditional create (`PutMode::Create`, `If-None-Match: *`).
+    CreateIfAbsent,
+    /// A conditional update (`PutMode::Update`, `If-Match`).
+    UpdateIfMatch,
+    /// `delete`.
+    Delete,
+    /// `list`, `list_with_delimiter`.
+    List,
+}
+
+impl StoreOp {
+    /// True for requests that change the store.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            StoreOp::Put | StoreOp::CreateIfAbsent | StoreOp::UpdateIfMatch | StoreOp::Delete
+        )
+    }
+
+    /// A short lowercase name (for messages and metrics labels).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreOp::Read => "read",
+            StoreOp::Put => "put",
+            StoreOp::CreateIfAbsent => "create",
+            StoreOp::UpdateIfMatch => "update",
+            StoreOp::Delete => "delete",
+            StoreOp::List => "list",
+        }
+    }
+}
+
+/// What an object-store result means for the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The request succeeded.
+    Committed,
+    /// A precondition failed: someone else changed the object. Re-read and
+    /// re-plan; nothing was written by this request.
+    Conflict,
+    /// A transient failure; nothing was written. Retry with backoff.
+    Transient,
+    /// No answer after the request was sent: the write may have landed.
+    /// Resolve by re-reading, never by blindly writing again.
+    Ambiguous,
+    /// The object (or the bucket) does not exist.
+    NotFound,
+    /// The store refused the credentials or the operation.
+    PermissionDenied,
+    /// Retrying cannot help (unsupported operation, invalid path, a bug).
+    Fatal,
+}
+
+impl Outcome {
+    /// True when retrying the same request (after backoff) is the reaction.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Outcome::Transient)
+    }
+}
+
+/// Classifies a result of a request of kind `op`.
+pub fn classify_result<T>(op: StoreOp, result: &Result<T, object_store::Error>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Committed,
+        Err(e) => classify(op, e),
+    }
+}
+
+/// Classifies an error returned by a request of kind `op`.
+pub fn classify(op: StoreOp, err: &object_store::Error) -> Outcome {
+    use object_store::Error as E;
+    match err {
+        E::Precondition { .. } => Outcome::Conflict,
+        // A conditional create that lost (412 or 304, converted by the S3
+        // client, or the in-memory/local stores' own check).
+        E::AlreadyExists { .. } if op == StoreOp::CreateIfAbsent => Outcome::Conflict,
+        // 409 on any other put: S3 answers it to concurrent `If-Match`
+        // requests and to some in-flight operations on the same key.
+        E::AlreadyExists { .. } => Outcome::Transient,
+        // Only meaningful for conditional reads; for a conditional write it
+        // is another spelling of "precondition failed".
+        E::NotModified { .. } if op.is_write() => Outcome::Conflict,
+        E::NotModified { .. } => Outcome::Committed,
+        E::NotFound { .. } => Outcome::NotFound,
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => Outcome::PermissionDenied,
+        E::NotSupported { .. }
+        | E::NotImplemented
+        | E::InvalidPath { .. }
+        | E::UnknownConfigurationKey { .. } => Outcome::Fatal,
+        // The spawned blocking task died (local store): the write may or
+        // may not have run to completion.
+        E::JoinError { .. } if op.is_write() => Outcome::Ambiguous,
+        E::JoinError { .. } => Outcome::Transient,
+        E::Generic { source, .. } => classify_chain(op, source.as_ref()),
+        // object_store::Error is non-exhaustive; an unknown future variant is
+        // treated as "we do not know what happened".
+        _ if op.is_write() => Outcome::Ambiguous,
+        _ => Outcome::Transient,
+    }
+}
+
+/// Walks a `Generic` error's source chain for the structured transport
+/// errors object_store and std expose.
+fn classify_chain(op: StoreOp, source: &(dyn StdError + Send + Sync + 'static)) -> Outcome {
+    let mut next: Option<&(dyn StdError + 'static)> = Some(source);
+    while let Some(e) = next {
+        if let Some(http) = e.downcast_ref::<HttpError>() {
+            return classify_http(op, http.kind());
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return classify_io(op, io.kind());
+        }
+        if let Some(inner) = e.downcast_ref::<object_store::Error>() {
+            return classify(op, inner);
+        }
+        next = e.source();
+    }
+    // An answered request with a status object_store did not map (5xx, 429,
+    // 400, 3xx); see the module docs.
+    Outcome::Transient
+}
+
+fn classify_http(op: StoreOp, kind: HttpErrorKind) -> Outcome {
+    match kind {
+        // object_store documents both as "the request was not sent".
+        HttpErrorKind::Connect | HttpErrorKind::Request => Outcome::Transient,
+        HttpErrorKind::Timeout | HttpErrorKind::Interrupted if op.is_write() => Outcome::Ambiguous,
+        HttpErrorKind::Timeout | HttpErrorKind::Interrupted => Outcome::Transient,
+        // A response arrived but could not be read, or reqwest could not say
+        // what went wrong: a write may well have been applied.
+        _ if op.is_write() => Outcome::Ambiguous,
+        _ => Outcome::Transient,
+    }
+}
+
+fn classify_io(op: StoreOp, kind: std::io::ErrorKind) -> Outcome {
+    use std::io::ErrorKind as Io;
+    match kind {
+        Io::NotFound => Outcome::NotFound,
+        Io::PermissionDenied => Outcome::PermissionDenied,
+        Io::ConnectionRefused | Io::AddrNotAvailable | Io::NotConnected => Outcome::Transient,
+        // The connection died with the request in flight.
+        Io::TimedOut
+        | Io::ConnectionReset
+        | Io::ConnectionAborted
+        | Io::BrokenPipe
+        | Io::UnexpectedEof
+        | Io::Interrupted
+            if op.is_write() =>
+        {
+            Outcome::Ambiguous
+        }
+        Io::TimedOut
+        | Io::ConnectionReset
+        | Io::ConnectionAborted
+        | Io::BrokenPipe
+        | Io::UnexpectedEof
+        | Io::Interrupted
+        | Io::WouldBlock => Outcome::Transient,
+        Io::InvalidInput | Io::InvalidFilename | Io::Unsupported => Outcome::Fatal,
+        _ if op.is_write() => Outcome::Ambiguous,
+        _ => Outcome::Transient,
+    }
+}
+
+impl Outcome {
+    /// The weft error kind a caller reports when it gives up on this outcome.
+    pub fn error_kind(self) -> ErrorKind {
+        match self {
+            // Not an error; mapping it keeps the function total.
+            Outcome::Committed => ErrorKind::Internal,
+            Outcome::Conflict => ErrorKind::Conflict,
+            Outcome::Transient => ErrorKind::Unavailable,
+            Outcome::Ambiguous => ErrorKind::Indeterminate,
+            Outcome::NotFound => ErrorKind::NotFound,
+            Outcome::PermissionDenied => ErrorKind::PermissionDenied,
+            Outcome::Fatal => ErrorKind::Internal,
+        }
+    }
+}
+
+/// Converts an object-store error into weft's error, classified for `op` on
+/// `path`. The original error is kept as the source.
+pub fn to_error(op: StoreOp, path: &str, err: object_store::Error) -> Error {
+    use object_store::Error as E;
+    let outcome = classify(op, &err);
+    let kind = match (&err, outcome) {
+        (E::NotSupported { .. } | E::NotImplemented, _) => ErrorKind::Unsupported,
+        (E::InvalidPath { .. } | E::UnknownConfigurationKey { .. }, _) => ErrorKind::InvalidInput,
+        (_, outcome) => outcome.error_kind(),
+    };
+    let what = match outcome {
+        Outcome::Committed => "succeeded",
+        Outcome::Conflict => "lost a precondition",
+        Outcome::Transient => "failed transiently",
+        Outcome::Ambiguous => "has an unknown outcome",
+        Outcome::NotFound => "found nothing",
+        Outcome::PermissionDenied => "was refused (check the credentials)",
+        Outcome::Fatal => "failed",
+    };
+    Error::new(
+        kind,
+        format!("object store {} of {path} {what}", op.as_str()),
+    )
+    .with_source(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic(source: impl StdError + Send + Sync + 'static) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "test",
+            source: Box::new(source),
+        }
+    }
+
+    fn http(kind: HttpErrorKind) -> object_store::Error {
+        generic(HttpError::new(
+            kind,
+            std::io::Error::other("transport failure"),
+        ))
+    }
+
+    fn boxed(msg: &str) -> Box<dyn StdError + Send + Sync> {
+        msg.to_string().into()
+    }
+
+    #[test]
+    fn preconditions_are_conflicts() {
+        let e = object_store::Error::Precondition {
+            path: "m".into(),
+            source: boxed("412"),
+        };
+        assert_eq!(classify(StoreOp::UpdateIfMatch, &e), Outcome::Conflict);
+        assert_eq!(classify(StoreOp::CreateIfAbsent, &e), Outcome::Conflict);
+    }
+
+    #[test]
+    fn already_exists_depends_on_the_operation() {
+        let e = object_store::Error::AlreadyExists {
+            path: "m".into(),
+            source: boxed("exists"),
+        };
+        assert_eq!(classify(StoreOp::CreateIfAbsent, &e), Outcome::Conflict);
+        assert_eq!(classify(StoreOp::UpdateIfMatch, &e), Outcome::Transient);
+        assert_eq!(classify(StoreOp::Put, &e), Outcome::Transient);
+    }
+
+    #[test]
+    fn credentials_and_missing_objects() {
+        let denied = object_store::Error::PermissionDenied {
+            path: "m".into(),
+            source: boxed("403"),
+        };
+        let unauth = object_store::Error::Unauthenticated {
+            path: "m".into(),
+            source: boxed("401"),
+        };
+        let missing = object_store::Error::NotFound {
+            path: "m".into(),
+            source: boxed("404"),
+        };
+        assert_eq!(classify(StoreOp::Read, &denied), Outcome::PermissionDenied);
+        assert_eq!(classify(StoreOp::Put, &unauth), Outcome::PermissionDenied);
+        assert_eq!(classify(StoreOp::Read, &missing), Outcome::NotFound);
+        let err = to_error(StoreOp::Read, "m", denied);
+        assert_eq!(err.kind(), ErrorKind::PermissionDenied);
+    }
+
+    #[test]
+    fn timeouts_are_ambiguous_only_for_writes() {
+        for kind in [HttpErrorKind::Timeout, HttpErrorKind::Interrupted] {
+            assert_eq!(classify(StoreOp::Put, &http(kind)), Outcome::Ambiguous);
+            assert_eq!(
+                classify(StoreOp::UpdateIfMatch, &http(kind)),
+                Outcome::Ambiguous
+            );
+            assert_eq!(classify(StoreOp::Read, &http(kind)), Outcome::Transient);
+        }
+        let err = to_error(StoreOp::Put, "seg", http(HttpErrorKind::Timeout));
+        assert_eq!(err.kind(), ErrorKind::Indeterminate);
+    }
+
+    #[test]
+    fn unsent_requests_are_transient() {
+        for kind in [HttpErrorKind::Connect, HttpErrorKind::Request] {
+            assert_eq!(classify(StoreOp::Put, &http(kind)), Outcome::Transient);
+        }
+        let err = to_error(StoreOp::Read, "m", http(HttpErrorKind::Connect));
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
+        assert!(err.kind().is_retryable());
+    }
+
+    #[test]
+    fn io_errors_in_the_chain_are_found() {
+        let reset = generic(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(classify(StoreOp::Put, &reset), Outcome::Ambiguous);
+        assert_eq!(classify(StoreOp::Read, &reset), Outcome::Transient);
+        let refused = generic(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(classify(StoreOp::Put, &refused), Outcome::Transient);
+    }
+
+    #[test]
+    fn nested_object_store_errors_are_unwrapped() {
+        let inner = object_store::Error::Precondition {
+            path: "m".into(),
+            source: boxed("412"),
+        };
+        assert_eq!(
+            classify(StoreOp::UpdateIfMatch, &generic(inner)),
+            Outcome::Conflict
+        );
+    }
+
+    #[test]
+    fn unmapped_statuses_are_transient_and_unsupported_is_fatal() {
+        // What a 503 looks like from outside object_store: Generic with no
+        // transport error in its chain.
+        let e = generic(std::fmt::Error);
+        assert_eq!(classify(StoreOp::UpdateIfMatch, &e), Outcome::Transient);
+        assert_eq!(
+            classify(StoreOp::Put, &object_store::Error::NotImplemented),
+            Outcome::Fatal
+        );
+        let err = to_error(StoreOp::Put, "m", object_store::Error::NotImplemented);
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn ok_is_committed() {
+        let ok: Result<(), object_store::Error> = Ok(());
+        assert_eq!(classify_result(StoreOp::Put, &ok), Outcome::Committed);
+    }
+
+    #[tokio::test]
+    async fn in_memory_conditional_puts_classify_as_conflicts() {
+        use object_store::{ObjectStore, PutMode, PutOptions, UpdateVersion, memory::InMemory};
+        let store = InMemory::new();
+        let path = object_store::path::Path::from("m");
+        let create = || PutOptions::from(PutMode::Create);
+        let first = store.put_opts(&path, "a".into(), create()).await.unwrap();
+        let again = store.put_opts(&path, "b".into(), create()).await;
+        assert_eq!(
+            classify_result(StoreOp::CreateIfAbsent, &again),
+            Outcome::Conflict
+        );
+        let v1 = UpdateVersion::from(first);
+        let second = store
+            .put_opts(&path, "c".into(), PutMode::Update(v1.clone()).into())
+            .await
+            .unwrap();
+        assert!(second.e_tag.is_some());
+        let stale = store
+            .put_opts(&path, "d".into(), PutMode::Update(v1).into())
+            .await;
+        assert_eq!(
+            classify_result(StoreOp::UpdateIfMatch, &stale),
+            Outcome::Conflict
+        );
+        let missing = store.get(&object_store::path::Path::from("nope")).await;
+        assert_eq!(classify_result(StoreOp::Read, &missing), Outcome::NotFound);
+    }
+}
