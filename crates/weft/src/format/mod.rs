@@ -1,2 +1,28 @@
 //! Wire formats: pure encode/decode, no I/O. Every decoder returns an error
 //! on malformed input and never panics.
+//!
+//! * [`segment`] — segment objects (v1 = upstream "batch v1", v2 adds a
+//!   CRC-32C): a block of length-prefixed records and a small footer.
+//! * [`manifest`] — manifest objects v1 to v4: entries, an optional
+//!   snapshot block, and a footer carrying the epoch and next sequence.
+//!
+//! The byte layouts are drawn in `docs/FORMATS.md`. Decoders report bad
+//! bytes as [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt); encoders
+//! report values that cannot be represented as
+//! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
+
+mod cursor;
+pub mod manifest;
+pub mod segment;
+
+pub use manifest::{
+    MANIFEST_FOOTER_LEN, MANIFEST_V4_FOOTER_LEN, ManifestData, ManifestEntry, ManifestFooter,
+    ManifestVersion, Metadata, SNAPSHOT_BLOCK_FIXED_LEN, SnapshotPointer, check_snapshot,
+    decode_manifest, encode_entry, encode_manifest, encode_trailer, read_manifest_footer,
+    trailer_len,
+};
+pub use segment::{
+    Compression, DEFAULT_MAX_BLOCK_LEN, DecodedSegment, SEGMENT_V1_FOOTER_LEN,
+    SEGMENT_V2_FOOTER_LEN, SegmentBuilder, SegmentInfo, SegmentVersion, ZSTD_LEVEL, decode_segment,
+    decode_segment_with_limit, encode_segment, inspect_segment,
+};
