@@ -15,6 +15,11 @@ use weft::{Error, LogEntry, LogTag, Result};
 
 use super::layout::{self, HEADER_LEN, SegmentFile};
 
+/// How many times a damaged-looking frame at the end of the log is read
+/// again before it counts as corrupt, and the pause before each look.
+const TAIL_RETRIES: u32 = 5;
+const TAIL_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// A batch boundary: after it, the next frame starts at `offset` of the
 /// segment whose first seqnum is `segment`, and holds `seqnum`.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +135,6 @@ impl Scanner {
                     seqnum: seg.first,
                 };
             }
-            let bytes = read_from(&seg.path, pos.offset)?;
             if pos.offset == HEADER_LEN as u64 {
                 let header = read_from(&seg.path, 0)?;
                 if header.len() >= HEADER_LEN {
@@ -144,62 +148,78 @@ impl Scanner {
                     }
                 }
             }
-            let mut at = 0usize;
-            let mut pending = Vec::new();
-            let mut in_batch = false;
-            let mut expected = pos.seqnum;
-            loop {
-                let rest = bytes.get(at..).unwrap_or_default();
-                if rest.is_empty() {
-                    break;
-                }
-                let f = match frame::decode(rest) {
-                    Ok(f) => f,
-                    // The writer has not finished writing this frame.
-                    Err(FrameError::Incomplete { .. }) => break,
-                    Err(e) => {
+            let mut attempt = 0;
+            let (bytes, at, in_batch) = 'attempt: loop {
+                attempt += 1;
+                // Offsets below are relative to `base`; `pos` moves on at
+                // every batch end.
+                let base = pos.offset;
+                let bytes = read_from(&seg.path, base)?;
+                let mut at = 0usize;
+                let mut pending = Vec::new();
+                let mut in_batch = false;
+                let mut expected = pos.seqnum;
+                loop {
+                    let rest = bytes.get(at..).unwrap_or_default();
+                    if rest.is_empty() {
+                        break;
+                    }
+                    let f = match frame::decode(rest) {
+                        Ok(f) => f,
+                        // The writer has not finished writing this frame.
+                        Err(FrameError::Incomplete { .. }) => break,
+                        // A reader can see a write in progress as damaged bytes
+                        // (the file grew before all of the data landed): look
+                        // again before calling the tail of the log corrupt.
+                        Err(_) if index + 1 == segments.len() && attempt < TAIL_RETRIES => {
+                            std::thread::sleep(TAIL_RETRY_PAUSE);
+                            continue 'attempt;
+                        }
+                        Err(e) => {
+                            return Err(Error::corrupt(format!(
+                                "{} at byte {}: {e}",
+                                seg.path.display(),
+                                base + at as u64
+                            )));
+                        }
+                    };
+                    if f.meta.seqnum != expected {
                         return Err(Error::corrupt(format!(
-                            "{} at byte {}: {e}",
+                            "{} at byte {}: seqnum {} where {expected} was expected",
                             seg.path.display(),
-                            pos.offset + at as u64
+                            base + at as u64,
+                            f.meta.seqnum
                         )));
                     }
-                };
-                if f.meta.seqnum != expected {
-                    return Err(Error::corrupt(format!(
-                        "{} at byte {}: seqnum {} where {expected} was expected",
-                        seg.path.display(),
-                        pos.offset + at as u64,
-                        f.meta.seqnum
-                    )));
-                }
-                expected += 1;
-                at += f.frame_len;
-                in_batch = !f.meta.batch_end;
-                if collect && f.meta.seqnum >= from && tag.is_none_or(|t| f.tags.contains(t)) {
-                    pending.push(f.to_entry());
-                }
-                if f.meta.batch_end {
-                    if out.len() >= max {
-                        break 'segments;
+                    expected += 1;
+                    at += f.frame_len;
+                    in_batch = !f.meta.batch_end;
+                    if collect && f.meta.seqnum >= from && tag.is_none_or(|t| f.tags.contains(t)) {
+                        pending.push(f.to_entry());
                     }
-                    out.append(&mut pending);
-                    if out.len() > max {
-                        out.truncate(max);
-                        break 'segments;
-                    }
-                    pos = Boundary {
-                        segment: seg.first,
-                        offset: pos.offset + at as u64,
-                        seqnum: expected,
-                    };
-                    if let Ok(mut last) = self.last.lock()
-                        && last.is_none_or(|b| b.seqnum <= pos.seqnum)
-                    {
-                        *last = Some(pos);
+                    if f.meta.batch_end {
+                        if out.len() >= max {
+                            break 'segments;
+                        }
+                        out.append(&mut pending);
+                        if out.len() > max {
+                            out.truncate(max);
+                            break 'segments;
+                        }
+                        pos = Boundary {
+                            segment: seg.first,
+                            offset: base + at as u64,
+                            seqnum: expected,
+                        };
+                        if let Ok(mut last) = self.last.lock()
+                            && last.is_none_or(|b| b.seqnum <= pos.seqnum)
+                        {
+                            *last = Some(pos);
+                        }
                     }
                 }
-            }
+                break (bytes, at, in_batch);
+            };
             let unfinished = in_batch || at < bytes.len();
             if index + 1 == segments.len() {
                 // The end of the log, or a batch still being written.
