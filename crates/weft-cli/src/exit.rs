@@ -41,13 +41,21 @@ pub(crate) fn code_for(kind: ErrorKind) -> u8 {
     }
 }
 
+/// The longest a cause may run in the one-line report (an S3 error can
+/// carry a whole XML body).
+const MAX_CAUSE_CHARS: usize = 240;
+
 /// The error as one line: `<message>[: <cause>: ...] (<kind>)`, with any
-/// line breaks inside a cause folded into spaces.
+/// line breaks inside a cause folded into spaces and long causes cut.
 pub(crate) fn one_line(err: &Error) -> String {
     let mut text = err.message().to_owned();
     let mut cause = std::error::Error::source(err);
     while let Some(c) = cause {
-        let c_text = c.to_string();
+        let mut c_text = c.to_string();
+        if let Some((cut, _)) = c_text.char_indices().nth(MAX_CAUSE_CHARS) {
+            c_text.truncate(cut);
+            c_text.push('…');
+        }
         // Error::io and friends already put their cause into the message.
         if !text.contains(&c_text) {
             text.push_str(": ");
@@ -77,6 +85,9 @@ mod tests {
         assert_eq!(one_line(&err), "append failed: disk full (closed)");
         let err = Error::io("open x", std::io::Error::from(std::io::ErrorKind::NotFound));
         assert_eq!(one_line(&err).matches("entity not found").count(), 1);
+        let long = std::io::Error::other("x".repeat(1000));
+        let err = Error::new(ErrorKind::Unavailable, "get").with_source(long);
+        assert!(one_line(&err).len() < 300);
     }
 
     #[test]
