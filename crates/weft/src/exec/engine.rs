@@ -155,6 +155,13 @@ async fn supervise(
             tracing::info!("executor stopped: the log closed");
             ExecutorStatus::Stopped
         }
+        Ok(Err(err)) if err.kind() == ErrorKind::Closed => {
+            // The log closed under the run (a read or an append failed with
+            // Closed): nothing the executor did wrong, and whatever it did
+            // not get to append is redone by the next run's replay.
+            tracing::info!(error = %err, "executor stopped: the log closed");
+            ExecutorStatus::Stopped
+        }
         Ok(Err(err)) => {
             tracing::error!(error = %err, kind = %err.kind(), "executor failed");
             ExecutorStatus::Failed(err.to_string())

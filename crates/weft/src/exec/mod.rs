@@ -25,7 +25,9 @@
 //!
 //! Each executor runs on its own tokio task. An error or a panic stops that
 //! executor only: its status becomes [`ExecutorStatus::Failed`] (also logged
-//! through `tracing`), and the others keep running. There is no automatic
+//! through `tracing`), and the others keep running. An error of kind
+//! `Closed` means the log closed under it and ends it as
+//! [`ExecutorStatus::Stopped`] instead. There is no automatic
 //! restart: a failure usually means the fold met an entry it cannot handle,
 //! and replaying into the same entry would fail again.
 //!

@@ -159,32 +159,43 @@ impl<E: Executor> Run<E> {
                 () = stopped(&mut stop) => return Ok(Ending::Shutdown),
                 next = input.next() => next,
             };
-            let Some(first) = next else {
+            let Some(first) = input_entry(next)? else {
                 return Ok(Ending::InputEnded);
             };
-            self.apply(&first?)?;
+            self.apply(&first)?;
             // Fold whatever else is already available, so one execute call
             // covers a burst of entries.
             let mut ended = false;
             for _ in 1..MAX_BATCH {
-                match input.next().now_or_never() {
-                    None => break,
-                    Some(None) => {
+                let Some(next) = input.next().now_or_never() else {
+                    break;
+                };
+                match input_entry(next)? {
+                    Some(entry) => self.apply(&entry)?,
+                    None => {
                         ended = true;
                         break;
                     }
-                    Some(Some(entry)) => self.apply(&entry?)?,
                 }
+            }
+            if ended {
+                // The log closed: outputs could not be appended any more.
+                self.publish();
+                return Ok(Ending::InputEnded);
             }
             if self.has_folded_own_outputs() {
                 self.execute().await?;
             }
             self.publish();
-            if ended {
-                return Ok(Ending::InputEnded);
-            }
         }
     }
+}
+
+/// An item of the input subscription; `None` when the subscription ended
+/// (the log closed).
+fn input_entry(item: Option<Result<LogEntry>>) -> Result<Option<LogEntry>> {
+    item.transpose()
+        .map_err(|e| e.context("read of the input tag"))
 }
 
 /// Resolves once the engine asks for a stop (or the engine is gone).

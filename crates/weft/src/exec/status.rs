@@ -14,7 +14,8 @@ pub enum ExecutorStatus {
     /// Stopped by an error or a panic (the message says which); the other
     /// executors of the engine are unaffected.
     Failed(String),
-    /// Stopped by shutdown, or because the log closed.
+    /// Stopped by shutdown, or because the log closed (the input ended, or
+    /// a read or append failed with [`Closed`](crate::ErrorKind::Closed)).
     Stopped,
 }
 

@@ -4,13 +4,12 @@
 //! process. Conditional appends and KV compare-and-set are atomic under the
 //! backend's lock.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::index::LogIndex;
+use super::cache::EntryCache;
 use super::sequencer::Sequencer;
 use super::{Capabilities, CommitFeed, NewEntry, Storage};
 use crate::clock::{self, Clock};
@@ -21,15 +20,7 @@ use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 #[derive(Debug, Default)]
 struct State {
     sequencer: Sequencer,
-    index: LogIndex,
-    /// `entries[i]` has seqnum `index.first() + i`.
-    entries: VecDeque<LogEntry>,
-}
-
-impl State {
-    fn get(&self, seqnum: u64) -> LogEntry {
-        self.entries[(seqnum - self.index.first()) as usize].clone()
-    }
+    cache: EntryCache,
 }
 
 /// A log held in memory.
@@ -81,11 +72,6 @@ impl Storage for MemoryStorage {
         let now = self.clock.now_ms();
         let mut state = self.lock()?;
         let planned = state.sequencer.plan(batch, now)?;
-        for entry in &planned {
-            state
-                .index
-                .insert(entry.seqnum, &entry.tags, entry.stream_version)?;
-        }
         let results = planned
             .iter()
             .map(|e| AppendResult {
@@ -95,16 +81,14 @@ impl Storage for MemoryStorage {
                 timestamp_ms: e.timestamp_ms,
             })
             .collect();
-        state.entries.extend(planned.iter().cloned());
+        state.cache.extend(planned.iter().cloned())?;
         // Published under the lock, so batches reach the feed in seqnum order.
         self.feed.publish(planned.into());
         Ok(results)
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        let state = self.lock()?;
-        let seqnums = state.index.seqnums(tag, from, max)?;
-        Ok(seqnums.into_iter().map(|s| state.get(s)).collect())
+        self.lock()?.cache.read(tag, from, max)
     }
 
     async fn read_versions(
@@ -113,25 +97,28 @@ impl Storage for MemoryStorage {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        let state = self.lock()?;
-        let seqnums = state.index.version_seqnums(tag, from_version, max)?;
-        Ok(seqnums.into_iter().map(|s| state.get(s)).collect())
+        self.lock()?.cache.read_versions(tag, from_version, max)
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        let state = self.lock()?;
-        Ok(state.index.prev(tag, before).map(|s| state.get(s)))
+        Ok(self.lock()?.cache.read_prev(tag, before))
     }
 
     fn next_seqnum(&self) -> u64 {
-        self.state.lock().expect("memory storage lock").index.next()
+        self.state
+            .lock()
+            .expect("memory storage lock")
+            .cache
+            .index()
+            .next()
     }
 
     fn first_seqnum(&self) -> u64 {
         self.state
             .lock()
             .expect("memory storage lock")
-            .index
+            .cache
+            .index()
             .first()
     }
 
@@ -142,16 +129,8 @@ impl Storage for MemoryStorage {
 
     async fn trim(&self, through: u64) -> Result<()> {
         let mut state = self.lock()?;
-        if through >= state.index.next() {
-            return Err(Error::invalid_input(format!(
-                "cannot trim through {through}: the log ends before it (next seqnum {})",
-                state.index.next()
-            )));
-        }
-        let drop =
-            ((through + 1).saturating_sub(state.index.first()) as usize).min(state.entries.len());
-        state.entries.drain(..drop);
-        state.index.trim(through);
+        state.cache.check_trim(through)?;
+        state.cache.trim(through);
         Ok(())
     }
 

@@ -1,0 +1,429 @@
+//! Read replicas: tail a bucket WAL and hand every committed record to an
+//! [`Applier`].
+//!
+//! A replica never writes the manifest and is never fenced; any number may
+//! tail the same log. Each [`Replica::poll`] loads the manifest (a
+//! conditional GET, so an unchanged manifest costs one small request),
+//! fetches the segments after the cursor — up to `prefetch` of them
+//! concurrently, applied strictly in manifest order, so memory stays bounded
+//! by `prefetch` segments — and applies their records. The cursor is saved
+//! after each segment, and at the failed record when an applier fails, so
+//! delivery is at least once and exact to the record: **appliers must be
+//! idempotent**.
+//!
+//! A replica with no cursor starts at the first live entry, or, when the
+//! manifest points to a snapshot, restores it through
+//! [`Applier::restore`] and goes on from the record after it. A cursor below
+//! the first live entry (the records it needs were truncated) is a
+//! `Trimmed` error that names the snapshot to restore; it is never skipped
+//! silently.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{GetOptions, ObjectStore};
+
+use super::applier::{Applier, Record};
+use super::cursor::{Cursor, CursorStore, MemoryCursorStore};
+use crate::error::{Error, ErrorDetail, ErrorKind, Result};
+use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
+use crate::format::segment::decode_segment;
+use crate::store::outcome::{self, StoreOp};
+
+/// What one [`Replica::poll`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PollOutcome {
+    /// Records applied in this step.
+    pub applied: usize,
+    /// Segments completed in this step.
+    pub segments: usize,
+    /// The cursor after the step.
+    pub cursor: Option<Cursor>,
+    /// A snapshot was restored in this step.
+    pub restored_snapshot: bool,
+    /// The manifest does not exist (yet): nothing was done.
+    pub manifest_missing: bool,
+    /// The manifest was unchanged since the previous step.
+    pub unchanged: bool,
+}
+
+/// Builds a [`Replica`].
+pub struct ReplicaBuilder<A> {
+    store: Arc<dyn ObjectStore>,
+    manifest_path: Path,
+    applier: A,
+    cursor_store: Arc<dyn CursorStore>,
+    prefetch: usize,
+    poll_interval: Duration,
+}
+
+impl<A: Applier> ReplicaBuilder<A> {
+    /// Where the replica keeps its cursor (default: in memory).
+    pub fn with_cursor_store(mut self, cursor_store: impl CursorStore) -> Self {
+        self.cursor_store = Arc::new(cursor_store);
+        self
+    }
+
+    /// How many segments to fetch concurrently while catching up (default 8).
+    pub fn with_prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = prefetch.max(1);
+        self
+    }
+
+    /// How long [`Replica::run`] waits between polls that found nothing new
+    /// (default 100 ms).
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// The replica.
+    pub fn build(self) -> Replica<A> {
+        Replica {
+            store: self.store,
+            manifest_path: self.manifest_path,
+            applier: self.applier,
+            cursor_store: self.cursor_store,
+            prefetch: self.prefetch,
+            poll_interval: self.poll_interval,
+            cursor: None,
+            loaded_cursor: false,
+            etag: None,
+            manifest: None,
+        }
+    }
+}
+
+/// A read replica of one bucket WAL.
+pub struct Replica<A> {
+    store: Arc<dyn ObjectStore>,
+    manifest_path: Path,
+    applier: A,
+    cursor_store: Arc<dyn CursorStore>,
+    prefetch: usize,
+    poll_interval: Duration,
+    cursor: Option<Cursor>,
+    loaded_cursor: bool,
+    etag: Option<String>,
+    manifest: Option<ManifestData>,
+}
+
+/// The cursor just past `entry`'s last record.
+fn after_entry(manifest: &ManifestData, entry: &ManifestEntry) -> Cursor {
+    match entry.count {
+        Some(count) => Cursor::at_entry(entry.sequence + u64::from(count)),
+        None => {
+            let _ = manifest;
+            Cursor::at_entry(entry.sequence + 1)
+        }
+    }
+}
+
+/// The cursor of the record after `through_seq` (a snapshot's coverage).
+fn after_sequence(manifest: &ManifestData, through_seq: u64) -> Cursor {
+    let next = through_seq.saturating_add(1);
+    for entry in &manifest.entries {
+        if let Some(count) = entry.count
+            && entry.sequence <= next
+            && next < entry.sequence + u64::from(count)
+        {
+            return Cursor {
+                entry: entry.sequence,
+                record: (next - entry.sequence) as u32,
+            };
+        }
+    }
+    Cursor::at_entry(next)
+}
+
+impl<A: Applier> Replica<A> {
+    /// A builder for a replica of the log whose manifest is at
+    /// `manifest_path` in `store`, delivering to `applier`.
+    pub fn builder(
+        store: Arc<dyn ObjectStore>,
+        manifest_path: impl Into<Path>,
+        applier: A,
+    ) -> ReplicaBuilder<A> {
+        ReplicaBuilder {
+            store,
+            manifest_path: manifest_path.into(),
+            applier,
+            cursor_store: Arc::new(MemoryCursorStore::new()),
+            prefetch: 8,
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+
+    /// The applier.
+    pub fn applier(&self) -> &A {
+        &self.applier
+    }
+
+    /// The applier, mutably.
+    pub fn applier_mut(&mut self) -> &mut A {
+        &mut self.applier
+    }
+
+    /// The cursor (next record to apply), once known.
+    pub fn cursor(&self) -> Option<Cursor> {
+        self.cursor
+    }
+
+    /// The manifest as of the last step.
+    pub fn manifest(&self) -> Option<&ManifestData> {
+        self.manifest.as_ref()
+    }
+
+    /// Loads the manifest unless it is unchanged. `Ok(None)`: missing.
+    async fn load_manifest(&mut self) -> Result<Option<bool>> {
+        let opts = GetOptions {
+            if_none_match: self.etag.clone(),
+            ..GetOptions::default()
+        };
+        let got = match self.store.get_opts(&self.manifest_path, opts).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotModified { .. }) => return Ok(Some(false)),
+            Err(e) => {
+                let err = outcome::to_error(StoreOp::Read, self.manifest_path.as_ref(), e);
+                if err.kind() == ErrorKind::NotFound {
+                    return Ok(None);
+                }
+                return Err(err);
+            }
+        };
+        let etag = got.meta.e_tag.clone();
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| outcome::to_error(StoreOp::Read, self.manifest_path.as_ref(), e))?;
+        let manifest = decode_manifest(&bytes)
+            .map_err(|e| e.context(format!("manifest {}", self.manifest_path)))?;
+        self.manifest = Some(manifest);
+        self.etag = etag;
+        Ok(Some(true))
+    }
+
+    async fn fetch(store: Arc<dyn ObjectStore>, location: String) -> Result<Bytes> {
+        let path = Path::from(location.as_str());
+        let got = store
+            .get(&path)
+            .await
+            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))?;
+        got.bytes()
+            .await
+            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))
+    }
+
+    /// Fixes the starting cursor on the first step: the saved one, or a
+    /// snapshot restore, or the first live entry.
+    async fn start_cursor(&mut self, outcome: &mut PollOutcome) -> Result<Cursor> {
+        if let Some(c) = self.cursor {
+            return Ok(c);
+        }
+        if !self.loaded_cursor {
+            self.cursor = self.cursor_store.load().await?;
+            self.loaded_cursor = true;
+            if let Some(c) = self.cursor {
+                return Ok(c);
+            }
+        }
+        let manifest = self.manifest.as_ref().expect("manifest loaded");
+        let cursor = match &manifest.snapshot {
+            Some(snap) => {
+                let (location, through) = (snap.location.clone(), snap.through_seq);
+                let start = after_sequence(manifest, through);
+                let bytes = Self::fetch(self.store.clone(), location.clone()).await?;
+                self.applier
+                    .restore(bytes, through)
+                    .await
+                    .map_err(|e| e.context(format!("restoring snapshot {location}")))?;
+                outcome.restored_snapshot = true;
+                start
+            }
+            None => match manifest.entries.first() {
+                Some(first) => Cursor::at_entry(first.sequence),
+                None => Cursor::at_entry(manifest.next_sequence),
+            },
+        };
+        self.cursor_store.save(cursor).await?;
+        self.cursor = Some(cursor);
+        Ok(cursor)
+    }
+
+    /// The entries still to apply from `cursor`, checked against the
+    /// manifest.
+    fn pending(&self, cursor: Cursor) -> Result<Vec<ManifestEntry>> {
+        let manifest = self.manifest.as_ref().expect("manifest loaded");
+        let Some(first) = manifest.entries.first() else {
+            return Ok(Vec::new());
+        };
+        if cursor.entry < first.sequence {
+            let hint = match &manifest.snapshot {
+                Some(s) => format!(
+                    "; restore the snapshot at {} (through {}) and start again",
+                    s.location, s.through_seq
+                ),
+                None => String::new(),
+            };
+            return Err(Error::new(
+                ErrorKind::Trimmed,
+                format!(
+                    "replica cursor at entry {} is below the first live entry {}: \
+                     those records were truncated{hint}",
+                    cursor.entry, first.sequence
+                ),
+            )
+            .with_detail(ErrorDetail::Trimmed {
+                requested: cursor.entry,
+                first_available: first.sequence,
+            }));
+        }
+        let start = manifest
+            .entries
+            .partition_point(|e| e.sequence < cursor.entry);
+        let rest = &manifest.entries[start..];
+        match rest.first() {
+            Some(e) if e.sequence == cursor.entry => Ok(rest.to_vec()),
+            Some(e) => Err(Error::corrupt(format!(
+                "replica cursor at entry {} falls inside the manifest but no entry starts \
+                 there (next entry starts at {})",
+                cursor.entry, e.sequence
+            ))),
+            None => {
+                let last = manifest.entries.last().expect("non-empty");
+                let end = after_entry(manifest, last);
+                if cursor.entry > end.entry {
+                    return Err(Error::corrupt(format!(
+                        "replica cursor at entry {} is ahead of the log, which ends at {}",
+                        cursor.entry, end.entry
+                    )));
+                }
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// One step: load the manifest, apply every record after the cursor.
+    ///
+    /// Errors: store errors (`Unavailable`, `NotFound`, `PermissionDenied`),
+    /// `Corrupt` (a manifest or segment fails validation), `Trimmed` (the
+    /// cursor's records were truncated), and whatever the applier returns —
+    /// in which case the cursor stays at the failed record.
+    pub async fn poll(&mut self) -> Result<PollOutcome> {
+        let mut outcome = PollOutcome {
+            applied: 0,
+            segments: 0,
+            cursor: self.cursor,
+            restored_snapshot: false,
+            manifest_missing: false,
+            unchanged: false,
+        };
+        match self.load_manifest().await? {
+            None => {
+                outcome.manifest_missing = true;
+                return Ok(outcome);
+            }
+            Some(false) if self.cursor.is_some() => {
+                outcome.unchanged = true;
+                return Ok(outcome);
+            }
+            Some(_) => {}
+        }
+        let cursor = self.start_cursor(&mut outcome).await?;
+        let pending = self.pending(cursor)?;
+        let store = self.store.clone();
+        let mut segments = futures::stream::iter(pending.clone())
+            .map(move |e| {
+                let store = store.clone();
+                async move { Self::fetch(store, e.location.clone()).await }
+            })
+            .buffered(self.prefetch);
+        let manifest_copy = self.manifest.clone().expect("manifest loaded");
+        for entry in &pending {
+            let bytes = segments
+                .try_next()
+                .await?
+                .ok_or_else(|| Error::internal("segment stream ended early"))?;
+            let segment = decode_segment(bytes)
+                .map_err(|e| e.context(format!("segment {}", entry.location)))?;
+            if let Some(count) = entry.count
+                && segment.records.len() != count as usize
+            {
+                return Err(Error::corrupt(format!(
+                    "segment {} holds {} records, the manifest says {count}",
+                    entry.location,
+                    segment.records.len()
+                )));
+            }
+            let mut cursor = self.cursor.expect("cursor set");
+            let first = if cursor.entry == entry.sequence {
+                cursor.record as usize
+            } else {
+                0
+            };
+            for (index, data) in segment.records.into_iter().enumerate().skip(first) {
+                let meta = entry
+                    .metadata
+                    .iter()
+                    .rev()
+                    .find(|m| m.start_index as usize <= index);
+                let record = Record {
+                    entry_sequence: entry.sequence,
+                    index: index as u32,
+                    sequence: entry.count.map(|_| entry.sequence + index as u64),
+                    data,
+                    metadata: meta.map(|m| m.payload.clone()),
+                    ingestion_ms: meta.map(|m| m.ingestion_ms),
+                };
+                if let Err(err) = self.applier.apply(&record).await {
+                    cursor = Cursor {
+                        entry: entry.sequence,
+                        record: index as u32,
+                    };
+                    self.cursor = Some(cursor);
+                    self.cursor_store.save(cursor).await?;
+                    // Force a fresh manifest read next time.
+                    self.etag = None;
+                    return Err(err);
+                }
+                outcome.applied += 1;
+                metrics::counter!("weft_replica_records_applied").increment(1);
+            }
+            cursor = after_entry(&manifest_copy, entry);
+            self.cursor_store.save(cursor).await?;
+            self.cursor = Some(cursor);
+            outcome.segments += 1;
+        }
+        outcome.cursor = self.cursor;
+        if let (Some(c), Some(last)) = (self.cursor, manifest_copy.entries.last()) {
+            let end = after_entry(&manifest_copy, last).entry;
+            metrics::gauge!("weft_replica_lag_entries").set(end.saturating_sub(c.entry) as f64);
+        }
+        Ok(outcome)
+    }
+
+    /// Polls until `shutdown` completes. Transient store errors are retried
+    /// after the poll interval; any other error ends the run.
+    pub async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        tokio::pin!(shutdown);
+        loop {
+            let wait = match self.poll().await {
+                Ok(o) if o.applied > 0 => Duration::ZERO,
+                Ok(_) => self.poll_interval,
+                Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
+                    tracing::warn!(error = %e, "replica poll failed; retrying");
+                    self.poll_interval
+                }
+                Err(e) => return Err(e),
+            };
+            tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}
