@@ -20,7 +20,7 @@ use futures::StreamExt;
 use weft::exec::{ExecutorEngine, ExecutorStatus};
 use weft::{AppendRequest, Error, ErrorKind, Log, Position, Result};
 
-use crate::location::{self, Create};
+use crate::location::{self, Create, StoreArgs};
 use crate::output;
 use shop::{Event, Inventory, RESTOCK_QTY, Shipping, Tags};
 
@@ -45,7 +45,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     let location = weft::store::Location::Dir {
         path: args.dir.clone(),
     };
-    let log = location::open_log(&location, Create::IfMissing).await?;
+    let log = location::open_log(&location, Create::IfMissing, &StoreArgs::default()).await?;
     let outcome = run_on(&log, &args, started).await;
     let closed = log.close().await;
     outcome?;
