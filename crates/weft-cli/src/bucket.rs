@@ -17,8 +17,10 @@ use weft::format::{
 use weft::store::{StoreOp, to_error};
 use weft::{Error, ErrorKind, Result};
 
-/// Where the seed's own log keeps its manifest, relative to the prefix.
-pub(crate) const DEFAULT_MANIFEST: &str = "wal/manifest";
+/// Where a weft bucket log keeps its manifest, relative to the log's
+/// prefix (`weft::storage::bucket::BucketLayout`). The upstream buffer uses
+/// `ingest/manifest`, the seed's WAL `wal/manifest`: pass `--manifest`.
+pub(crate) const DEFAULT_MANIFEST: &str = "manifest";
 
 /// A decoded manifest and where it came from.
 #[derive(Debug)]
