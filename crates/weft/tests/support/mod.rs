@@ -2,4 +2,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod azure;
 pub mod s3;
+pub mod store_cases;
