@@ -12,6 +12,7 @@
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
 mod cursor;
+pub mod frame;
 pub mod manifest;
 pub mod segment;
 

@@ -19,6 +19,7 @@
 //! reads (`read_versions`, `latest_version`) look at the entries for which
 //! the tag is primary.
 
+pub mod bucket;
 pub mod cache;
 pub mod feed;
 pub mod index;

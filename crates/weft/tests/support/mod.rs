@@ -5,3 +5,4 @@
 pub mod azure;
 pub mod s3;
 pub mod store_cases;
+pub mod wal;
