@@ -68,7 +68,7 @@
 //! * **ETag spelling.** A put, get or head returns the ETag quoted
 //!   (`"0x8D…"`); an Azure *list* returns it bare (`0x8D…`), while S3 lists
 //!   keep the quotes. Compare ETags with [`etags_match`], never with `==`.
-//!   Both stores accept either spelling in `If-Match`.
+//!   Azurite accepts the bare spelling in `If-Match`.
 //! * **ETags are not content hashes on Azure.** S3 (and SeaweedFS) use the
 //!   MD5 of a single-part upload, so rewriting the same bytes keeps the
 //!   ETag; Azure makes a new ETag for every write. To learn whether an
@@ -76,8 +76,11 @@
 //!   computed in advance.
 //! * **Listing.** Both list in lexicographic order, after-offset and with
 //!   delimiter alike, and show a write to the next list at once. A list
-//!   with wrong credentials or a missing bucket/container is `Generic` on
-//!   both (see above), so it classifies as transient on both.
+//!   with wrong credentials is `Generic` on both (see above), as is an
+//!   Azure list of a missing container, so they classify as transient.
+//! * **Missing bucket or container.** SeaweedFS creates a bucket on the
+//!   first write to it; Azure answers 404 `ContainerNotFound`, which is
+//!   [`Outcome::NotFound`] for reads and writes alike.
 
 use std::error::Error as StdError;
 
