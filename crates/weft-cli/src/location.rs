@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Args;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
+use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::store::{AzureSettings, Location, S3Settings};
 use weft::{Error, ErrorKind, Log, Result};
 
@@ -81,26 +82,61 @@ pub(crate) enum Create {
     IfMissing,
 }
 
-/// Opens the shared log at `location` for reading and writing.
+/// Opens the shared log at `location` for reading and writing: the one
+/// place that picks a backend.
 ///
-/// A plain directory opens the `dir` backend, which takes an exclusive lock
-/// on it. A bucket (`s3://`, `file://`) needs the bucket backend, which is
-/// not built yet: that is an `Unsupported` error, while `inspect`, `wal dump`
-/// and `verify` read buckets directly.
+/// * A plain directory opens the `dir` backend, which takes an exclusive
+///   lock on it.
+/// * `s3://` and `az://` open the bucket writer ([`BucketStorage`]), which
+///   claims the log's epoch: any other writer of that log is fenced from
+///   then on.
+/// * `file://` cannot be written: object_store's local files have no
+///   conditional update, which the writer's manifest CAS needs.
 ///
 /// Errors: `NotFound` (no log there and `create` is [`Create::No`]),
-/// `Locked` (another process has the log open), `Unsupported` (a bucket),
-/// `Corrupt`, and the backend's I/O kinds.
-pub(crate) async fn open_log(location: &Location, create: Create) -> Result<Log> {
+/// `Locked` (another process has a `dir` log open), `Unsupported`
+/// (`file://`), `PermissionDenied`, `Unavailable`, `Corrupt`, and the
+/// backend's I/O kinds.
+pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
     match location {
         Location::Dir { path } => crate::dirlog::open(path, create).await,
-        Location::S3 { .. } | Location::Azure { .. } | Location::File { .. } => {
-            Err(Error::unsupported(format!(
-                "{location}: reading and writing entries of a bucket log needs the bucket backend, \
-             which this build does not have yet; `weft inspect`, `weft wal dump` and \
-             `weft verify` work on buckets"
-            )))
+        Location::S3 { .. } | Location::Azure { .. } => {
+            let store = open_store(location, args)?;
+            if create == Create::No {
+                require_bucket_log(&store, location).await?;
+            }
+            let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
+            Ok(Log::new(storage))
         }
+        Location::File { .. } => Err(Error::unsupported(format!(
+            "{location}: a file:// store can be read (inspect, wal dump, verify, read, tail) \
+             but not written: local files have no conditional update for the manifest"
+        ))),
+    }
+}
+
+/// Opens a read-only follower of the bucket log at `location` (`s3://`,
+/// `az://` or `file://`): it serves reads and tails the bucket, and never writes.
+///
+/// Errors: `NotFound` (no log), and the store's kinds.
+pub(crate) async fn follow_bucket(location: &Location, args: &StoreArgs) -> Result<Log> {
+    let store = open_store(location, args)?;
+    require_bucket_log(&store, location).await?;
+    let follower = BucketFollower::open(store, "", FollowerOptions::default()).await?;
+    Ok(Log::new(follower))
+}
+
+/// `NotFound` unless the store holds a bucket log's manifest.
+async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -> Result<()> {
+    match crate::bucket::size(store, crate::bucket::DEFAULT_MANIFEST).await? {
+        Some(_) => Ok(()),
+        None => Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no log at {location}: there is no {} object (create one with `weft append --create`)",
+                crate::bucket::DEFAULT_MANIFEST
+            ),
+        )),
     }
 }
 

@@ -1,7 +1,8 @@
-//! `weft inspect` and `verify` on `az://` locations, against the real
-//! Azurite test server that `scripts/test.sh` starts, over a log the real
-//! bucket `Producer` wrote; and the one-line errors of a missing log, a
-//! wrong key and a dead endpoint.
+//! The `weft` command on `az://` locations, against the real Azurite test
+//! server that `scripts/test.sh` starts: `inspect` and `verify` over a log
+//! the real bucket `Producer` wrote, `append` and `read` of a bucket log,
+//! and the one-line errors of a missing log, a wrong key and a dead
+//! endpoint.
 //!
 //! Every test FAILS (never skips) when the server's env is missing.
 
@@ -93,12 +94,22 @@ async fn a_producer_written_log_on_azurite_inspects_and_verifies() {
     first.wait().await.unwrap();
     producer.close().await.unwrap();
 
-    let v: Value = serde_json::from_str(ok(weft(&["inspect", &url, "--json"])).trim()).unwrap();
+    let v: Value = serde_json::from_str(
+        ok(weft(&[
+            "inspect",
+            &url,
+            "--manifest",
+            "wal/manifest",
+            "--json",
+        ]))
+        .trim(),
+    )
+    .unwrap();
     assert_eq!(v["epoch"], 1);
     let entries = v["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1, "{v}");
     assert_eq!(entries[0]["count"], 2);
-    let out = ok(weft(&["verify", &url]));
+    let out = ok(weft(&["verify", &url, "--manifest", "wal/manifest"]));
     assert!(out.contains("no problems"), "{out}");
 }
 
@@ -125,4 +136,51 @@ fn azure_store_failures_are_one_line_errors() {
     let account = required("AZURE_STORAGE_ACCOUNT_NAME");
     let dead = format!("http://127.0.0.1:{port}/{account}");
     one_line_error(&weft_at(&dead, &["verify", &url], &[]), 9, "unavailable");
+}
+
+fn append(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["append", url, "--json"];
+    all.extend_from_slice(args);
+    let out = ok(weft(&all));
+    assert_eq!(out.lines().count(), 1, "{out}");
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+#[test]
+fn an_az_log_is_written_and_read_through_the_cli() {
+    let (_, url) = container("shared_log");
+    one_line_error(&weft(&["read", &url]), 3, "not_found");
+    let first = append(&url, &["--create", "-t", "orders", "placed"]);
+    assert_eq!(
+        (first["seqnum"].as_u64(), first["stream_version"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // Each `weft append` is a new writer: it fences the previous one and
+    // rebuilds the stream versions from the container.
+    one_line_error(
+        &weft(&["append", &url, "-t", "orders", "--if-version", "0", "again"]),
+        5,
+        "conflict",
+    );
+    let second = append(&url, &["-t", "orders", "--if-version", "1", "shipped"]);
+    assert_eq!(
+        (second["seqnum"].as_u64(), second["stream_version"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let read = ok(weft(&["read", &url, "--json"]));
+    let data: Vec<String> = read
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["data"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(data, [b64(b"placed"), b64(b"shipped")]);
+}
+
+fn b64(data: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(data)
 }
