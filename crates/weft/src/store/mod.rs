@@ -16,7 +16,7 @@ pub mod retry;
 
 pub use azure::AzureSettings;
 pub use config::{Location, S3Settings, StoreSettings, build_store, with_prefix};
-pub use fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
+pub use fault::{DEFAULT_HANG, FaultConfig, FaultStats, FaultStore, OpFaults};
 pub use outcome::{
     Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
 };
