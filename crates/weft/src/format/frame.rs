@@ -255,6 +255,22 @@ pub fn claimed_position(buf: &[u8]) -> Option<(u64, u32)> {
     Some((u64_at(buf, 8)?, u32_at(buf, 32)?))
 }
 
+/// A frame whose checksum and fixed fields were verified, with its tags
+/// still encoded (for callers that decode or cache tags themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHead<'a> {
+    /// The fixed fields.
+    pub meta: FrameMeta,
+    /// How many tags `raw_tags` holds.
+    pub tag_count: usize,
+    /// The encoded tags; decode them with [`decode_tags`].
+    pub raw_tags: &'a [u8],
+    /// The payload, borrowed from the input.
+    pub data: &'a [u8],
+    /// Total bytes of the frame, prefix included.
+    pub frame_len: usize,
+}
+
 /// Decodes the frame at the start of `buf` (which may hold more bytes after
 /// it). Never panics, whatever the input.
 ///
@@ -262,6 +278,21 @@ pub fn claimed_position(buf: &[u8]) -> Option<(u64, u32)> {
 /// [`FrameError::Checksum`] when the bytes are damaged,
 /// [`FrameError::Malformed`] when a checksummed field is invalid.
 pub fn decode(buf: &[u8]) -> Result<FrameRef<'_>, FrameError> {
+    let head = decode_head(buf)?;
+    Ok(FrameRef {
+        meta: head.meta,
+        tags: decode_tags(head.raw_tags, head.tag_count)?,
+        raw_tags: head.raw_tags,
+        data: head.data,
+        frame_len: head.frame_len,
+    })
+}
+
+/// Verifies the checksum and fixed fields of the frame at the start of
+/// `buf` and locates its tags and payload, without decoding the tags.
+///
+/// Errors: as [`decode`], except that tag contents are not checked.
+pub fn decode_head(buf: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     let frame_len = claimed_len(buf).ok_or(FrameError::Incomplete { needed: PREFIX_LEN })?;
     if frame_len < FIXED_LEN {
         // A length this small can only be damage; report it as a checksum
@@ -286,8 +317,9 @@ fn malformed(why: impl Into<String>) -> FrameError {
     FrameError::Malformed(why.into())
 }
 
-/// Parses a frame whose checksum already matched.
-fn parse_checked(frame: &[u8]) -> Result<FrameRef<'_>, FrameError> {
+/// Parses the fixed fields of a frame whose checksum already matched and
+/// finds where its tags end.
+fn parse_checked(frame: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     let field = |v: Option<u64>| v.ok_or_else(|| malformed("fixed fields truncated"));
     let seqnum = field(u64_at(frame, 8))?;
     let stream_version = field(u64_at(frame, 16))?;
@@ -311,10 +343,42 @@ fn parse_checked(frame: &[u8]) -> Result<FrameRef<'_>, FrameError> {
         return Err(malformed(format!("tag count {tag_count} out of range")));
     }
     let mut at = FIXED_LEN;
-    let mut tags = Vec::with_capacity(tag_count);
-    for _ in 0..tag_count {
-        let (ns, next) = text_at(frame, at)?;
-        let (key, next) = text_at(frame, next)?;
+    for _ in 0..2 * tag_count {
+        let len =
+            u16_at(frame, at).ok_or_else(|| malformed("tag length overruns the frame"))? as usize;
+        at += 2 + len;
+    }
+    let raw_tags = frame
+        .get(FIXED_LEN..at)
+        .ok_or_else(|| malformed("tags overrun the frame"))?;
+    let data = frame
+        .get(at..)
+        .ok_or_else(|| malformed("tags overrun the frame"))?;
+    Ok(FrameHead {
+        meta: FrameMeta {
+            seqnum,
+            stream_version,
+            timestamp_ms,
+            group_offset,
+            batch_end: flags & FLAG_BATCH_END != 0,
+        },
+        tag_count,
+        raw_tags,
+        data,
+        frame_len: frame.len(),
+    })
+}
+
+/// Decodes `count` encoded tags (a frame's `raw_tags`), checking each as
+/// [`LogTag`] does and refusing duplicates.
+///
+/// Errors: [`FrameError::Malformed`].
+pub fn decode_tags(raw: &[u8], count: usize) -> Result<Vec<LogTag>, FrameError> {
+    let mut at = 0;
+    let mut tags = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (ns, next) = text_at(raw, at)?;
+        let (key, next) = text_at(raw, next)?;
         at = next;
         let tag = if key.is_empty() {
             LogTag::new(ns)
@@ -327,25 +391,10 @@ fn parse_checked(frame: &[u8]) -> Result<FrameRef<'_>, FrameError> {
         }
         tags.push(tag);
     }
-    let raw_tags = frame
-        .get(FIXED_LEN..at)
-        .ok_or_else(|| malformed("tags overrun the frame"))?;
-    let data = frame
-        .get(at..)
-        .ok_or_else(|| malformed("tags overrun the frame"))?;
-    Ok(FrameRef {
-        meta: FrameMeta {
-            seqnum,
-            stream_version,
-            timestamp_ms,
-            group_offset,
-            batch_end: flags & FLAG_BATCH_END != 0,
-        },
-        tags,
-        raw_tags,
-        data,
-        frame_len: frame.len(),
-    })
+    if at != raw.len() {
+        return Err(malformed("trailing bytes after the tags"));
+    }
+    Ok(tags)
 }
 
 /// A `[len u16][utf-8]` string at `at`; returns it and the offset after it.

@@ -201,8 +201,12 @@ impl DirStorage {
             dir: dir.clone(),
             feed: CommitFeed::new(recovered.index.next()),
             state: RwLock::new(Visible {
+                gone_versions: recovered
+                    .versions
+                    .into_iter()
+                    .filter(|(tag, _)| recovered.index.next_version_at(tag, 0).is_none())
+                    .collect(),
                 index: recovered.index,
-                versions: recovered.versions,
                 segments,
             }),
             counters: Counters::default(),
@@ -413,7 +417,7 @@ impl Storage for DirStorage {
             if seqnums.is_empty()
                 && state.index.next_version_at(tag, 0).is_none()
                 && state
-                    .versions
+                    .gone_versions
                     .get(tag)
                     .is_some_and(|&next| from_version < next)
             {
@@ -446,11 +450,11 @@ impl Storage for DirStorage {
     }
 
     fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.shared
-            .read_state()
-            .versions
-            .get(tag)
-            .and_then(|v| v.checked_sub(1))
+        let state = self.shared.read_state();
+        state
+            .index
+            .latest_version(tag)
+            .or_else(|| state.gone_versions.get(tag).and_then(|v| v.checked_sub(1)))
     }
 
     async fn trim(&self, through: u64) -> Result<()> {

@@ -74,8 +74,9 @@ pub(super) enum Command {
 #[derive(Debug)]
 pub(super) struct Visible {
     pub(super) index: LogIndex,
-    /// Next version of every primary tag ever written.
-    pub(super) versions: HashMap<LogTag, u64>,
+    /// Next version of the primary tags the index has no stream for: those
+    /// whose every entry was trimmed before this handle opened.
+    pub(super) gone_versions: HashMap<LogTag, u64>,
     /// Live segments by first seqnum.
     pub(super) segments: BTreeMap<u64, Segment>,
 }
@@ -327,8 +328,8 @@ impl Writer {
         let mut planned: Vec<Planned> = Vec::with_capacity(group.len());
         let mut frame_starts: Vec<usize> = Vec::new();
         for p in group {
-            let outcome = validate(&p.batch, self.options.max_entry_bytes)
-                .and_then(|()| self.sequencer.plan(p.batch, timestamp_ms));
+            // `DirStorage::append` validated the batch before sending it.
+            let outcome = self.sequencer.plan(p.batch, timestamp_ms);
             if let Ok(entries) = &outcome {
                 for (i, entry) in entries.iter().enumerate() {
                     frame_starts.push(self.buf.len());
@@ -414,14 +415,6 @@ impl Writer {
                         error!(error = %e, "index rejected a committed entry");
                     }
                     let primary = &entry.tags[0];
-                    match state.versions.get_mut(primary) {
-                        Some(v) => *v = entry.stream_version + 1,
-                        None => {
-                            state
-                                .versions
-                                .insert(primary.clone(), entry.stream_version + 1);
-                        }
-                    }
                     results.push(AppendResult {
                         seqnum: entry.seqnum,
                         stream_version: entry.stream_version,
@@ -560,10 +553,12 @@ impl Writer {
             if through < state.index.first() {
                 return Ok(());
             }
-            let mut next_versions: Vec<(LogTag, u64)> = state
-                .versions
-                .iter()
-                .map(|(tag, &next)| {
+            // Between groups the sequencer counts exactly the visible
+            // entries, every stream ever written included.
+            let mut next_versions: Vec<(LogTag, u64)> = self
+                .sequencer
+                .versions()
+                .map(|(tag, next)| {
                     let v = state
                         .index
                         .next_version_at(tag, through + 1)
