@@ -34,6 +34,7 @@ use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
+use crate::store::RetryPolicy;
 use crate::wal::{Applier, Durability, Producer, Record, Replica};
 
 /// Settings of a bucket writer (plain data).
@@ -47,6 +48,14 @@ pub struct BucketOptions {
     pub max_entry_bytes: usize,
     /// Segments fetched concurrently while rebuilding on open.
     pub rebuild_prefetch: usize,
+    /// Retries of the claim, segment uploads and manifest commits. When a
+    /// commit runs out of them the writer halts (see the module docs), so
+    /// this bounds the store outage a writer rides out.
+    pub retry: RetryPolicy,
+    /// Seeds the writer's run id and backoff jitter, for reproducible tests
+    /// and simulation; `None` (the default) draws it from the operating
+    /// system, which keeps run ids unique across processes.
+    pub seed: Option<u64>,
 }
 
 impl Default for BucketOptions {
@@ -56,6 +65,8 @@ impl Default for BucketOptions {
             flush_bytes: 4 << 20,
             max_entry_bytes: MAX_ENTRY_BYTES,
             rebuild_prefetch: 8,
+            retry: RetryPolicy::default(),
+            seed: None,
         }
     }
 }
@@ -142,12 +153,16 @@ impl BucketStorage {
         let layout = BucketLayout::new(prefix);
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
-        let producer = Producer::builder(store.clone(), layout.manifest(), layout.segments())
+        let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
             .with_flush_interval(options.flush_interval)
             .with_flush_bytes(options.flush_bytes)
             .with_manifest_version(ManifestVersion::V4)
-            .open()
-            .await?;
+            .with_retry_policy(options.retry.clone())
+            .with_clock(clock.clone());
+        if let Some(seed) = options.seed {
+            builder = builder.with_seed(seed);
+        }
+        let producer = builder.open().await?;
         let rebuild = Rebuild {
             assembler: BatchAssembler::new(),
             batches: Vec::new(),
@@ -206,6 +221,19 @@ impl BucketStorage {
             clock,
             options,
         })
+    }
+
+    /// The epoch this writer claimed the log with: a newer writer's is
+    /// higher, and fences this one.
+    pub fn epoch(&self) -> u64 {
+        self.producer.epoch()
+    }
+
+    /// This writer's run id: the directory its segments are written under
+    /// (`<prefix>/segments/<run id>/`), so every manifest entry names the
+    /// writer that committed it.
+    pub fn run_id(&self) -> ulid::Ulid {
+        self.producer.run_id()
     }
 
     fn committed(&self) -> Result<std::sync::MutexGuard<'_, Committed>> {
