@@ -189,3 +189,75 @@ async fn reopened_writer_resumes_counters_and_kv_holds_across_handles(store: Arc
     assert!(kv2.delete_if("owner", b"a").await.unwrap());
     assert!(kv2.set_if_absent("owner", "b").await.unwrap());
 }
+
+/// Regression: a conditional append that conflicted only with an append
+/// still in flight answered `Conflict` at once; when that append then
+/// failed (nothing committed), the answer named a version no state of the
+/// log ever had. It now waits for the appends in flight. Found by the
+/// simulation (tests/simulation.rs).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_conflict_with_an_append_in_flight_waits_for_it() {
+    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
+    let opts = BucketOptions {
+        flush_interval: Duration::from_millis(50),
+        retry: RetryPolicy {
+            max_attempts: 2,
+            base_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(5),
+            jitter: 0.0,
+        },
+        seed: Some(1),
+        ..BucketOptions::default()
+    };
+    let acct: LogTag = "acct:0".parse().unwrap();
+
+    // The append in flight commits: the conflict is real, and answered
+    // after it.
+    let log = Log::new(
+        BucketStorage::open(faults.clone(), "a", opts.clone())
+            .await
+            .unwrap(),
+    );
+    let first = tokio::spawn({
+        let (log, acct) = (log.clone(), acct.clone());
+        async move { log.append(AppendRequest::new(acct, "first")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let err = log
+        .append_if(AppendRequest::new(acct.clone(), "second"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(err.conflict_next_version(), Some(1));
+    assert_eq!(first.await.unwrap().unwrap().stream_version, 0);
+    assert_eq!(
+        log.next_version(&acct),
+        1,
+        "the conflict's answer is readable"
+    );
+
+    // The append in flight fails: no conflict is reported, the writer's
+    // failure is.
+    let log = Log::new(
+        BucketStorage::open(faults.clone(), "b", opts)
+            .await
+            .unwrap(),
+    );
+    faults.fail_puts_under("b/segments/");
+    let first = tokio::spawn({
+        let (log, acct) = (log.clone(), acct.clone());
+        async move { log.append(AppendRequest::new(acct, "first")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let err = log
+        .append_if(AppendRequest::new(acct.clone(), "second"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
+    assert_eq!(
+        first.await.unwrap().unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+    assert_eq!(log.next_version(&acct), 0, "nothing was committed");
+}

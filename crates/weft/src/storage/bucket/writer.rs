@@ -9,6 +9,11 @@
 //! plus the epoch make that check as strong as a check in storage: a
 //! writer that lost the epoch cannot commit anything, planned or not.
 //!
+//! A conditional append that conflicts only with batches still in flight
+//! waits for them before answering `Conflict`: should one of them fail, the
+//! conflict would have been false, and the answer is the writer's failure
+//! instead.
+//!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
@@ -91,6 +96,8 @@ struct Shared {
     /// Set once the producer failed: every later append gets this error.
     failed: Mutex<Option<(ErrorKind, String)>>,
     closed: AtomicBool,
+    /// Ticks whenever a batch became visible or the writer failed.
+    settled: tokio::sync::watch::Sender<()>,
 }
 
 /// The writer of a bucket log.
@@ -209,6 +216,7 @@ impl BucketStorage {
             committed: Mutex::new(committed),
             failed: Mutex::new(None),
             closed: AtomicBool::new(false),
+            settled: tokio::sync::watch::Sender::new(()),
         });
         let (in_flight, rx) = mpsc::unbounded_channel();
         tokio::spawn(make_visible(shared.clone(), rx));
@@ -261,6 +269,11 @@ impl Shared {
     }
 
     fn fail(&self, err: &Error) {
+        self.record_failure(err);
+        self.settled.send_replace(());
+    }
+
+    fn record_failure(&self, err: &Error) {
         let mut failed = self.failed.lock().expect("writer lock");
         if failed.is_none() {
             let kind = match err.kind() {
@@ -280,7 +293,28 @@ impl Shared {
         c.cache.extend(batch.iter().cloned())?;
         // Under the cache lock, so the feed sees batches in order.
         self.feed.publish(batch.into());
+        drop(c);
+        self.settled.send_replace(());
         Ok(())
+    }
+
+    /// Waits until every batch planned below seqnum `through` is visible,
+    /// or the writer failed.
+    async fn settle(&self, through: u64) {
+        let mut rx = self.settled.subscribe();
+        let _ = rx
+            .wait_for(|_| {
+                self.failed.lock().expect("writer lock").is_some()
+                    || self
+                        .committed
+                        .lock()
+                        .expect("writer lock")
+                        .cache
+                        .index()
+                        .next()
+                        >= through
+            })
+            .await;
     }
 }
 
@@ -319,7 +353,20 @@ impl Storage for BucketStorage {
             let mut sequencer = self.sequencer.lock().await;
             self.check_failed()?;
             let mut trial = sequencer.clone();
-            let planned = trial.plan(batch, now)?;
+            let planned = match trial.plan(batch, now) {
+                Ok(planned) => planned,
+                Err(e) if e.kind() == ErrorKind::Conflict => {
+                    // The check ran against every planned batch, committed
+                    // or not; should one still in flight fail, the conflict
+                    // would be false (and the writer stops). So answer only
+                    // once they are all settled: nothing is planned
+                    // meanwhile, as this holds the sequencer.
+                    self.shared.settle(sequencer.next_seqnum()).await;
+                    self.check_failed()?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             let records = encode_batch(&planned)?;
             let durability = match self.producer.append(records, None).await {
                 Ok(d) => d,
