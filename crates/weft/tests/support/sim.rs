@@ -221,56 +221,14 @@ struct Plan {
     read_interval: Duration,
 }
 
-fn ms(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> Duration {
+/// A duration of `lo..=hi` ms drawn from `rng`.
+pub fn ms(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> Duration {
     Duration::from_millis(rng.random_range(lo..=hi))
 }
 
 fn plan(seed: u64, profile: Profile) -> Plan {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_5111);
-    let put = match profile {
-        Profile::Mixed => OpFaults {
-            error: rng.random_range(0.0..0.15),
-            conflict_409: rng.random_range(0.0..0.05),
-            ambiguous: rng.random_range(0.0..0.15),
-            hang: rng.random_range(0.0..0.05),
-            lost: rng.random_range(0.0..0.05),
-            latency: rng.random_range(0.3..1.0),
-            latency_min: Duration::ZERO,
-            latency_max: ms(&mut rng, 1, 40),
-        },
-        Profile::UploadStorm => OpFaults {
-            error: rng.random_range(0.5..0.8),
-            conflict_409: rng.random_range(0.0..0.05),
-            ambiguous: rng.random_range(0.05..0.2),
-            hang: rng.random_range(0.0..0.05),
-            lost: rng.random_range(0.0..0.05),
-            latency: rng.random_range(0.3..1.0),
-            latency_min: Duration::ZERO,
-            latency_max: ms(&mut rng, 1, 40),
-        },
-    };
-    let get = OpFaults {
-        error: rng.random_range(0.0..0.1),
-        ambiguous: rng.random_range(0.0..0.05),
-        hang: rng.random_range(0.0..0.03),
-        latency: rng.random_range(0.2..1.0),
-        latency_max: ms(&mut rng, 1, 20),
-        ..OpFaults::default()
-    };
-    let faults = FaultConfig {
-        seed,
-        put,
-        get,
-        precondition_storm: rng.random_range(0.0..0.1),
-        hang_for: ms(&mut rng, 50, 2_000),
-        ..FaultConfig::default()
-    };
-    let retry = RetryPolicy {
-        max_attempts: rng.random_range(3..=8),
-        base_backoff: ms(&mut rng, 1, 5),
-        max_backoff: ms(&mut rng, 10, 60),
-        jitter: 0.5,
-    };
+    let (faults, retry) = faults(seed, profile, &mut rng);
     let failovers = {
         let n = rng.random_range(0..=3);
         let mut at: Vec<Duration> = (0..n).map(|_| ms(&mut rng, 10, 400)).collect();
@@ -291,6 +249,57 @@ fn plan(seed: u64, profile: Profile) -> Plan {
         poll_interval: ms(&mut rng, 2, 30),
         read_interval: ms(&mut rng, 10, 80),
     }
+}
+
+/// The faults and the writers' retry policy of a run of `profile`, drawn
+/// from `rng`.
+pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig, RetryPolicy) {
+    let rng = &mut *rng;
+    let put = match profile {
+        Profile::Mixed => OpFaults {
+            error: rng.random_range(0.0..0.15),
+            conflict_409: rng.random_range(0.0..0.05),
+            ambiguous: rng.random_range(0.0..0.15),
+            hang: rng.random_range(0.0..0.05),
+            lost: rng.random_range(0.0..0.05),
+            latency: rng.random_range(0.3..1.0),
+            latency_min: Duration::ZERO,
+            latency_max: ms(rng, 1, 40),
+        },
+        Profile::UploadStorm => OpFaults {
+            error: rng.random_range(0.5..0.8),
+            conflict_409: rng.random_range(0.0..0.05),
+            ambiguous: rng.random_range(0.05..0.2),
+            hang: rng.random_range(0.0..0.05),
+            lost: rng.random_range(0.0..0.05),
+            latency: rng.random_range(0.3..1.0),
+            latency_min: Duration::ZERO,
+            latency_max: ms(rng, 1, 40),
+        },
+    };
+    let get = OpFaults {
+        error: rng.random_range(0.0..0.1),
+        ambiguous: rng.random_range(0.0..0.05),
+        hang: rng.random_range(0.0..0.03),
+        latency: rng.random_range(0.2..1.0),
+        latency_max: ms(rng, 1, 20),
+        ..OpFaults::default()
+    };
+    let faults = FaultConfig {
+        seed,
+        put,
+        get,
+        precondition_storm: rng.random_range(0.0..0.1),
+        hang_for: ms(rng, 50, 2_000),
+        ..FaultConfig::default()
+    };
+    let retry = RetryPolicy {
+        max_attempts: rng.random_range(3..=8),
+        base_backoff: ms(rng, 1, 5),
+        max_backoff: ms(rng, 10, 60),
+        jitter: 0.5,
+    };
+    (faults, retry)
 }
 
 /// Runs one seed to completion on its own paused single-thread runtime and
@@ -859,7 +868,12 @@ fn run_of(location: &str) -> Option<&str> {
     parts.next()
 }
 
-fn check_manifest_history(manifests: &[Bytes], runs: &HashMap<String, u64>) -> Vec<String> {
+/// Checks the manifest states a run left, in order: the epoch never goes
+/// back, neither does the next sequence, each state keeps the entries of
+/// the one before, and every entry a state adds comes from the run (by the
+/// run id in its location, mapped to its epoch by `runs`) that holds the
+/// state's epoch.
+pub fn check_manifest_history(manifests: &[Bytes], runs: &HashMap<String, u64>) -> Vec<String> {
     let mut v = Vec::new();
     let mut prev: Option<Manifest> = None;
     for (i, bytes) in manifests.iter().enumerate() {
