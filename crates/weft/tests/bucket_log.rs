@@ -261,3 +261,43 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
     );
     assert_eq!(log.next_version(&acct), 0, "nothing was committed");
 }
+
+/// Regression: opening a writer on a segment-numbered (v1/v2) WAL claimed
+/// it first — bumping its epoch, fencing its writer and converting its
+/// manifest to v4 — and then failed with `Corrupt` instead of the
+/// documented `InvalidInput`. It is now refused before anything is
+/// written.
+#[tokio::test]
+async fn a_segment_numbered_wal_is_refused_untouched() {
+    use object_store::path::Path;
+    use weft::format::{Compression, ManifestVersion, SegmentVersion, encode_segment};
+    use weft::wal::Manifest;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    for version in [ManifestVersion::V1, ManifestVersion::V2] {
+        let mut m = Manifest::new(version);
+        m.bump_epoch().unwrap();
+        let seg = encode_segment(&[b"record"], Compression::None, SegmentVersion::V1).unwrap();
+        store
+            .put(&Path::from("wal/seg/0"), seg.into())
+            .await
+            .unwrap();
+        m.append("wal/seg/0", vec![], 1).unwrap();
+        let before = m.to_bytes().unwrap();
+        store
+            .put(&Path::from("wal/manifest"), before.clone().into())
+            .await
+            .unwrap();
+        let err = BucketStorage::open(store.clone(), "wal", options())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{version:?}: {err}");
+        let after = store
+            .get(&Path::from("wal/manifest"))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(after, before, "{version:?}: the manifest was not touched");
+    }
+}

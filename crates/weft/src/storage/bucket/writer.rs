@@ -33,7 +33,7 @@ use super::kv::BucketKv;
 use super::records::{BatchAssembler, encode_batch};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::ManifestVersion;
+use crate::format::{ManifestData, ManifestVersion, decode_manifest};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
@@ -141,7 +141,10 @@ impl BucketStorage {
     ///
     /// Errors: `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
-    /// manifest is not a record-numbered (v3/v4) weft log.
+    /// manifest is not a record-numbered (v3/v4) weft log — refused before
+    /// anything is written. A WAL whose records are not entry frames is
+    /// only found out while rebuilding, after the claim (`Corrupt`); the
+    /// claim has then fenced that WAL's writer.
     pub async fn open(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
@@ -158,6 +161,7 @@ impl BucketStorage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
+        refuse_foreign_wal(store.as_ref(), &layout.manifest()).await?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
         let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
@@ -178,15 +182,8 @@ impl BucketStorage {
             .with_prefetch(options.rebuild_prefetch)
             .build();
         replica.poll().await?;
-        if let Some(m) = replica.manifest()
-            && m.entries.iter().any(|e| e.count.is_none())
-        {
-            return Err(Error::invalid_input(format!(
-                "{} is a {:?} manifest, which numbers segments, not records; \
-                 a weft log needs v3 or v4",
-                layout.manifest(),
-                m.version
-            )));
+        if let Some(m) = replica.manifest() {
+            check_weft_log(&layout.manifest(), m)?;
         }
         let mut sequencer = Sequencer::new();
         let mut committed = Committed::default();
@@ -258,6 +255,39 @@ impl BucketStorage {
     fn check_failed(&self) -> Result<()> {
         self.shared.check_failed()
     }
+}
+
+/// A weft log's manifest numbers records (v3/v4) and every entry has
+/// records; segment-numbered entries (v1/v2, or legacy entries of a
+/// converted v1/v2 manifest) mean a WAL some other writer keeps.
+fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
+    if m.version.has_record_counts() && m.entries.iter().all(|e| e.count.is_some_and(|c| c > 0)) {
+        return Ok(());
+    }
+    Err(Error::invalid_input(format!(
+        "{path} is a {:?} manifest with segment-numbered entries, not a weft log \
+         (which numbers records: v3 or v4)",
+        m.version
+    )))
+}
+
+/// Refuses, before claiming it, a manifest that is not a weft log's: the
+/// claim would bump its epoch (fencing its own writer) and convert it.
+async fn refuse_foreign_wal(
+    store: &dyn ObjectStore,
+    path: &object_store::path::Path,
+) -> Result<()> {
+    let got = match store.get(path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(()),
+        // The claim reads the manifest again and reports store errors.
+        Err(_) => return Ok(()),
+    };
+    let Ok(bytes) = got.bytes().await else {
+        return Ok(());
+    };
+    let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
+    check_weft_log(path, &m)
 }
 
 impl Shared {
