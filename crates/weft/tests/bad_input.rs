@@ -121,6 +121,7 @@ use std::time::Duration;
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
+use weft::DirStorage;
 use weft::format::{ManifestVersion, SnapshotPointer};
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::store::Location;
@@ -128,7 +129,6 @@ use weft::wal::{
     Cursor, CursorStore, FnApplier, Manifest, MemoryCursorStore, ObjectCursorStore, Producer,
     Record, Replica,
 };
-use weft::DirStorage;
 
 async fn put(store: &Arc<dyn ObjectStore>, path: &str, bytes: impl Into<Bytes>) {
     store
@@ -313,7 +313,7 @@ async fn dir_backend_refuses_files_and_damaged_segments() {
     let file = tmp.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
     let err = DirStorage::open(&file).await.unwrap_err();
-    assert_ne!(err.kind(), ErrorKind::Internal, "{err}");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     let dir = tmp.path().join("log");
     {
         let log = Log::new(DirStorage::open(&dir).await.unwrap());
