@@ -10,7 +10,11 @@
 //! * `hang` — the request is performed, then the caller hears nothing until
 //!   [`FaultConfig::hang_for`] has passed and gets a timeout;
 //! * `lost` — the request never reaches the store, and the caller hangs the
-//!   same way (a timeout that did not land).
+//!   same way (a timeout that did not land);
+//! * `late` — the caller hangs and gets its timeout, and the write reaches
+//!   the store only afterwards ([`FaultConfig::late_by`] after the timeout),
+//!   as a request a server was still working on when the client gave up.
+//!   Puts and deletes only; other requests treat it like `lost`.
 //!
 //! Every put under a chosen path prefix can also be made to fail.
 //!
@@ -71,6 +75,9 @@ pub struct OpFaults {
     /// Drop the request without performing it, hang for
     /// [`FaultConfig::hang_for`], then report a timeout.
     pub lost: f64,
+    /// Hang for [`FaultConfig::hang_for`] and report a timeout, then
+    /// perform the write [`FaultConfig::late_by`] later.
+    pub late: f64,
     /// Chance of adding latency to a request.
     pub latency: f64,
     /// Added latency is uniform in `latency_min..=latency_max`.
@@ -105,6 +112,9 @@ pub struct FaultConfig {
     /// How long a `hang` or `lost` request keeps its caller waiting before
     /// the timeout (default 30 s, a typical client request timeout).
     pub hang_for: Duration,
+    /// How long after its caller's timeout a `late` write lands (default
+    /// 1 s).
+    pub late_by: Duration,
 }
 
 /// The default of [`FaultConfig::hang_for`].
@@ -122,6 +132,7 @@ impl Default for FaultConfig {
             fail_put_prefixes: Vec::new(),
             fail_get_prefixes: Vec::new(),
             hang_for: DEFAULT_HANG,
+            late_by: Duration::from_secs(1),
         }
     }
 }
@@ -141,6 +152,8 @@ pub struct FaultStats {
     pub hung: u64,
     /// Requests dropped without being performed, then timed out.
     pub lost: u64,
+    /// Writes performed only after their caller timed out.
+    pub late: u64,
     /// Requests delayed.
     pub delayed: u64,
     /// Puts and gets refused by a failing prefix.
@@ -179,6 +192,7 @@ enum Decision {
     Ambiguous,
     Hang,
     Lost,
+    Late,
 }
 
 #[derive(Debug, Default)]
@@ -189,6 +203,7 @@ struct Counters {
     ambiguous: AtomicU64,
     hung: AtomicU64,
     lost: AtomicU64,
+    late: AtomicU64,
     delayed: AtomicU64,
     prefix_failures: AtomicU64,
 }
@@ -277,6 +292,7 @@ impl FaultStore {
             ambiguous: c.ambiguous.load(Ordering::Relaxed),
             hung: c.hung.load(Ordering::Relaxed),
             lost: c.lost.load(Ordering::Relaxed),
+            late: c.late.load(Ordering::Relaxed),
             delayed: c.delayed.load(Ordering::Relaxed),
             prefix_failures: c.prefix_failures.load(Ordering::Relaxed),
         }
@@ -303,6 +319,7 @@ impl FaultStore {
             Decision::Ambiguous => Some(&self.counters.ambiguous),
             Decision::Hang => Some(&self.counters.hung),
             Decision::Lost => Some(&self.counters.lost),
+            Decision::Late => Some(&self.counters.late),
         };
         if let Some(c) = counter {
             c.fetch_add(1, Ordering::Relaxed);
@@ -353,6 +370,12 @@ impl FaultStore {
             Decision::Hang
         } else if op != Op::List && chance(&mut rng, faults.lost) {
             Decision::Lost
+        } else if op != Op::List && chance(&mut rng, faults.late) {
+            if matches!(op, Op::Put | Op::Delete) {
+                Decision::Late
+            } else {
+                Decision::Lost
+            }
         } else {
             Decision::Pass
         };
@@ -373,7 +396,9 @@ impl FaultStore {
         if let Some(e) = refused(decision, path) {
             return Err(e);
         }
-        if decision == Decision::Lost {
+        // `perform` is not used for late puts and deletes; for everything
+        // else a late request is a lost one.
+        if matches!(decision, Decision::Lost | Decision::Late) {
             tokio::time::sleep(self.hang_for()).await;
             return Err(timeout(path));
         }
@@ -392,6 +417,26 @@ impl FaultStore {
 
     fn hang_for(&self) -> Duration {
         self.lock().config.hang_for
+    }
+
+    /// A `late` write: the caller waits out its timeout while `write` is
+    /// held back, and the write runs `late_by` after the timeout, on its
+    /// own task (the caller has long given up on it).
+    async fn late<T: Send + 'static>(
+        &self,
+        path: &Path,
+        write: impl Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> object_store::Result<T> {
+        let (hang, late_by) = {
+            let state = self.lock();
+            (state.config.hang_for, state.config.late_by)
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(hang + late_by).await;
+            let _ = write.await;
+        });
+        tokio::time::sleep(hang).await;
+        Err(timeout(path))
     }
 }
 
@@ -471,7 +516,9 @@ fn refused(decision: Decision, path: &Path) -> Option<object_store::Error> {
         Decision::Error => Some(clean_error(path)),
         Decision::Conflict409 => Some(conflict_409(path)),
         Decision::Precondition => Some(precondition(path)),
-        Decision::Pass | Decision::Ambiguous | Decision::Hang | Decision::Lost => None,
+        Decision::Pass | Decision::Ambiguous | Decision::Hang | Decision::Lost | Decision::Late => {
+            None
+        }
     }
 }
 
@@ -485,6 +532,11 @@ impl ObjectStore for FaultStore {
     ) -> object_store::Result<PutResult> {
         let conditional = !matches!(opts.mode, PutMode::Overwrite);
         let decision = self.decide(Op::Put, location, conditional).await;
+        if decision == Decision::Late {
+            let (inner, path) = (self.inner.clone(), location.clone());
+            let write = async move { inner.put_opts(&path, payload, opts).await };
+            return self.late(location, write).await;
+        }
         self.perform(
             decision,
             location,
@@ -519,6 +571,11 @@ impl ObjectStore for FaultStore {
 
     async fn delete(&self, location: &Path) -> object_store::Result<()> {
         let decision = self.decide(Op::Delete, location, false).await;
+        if decision == Decision::Late {
+            let (inner, path) = (self.inner.clone(), location.clone());
+            let write = async move { inner.delete(&path).await };
+            return self.late(location, write).await;
+        }
         self.perform(decision, location, self.inner.delete(location))
             .await
     }
@@ -793,6 +850,30 @@ mod tests {
         assert_ne!(a, (0..16).collect::<Vec<_>>(), "completions were reordered");
         assert_eq!(a, completion_order(4, 16).await, "same seed, same order");
         assert_ne!(a, completion_order(5, 16).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn late_writes_land_after_the_callers_timeout() {
+        let (inner, s) = store(FaultConfig {
+            put: OpFaults {
+                late: 1.0,
+                ..OpFaults::default()
+            },
+            hang_for: Duration::from_secs(2),
+            late_by: Duration::from_secs(3),
+            ..FaultConfig::default()
+        });
+        let path = Path::from("manifest");
+        let start = tokio::time::Instant::now();
+        let r = s.put(&path, "late".into()).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(classify_result(StoreOp::Put, &r), Outcome::Ambiguous);
+        tokio::time::sleep(Duration::from_millis(2_999)).await;
+        assert!(inner.head(&path).await.is_err(), "not yet");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let got = inner.get(&path).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&got[..], b"late", "landed after the caller gave up");
+        assert_eq!(s.stats().late, 1);
     }
 
     #[test]

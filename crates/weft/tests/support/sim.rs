@@ -262,6 +262,7 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
             ambiguous: rng.random_range(0.0..0.15),
             hang: rng.random_range(0.0..0.05),
             lost: rng.random_range(0.0..0.05),
+            late: rng.random_range(0.0..0.05),
             latency: rng.random_range(0.3..1.0),
             latency_min: Duration::ZERO,
             latency_max: ms(rng, 1, 40),
@@ -272,6 +273,7 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
             ambiguous: rng.random_range(0.05..0.2),
             hang: rng.random_range(0.0..0.05),
             lost: rng.random_range(0.0..0.05),
+            late: rng.random_range(0.0..0.05),
             latency: rng.random_range(0.3..1.0),
             latency_min: Duration::ZERO,
             latency_max: ms(rng, 1, 40),
@@ -291,6 +293,7 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
         get,
         precondition_storm: rng.random_range(0.0..0.1),
         hang_for: ms(rng, 50, 2_000),
+        late_by: ms(rng, 1, 3_000),
         ..FaultConfig::default()
     };
     let retry = RetryPolicy {
