@@ -407,6 +407,10 @@ impl Committer {
     /// Returns the manifest sequence of each segment in `batch`.
     async fn commit_with_retries(&mut self, batch: &[Uploaded]) -> Result<Vec<u64>> {
         let mut backoff = self.policy.backoff(self.rng.random());
+        // The versions unanswered attempts were conditioned on: such an
+        // attempt may still be applied later (a server can finish a request
+        // its client gave up on), as long as the manifest is at that version.
+        let mut unanswered: Vec<UpdateVersion> = Vec::new();
         loop {
             if self.stale {
                 match self.reload().await {
@@ -448,7 +452,8 @@ impl Committer {
                 sequences.push(seq);
             }
             let bytes = self.manifest.to_bytes()?;
-            let mode = PutMode::Update(self.version.clone());
+            let attempted = self.version.clone();
+            let mode = PutMode::Update(attempted.clone());
             let result = self
                 .store
                 .put_opts(&self.path, PutPayload::from(bytes), PutOptions::from(mode))
@@ -462,6 +467,9 @@ impl Committer {
                 }
                 Err(e) => Failed::store(StoreOp::UpdateIfMatch, &self.path, e),
             };
+            if f.outcome == Outcome::Ambiguous {
+                unanswered.push(attempted);
+            }
             match f.outcome {
                 Outcome::Conflict => {
                     metrics::counter!("weft_producer_cas_conflicts_total").increment(1)
@@ -480,7 +488,22 @@ impl Committer {
                             self.committed_next = self.manifest.next_sequence();
                             return Ok(seqs);
                         }
-                        // The reload proves nothing landed.
+                        if unanswered.contains(&self.version) {
+                            // Nothing landed so far, but an unanswered
+                            // attempt against this very version still can.
+                            return Err(Error::new(
+                                ErrorKind::Indeterminate,
+                                format!(
+                                    "manifest commit gave up after {} attempts; an unanswered \
+                                     attempt may still be applied",
+                                    backoff.attempts()
+                                ),
+                            )
+                            .with_source(f.error));
+                        }
+                        // The reload proves nothing landed, and the manifest
+                        // moved past every unanswered attempt's version (or
+                        // there was none), so none can land any more.
                         let kind = match f.outcome {
                             Outcome::Conflict => ErrorKind::Conflict,
                             _ => ErrorKind::Unavailable,
