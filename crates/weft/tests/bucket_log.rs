@@ -301,3 +301,46 @@ async fn a_segment_numbered_wal_is_refused_untouched() {
         assert_eq!(after, before, "{version:?}: the manifest was not touched");
     }
 }
+
+/// Regression: the rebuild on open read the log in one pass, so a single
+/// failed segment fetch failed the open — after the claim had already
+/// fenced the previous writer. On a flaky store a long log could not be
+/// opened at all. The rebuild now retries, resuming where it stopped.
+/// Found by the bucket-log simulation.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
+    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
+    let first = writer(faults.clone()).await;
+    write_some(&first, 0, 6).await;
+    let want = everything(&first).await;
+    first.close().await.unwrap();
+
+    faults.fail_gets_under("log/segments/");
+    tokio::spawn({
+        let faults = faults.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            faults.clear_get_failures();
+        }
+    });
+    let opts = BucketOptions {
+        retry: RetryPolicy {
+            max_attempts: 10,
+            base_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_millis(200),
+            jitter: 0.0,
+        },
+        ..options()
+    };
+    let second = Log::new(
+        BucketStorage::open(faults.clone(), "log", opts)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(everything(&second).await, want);
+    assert!(
+        faults.stats().prefix_failures > 0,
+        "the rebuild met failures"
+    );
+}

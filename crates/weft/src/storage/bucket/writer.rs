@@ -181,7 +181,7 @@ impl BucketStorage {
         let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
             .with_prefetch(options.rebuild_prefetch)
             .build();
-        replica.poll().await?;
+        rebuild_with_retries(&mut replica, &options.retry, options.seed.unwrap_or(0)).await?;
         if let Some(m) = replica.manifest() {
             check_weft_log(&layout.manifest(), m)?;
         }
@@ -254,6 +254,35 @@ impl BucketStorage {
 
     fn check_failed(&self) -> Result<()> {
         self.shared.check_failed()
+    }
+}
+
+/// Reads the whole log into the rebuild applier. A transient failure
+/// (one segment fetch of many) is retried within `policy`, resuming where
+/// the failed step stopped; the budget starts over whenever a step made
+/// progress, so a long log is rebuilt on a flaky store as long as the
+/// store answers now and then. Giving up fails the open, after the claim
+/// (the previous writer is fenced either way).
+async fn rebuild_with_retries(
+    replica: &mut Replica<Rebuild>,
+    policy: &RetryPolicy,
+    seed: u64,
+) -> Result<()> {
+    let mut backoff = policy.backoff(seed ^ 0x0072_6562_7569_6c64);
+    loop {
+        let before = replica.cursor();
+        let err = match replica.poll().await {
+            Ok(_) => return Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
+            Err(e) => return Err(e),
+        };
+        if replica.cursor() != before {
+            backoff.reset();
+        }
+        tracing::debug!(error = %err, "rebuilding the bucket log: retrying");
+        if !backoff.wait().await {
+            return Err(err.context("rebuilding the log on open"));
+        }
     }
 }
 
