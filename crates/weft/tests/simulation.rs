@@ -1,7 +1,12 @@
-//! Deterministic simulation of the bucket WAL under injected faults: many
-//! seeds, each a small run of failovers, zombie writers, appenders, readers
-//! and a tailing replica on a paused clock, checked against the log's
-//! guarantees (see `support/sim.rs`).
+//! Deterministic simulation under injected faults: many seeds, each a small
+//! run of failovers, zombie writers, appenders, readers and a tailing
+//! replica on a paused clock, checked against the log's guarantees.
+//!
+//! * the bucket WAL (producers and a `wal::Replica`): `support/sim.rs`;
+//!   500 seeds of mixed faults and 150 of upload storms by default;
+//! * the shared log on a bucket (`BucketStorage` writers, a
+//!   `BucketFollower`, the `Log` API with conditional appends and batches):
+//!   `support/sim_log.rs`; 300 seeds by default.
 //!
 //! * `WEFT_SIM_SEEDS=N` runs N seeds per test instead of the default.
 //! * `WEFT_SIM_SEED=S` runs only seed S and prints its trace.
