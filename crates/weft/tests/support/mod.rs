@@ -2,5 +2,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod hook;
 pub mod s3;
 pub mod wal;
