@@ -25,6 +25,18 @@ impl Sequencer {
         Sequencer::default()
     }
 
+    /// A sequencer for a log trimmed through `next_seqnum - 1`, whose
+    /// streams go on at `next_versions`.
+    pub fn starting_at(
+        next_seqnum: u64,
+        next_versions: impl IntoIterator<Item = (LogTag, u64)>,
+    ) -> Self {
+        Sequencer {
+            next_seqnum,
+            next_versions: next_versions.into_iter().collect(),
+        }
+    }
+
     /// The seqnum the next entry gets.
     pub fn next_seqnum(&self) -> u64 {
         self.next_seqnum

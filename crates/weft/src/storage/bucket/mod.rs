@@ -15,7 +15,19 @@
 //!   subscription, and refuses writes with `ReadOnly`.
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
-//! `kv/<scope>/<key>`.
+//! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
+//!
+//! # Retention
+//!
+//! [`Storage::trim`](crate::Storage::trim) on the writer stores the log's
+//! numbering state at the trim point ([`crate::format::log_state`]) as the
+//! WAL's base snapshot and drops the entries it supersedes, in one manifest
+//! CAS. A writer reopening the log and a follower starting on it restore
+//! that state — first seqnum, and every stream's next version, also of
+//! streams whose entries are all gone — and read on from the entry after
+//! it. A running follower drops from its local copy whatever the manifest
+//! no longer holds after each poll. [`gc`] deletes the objects nothing
+//! references any more.
 
 pub mod follower;
 pub mod kv;
@@ -26,7 +38,21 @@ pub use follower::{BucketFollower, FollowerOptions};
 pub use kv::BucketKv;
 pub use writer::{BucketOptions, BucketStorage};
 
+use std::sync::Arc;
+
+use object_store::ObjectStore;
 use object_store::path::Path;
+
+use crate::wal::Gc;
+
+/// A retention GC pass over the bucket log at `prefix` in `store` (the
+/// defaults of [`Gc`]: a one-hour grace period, not a dry run; adjust with
+/// its builder methods, then [`Gc::run`]).
+pub fn gc(store: Arc<dyn ObjectStore>, prefix: &str) -> Gc {
+    let layout = BucketLayout::new(prefix);
+    Gc::new(store, layout.manifest().to_string(), layout.segments())
+        .with_snapshot_prefix(layout.snapshots())
+}
 
 /// Where a bucket log keeps its objects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +83,11 @@ impl BucketLayout {
     /// The prefix of segment objects.
     pub fn segments(&self) -> String {
         self.join("segments")
+    }
+
+    /// The prefix of snapshot objects.
+    pub fn snapshots(&self) -> String {
+        self.join("snapshots")
     }
 
     /// The prefix of KV objects.

@@ -9,6 +9,11 @@
 //! plus the epoch make that check as strong as a check in storage: a
 //! writer that lost the epoch cannot commit anything, planned or not.
 //!
+//! On a trimmed log the rebuild starts from the log state the last trim
+//! stored as the WAL's snapshot (see the [module docs](super)), so seqnums
+//! and every stream's versions go on where they were, and the first
+//! readable entry is the one after the trim point.
+//!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
@@ -20,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use object_store::ObjectStore;
 
 use super::BucketLayout;
@@ -27,13 +33,13 @@ use super::kv::BucketKv;
 use super::records::{BatchAssembler, encode_batch};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::ManifestVersion;
+use crate::format::{LogState, ManifestVersion, decode_log_state, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
-use crate::wal::{Applier, Producer, Record, Replica};
+use crate::wal::{Applier, Producer, Record, Replica, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -62,13 +68,17 @@ impl Default for BucketOptions {
 #[derive(Debug, Default)]
 struct Committed {
     cache: EntryCache,
-    /// Batches the producer confirmed out of order, by first seqnum.
-    early: BTreeMap<u64, Vec<LogEntry>>,
+    /// Batches handed to the producer and not visible yet, by first
+    /// seqnum, registered in planning (= commit) order.
+    pending: BTreeMap<u64, Vec<LogEntry>>,
 }
 
 /// The writer of a bucket log.
 pub struct BucketStorage {
     producer: Producer,
+    snapshots: SnapshotWriter,
+    /// One trim at a time, so trim points (and snapshots) only move forward.
+    trim_lock: tokio::sync::Mutex<()>,
     sequencer: tokio::sync::Mutex<Sequencer>,
     committed: Mutex<Committed>,
     feed: CommitFeed,
@@ -86,10 +96,12 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// Collects every committed batch during the rebuild on open.
+/// Collects every committed batch during the rebuild on open, after the
+/// log state of the last trim if there is one.
 struct Rebuild {
     assembler: BatchAssembler,
     batches: Vec<Vec<LogEntry>>,
+    state: Option<LogState>,
 }
 
 #[async_trait]
@@ -100,6 +112,30 @@ impl Applier for Rebuild {
         }
         Ok(())
     }
+
+    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
+        let state = decode_trim_state(&snapshot, through_seq)?;
+        self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
+        self.batches.clear();
+        self.state = Some(state);
+        Ok(())
+    }
+}
+
+/// Decodes the log state a trim stored as the WAL's snapshot.
+///
+/// Errors: `Corrupt` when the snapshot is not a log state, or covers
+/// another trim point than the manifest's pointer says.
+pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<LogState> {
+    let state = decode_log_state(snapshot)
+        .map_err(|e| e.context("the bucket log's snapshot is not a weft log state"))?;
+    if state.through != through_seq {
+        return Err(Error::corrupt(format!(
+            "the snapshot pointer says through {through_seq}, its log state says {}",
+            state.through
+        )));
+    }
+    Ok(state)
 }
 
 impl BucketStorage {
@@ -136,6 +172,7 @@ impl BucketStorage {
         let rebuild = Rebuild {
             assembler: BatchAssembler::new(),
             batches: Vec::new(),
+            state: None,
         };
         let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
             .with_prefetch(options.rebuild_prefetch)
@@ -151,15 +188,26 @@ impl BucketStorage {
                 m.version
             )));
         }
-        let mut sequencer = Sequencer::new();
         let mut committed = Committed::default();
         let batches = std::mem::take(&mut replica.applier_mut().batches);
-        let first = batches
-            .first()
-            .map(|b| b[0].seqnum)
-            .or_else(|| replica.manifest().map(|m| m.next_sequence))
-            .unwrap_or(0);
-        committed.cache = EntryCache::starting_at(first);
+        let mut sequencer = match replica.applier_mut().state.take() {
+            // Trimmed: the numbering goes on from the stored state.
+            Some(state) => {
+                let first = state.through.saturating_add(1);
+                committed.cache =
+                    EntryCache::with_version_floors(first, state.next_versions.clone());
+                Sequencer::starting_at(first, state.next_versions)
+            }
+            None => {
+                let first = batches
+                    .first()
+                    .map(|b| b[0].seqnum)
+                    .or_else(|| replica.manifest().map(|m| m.next_sequence))
+                    .unwrap_or(0);
+                committed.cache = EntryCache::starting_at(first);
+                Sequencer::new()
+            }
+        };
         for batch in batches {
             for entry in &batch {
                 sequencer.observe(entry)?;
@@ -174,8 +222,13 @@ impl BucketStorage {
                 sequencer.next_seqnum()
             )));
         }
+        let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
+            .with_prefix(layout.snapshots())
+            .with_clock(clock.clone());
         Ok(BucketStorage {
             producer,
+            snapshots,
+            trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
             feed: CommitFeed::new(committed.cache.index().next()),
             committed: Mutex::new(committed),
@@ -215,17 +268,20 @@ impl BucketStorage {
         }
     }
 
-    /// Makes `batch` visible once every batch before it is.
-    fn commit(&self, batch: Vec<LogEntry>) -> Result<()> {
+    /// Makes every pending batch up to the one starting at `first` visible,
+    /// once that one is known committed. The WAL commits in planning order,
+    /// so everything planned before it is committed too — even a batch
+    /// whose caller stopped waiting, which therefore never holds back the
+    /// batches after it.
+    fn commit_through(&self, first: u64) -> Result<()> {
         let mut c = self.committed.lock().expect("writer lock");
-        let first = batch[0].seqnum;
-        c.early.insert(first, batch);
-        loop {
-            let next = c.cache.index().next();
-            let Some(batch) = c.early.remove(&next) else {
+        while let Some(entry) = c.pending.first_entry() {
+            if *entry.key() > first {
                 break;
-            };
+            }
+            let batch = entry.remove();
             c.cache.extend(batch.iter().cloned())?;
+            // Under the lock, so the feed sees batches in order.
             self.feed.publish(batch.into());
         }
         Ok(())
@@ -252,6 +308,13 @@ impl Storage for BucketStorage {
                 }
             };
             *sequencer = trial;
+            // No await since the producer took the batch: registered even
+            // if the caller stops waiting now.
+            self.committed
+                .lock()
+                .expect("writer lock")
+                .pending
+                .insert(planned[0].seqnum, planned.clone());
             (planned, durability)
         };
         let committed_at = match durability.wait().await {
@@ -278,7 +341,7 @@ impl Storage for BucketStorage {
                 timestamp_ms: e.timestamp_ms,
             })
             .collect();
-        self.commit(planned)?;
+        self.commit_through(planned[0].seqnum)?;
         Ok(results)
     }
 
@@ -328,14 +391,26 @@ impl Storage for BucketStorage {
             .latest_version(tag)
     }
 
+    /// Stores the numbering state as of `through` as the WAL's snapshot and
+    /// drops the entries it supersedes, in one manifest CAS; then forgets
+    /// them locally. A trim point at or below an earlier one changes
+    /// nothing.
     async fn trim(&self, through: u64) -> Result<()> {
         self.check_failed()?;
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .check_trim(through)?;
-        self.producer.truncate_through(through).await?;
+        let _one_at_a_time = self.trim_lock.lock().await;
+        let floors = {
+            let c = self.committed()?;
+            c.cache.check_trim(through)?;
+            if through < c.cache.index().first() {
+                return Ok(());
+            }
+            c.cache.index().next_versions_through(through)
+        };
+        let state = encode_log_state(&LogState::new(through, floors)?)?;
+        self.snapshots
+            .write(&self.producer, state, through)
+            .await
+            .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
         self.committed
             .lock()
             .expect("writer lock")
