@@ -24,7 +24,7 @@
 //!
 //! ## Layers
 //!
-//! * [`format`] — pure encoders and decoders of the wire formats.
+//! * [`format`](mod@format) — pure encoders and decoders of the wire formats.
 //! * [`store`] — object-store access: outcome classification, wrappers.
 //! * [`wal`] — the write-ahead log on a bucket: manifest, producer, replica.
 //! * [`storage`] — backends of the shared log behind the [`Storage`] trait.
@@ -50,7 +50,7 @@ pub use log::{
     Codec, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
-pub use storage::{MemoryStorage, Storage};
+pub use storage::{DirStorage, MemoryStorage, Storage};
 
 /// The README's code runs as a doctest, so the tour cannot rot.
 #[doc = include_str!("../../../README.md")]

@@ -158,13 +158,14 @@ async fn concurrent_appends_coalesce_with_correct_sequences() {
     }
 }
 
-#[tokio::test]
-async fn slow_uploads_commit_in_order_and_conflicts_are_retried() {
+/// One run of 8 slow appends under a 412/409 storm seeded with `seed`;
+/// checks order and contents and returns how many 412s were injected.
+async fn slow_uploads_under_storm(seed: u64) -> u64 {
     let (store, _) = support::s3::store("producer_faults");
     let faults = FaultStore::wrap(
         store.clone(),
         FaultConfig {
-            seed: 21,
+            seed,
             precondition_storm: 0.3,
             put: OpFaults {
                 latency: 1.0,
@@ -195,7 +196,6 @@ async fn slow_uploads_commit_in_order_and_conflicts_are_retried() {
     }
     p.close().await.unwrap();
     assert_eq!(seqs, (0..8).map(|i| i * 2).collect::<Vec<u64>>());
-    assert!(faults.stats().preconditions > 0, "{:?}", faults.stats());
     let m = manifest(&store, MANIFEST).await;
     let locations: Vec<String> = m.entries().iter().map(|e| e.location.clone()).collect();
     let mut sorted = locations.clone();
@@ -208,6 +208,22 @@ async fn slow_uploads_commit_in_order_and_conflicts_are_retried() {
         .collect();
     let expect: Vec<Bytes> = (0..8).flat_map(|w| batch(w, 2)).collect();
     assert_eq!(log, expect);
+    faults.stats().preconditions
+}
+
+#[tokio::test]
+async fn slow_uploads_commit_in_order_and_conflicts_are_retried() {
+    // How many conditional puts a run makes depends on how uploads coalesce,
+    // so a seed may inject no 412 at all; every run is checked in full, and
+    // the test insists that some run was actually hit by the storm.
+    let mut injected = 0;
+    for seed in 21..31 {
+        injected += slow_uploads_under_storm(seed).await;
+        if injected > 0 {
+            break;
+        }
+    }
+    assert!(injected > 0, "no seed exercised the 412 path");
 }
 
 #[tokio::test]

@@ -5,6 +5,8 @@
 //!   CRC-32C): a block of length-prefixed records and a small footer.
 //! * [`manifest`] — manifest objects v1 to v4: entries, an optional
 //!   snapshot block, and a footer carrying the epoch and next sequence.
+//! * [`frame`] — the checksummed entry frame of the `dir` backend's
+//!   segment files (also the record layout of bucket segments).
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
 //!

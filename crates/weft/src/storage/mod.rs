@@ -6,9 +6,9 @@
 //! without polling. The [`Log`](crate::Log) service adds views,
 //! subscriptions and typed access on top, identically for every backend.
 //!
-//! Backends: [`memory`] (tests, simulation, ephemeral logs) here, the local
-//! directory and bucket backends in their own modules. Each one passes the
-//! suite in [`crate::conformance`] unchanged.
+//! Backends: [`memory`] (tests, simulation, ephemeral logs), [`dir`] (a
+//! local directory: the embedded default) and [`bucket`] (an S3-compatible
+//! bucket). Each one passes the suite in [`crate::conformance`] unchanged.
 //!
 //! ## Stream versions
 //!
@@ -21,6 +21,7 @@
 
 pub mod bucket;
 pub mod cache;
+pub mod dir;
 pub mod feed;
 pub mod index;
 pub mod memory;
@@ -35,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
 
+pub use dir::DirStorage;
 pub use feed::CommitFeed;
 pub use memory::MemoryStorage;
 

@@ -25,9 +25,10 @@ impl Sequencer {
         Sequencer::default()
     }
 
-    /// A sequencer for a log trimmed through `next_seqnum - 1`, whose
-    /// streams go on at `next_versions`.
-    pub fn starting_at(
+    /// A sequencer resuming from known counters: the next seqnum and, per
+    /// primary tag, the next version (a backend reopening after a trim,
+    /// whose trimmed entries it can no longer replay).
+    pub fn resume(
         next_seqnum: u64,
         next_versions: impl IntoIterator<Item = (LogTag, u64)>,
     ) -> Self {

@@ -196,7 +196,7 @@ impl BucketStorage {
                 let first = state.through.saturating_add(1);
                 committed.cache =
                     EntryCache::with_version_floors(first, state.next_versions.clone());
-                Sequencer::starting_at(first, state.next_versions)
+                Sequencer::resume(first, state.next_versions)
             }
             None => {
                 let first = batches
