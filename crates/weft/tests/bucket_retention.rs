@@ -320,3 +320,50 @@ async fn a_follower_refuses_a_snapshot_that_is_not_a_log_state() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let w = writer(&store).await;
+    for i in 0..3 {
+        w.append(AppendRequest::new(tag("gone"), format!("g{i}")))
+            .await
+            .unwrap();
+    }
+    w.append(AppendRequest::new(tag("t"), "t0")).await.unwrap();
+    let epoch = manifest(&store, "log/manifest").await.epoch();
+    let pointer = bucket::trim_unowned(store.clone(), "log", 2, weft::clock::system())
+        .await
+        .unwrap()
+        .expect("a new trim point");
+    assert_eq!(pointer.through_seq, 2);
+    let m = manifest(&store, "log/manifest").await;
+    assert_eq!((m.epoch(), m.first_sequence()), (epoch, 3), "nobody fenced");
+    // The writer commits on top of the tool's change.
+    let r = w
+        .append(AppendRequest::new(tag("gone"), "g3"))
+        .await
+        .unwrap();
+    assert_eq!((r.seqnum, r.stream_version), (4, 3));
+    let f = follower(&store).await;
+    assert_eq!(f.storage().first_seqnum(), 3);
+    assert_eq!(f.latest_version(&tag("gone")), Some(3));
+    assert_eq!(
+        everything(&f).await,
+        w.read_log(Position::At(3), 10).await.unwrap()
+    );
+    // Again at or below the trim point: nothing to do; past the end or on
+    // a missing log: refused.
+    let again = bucket::trim_unowned(store.clone(), "log", 1, weft::clock::system()).await;
+    assert_eq!(again.unwrap(), None);
+    let past = bucket::trim_unowned(store.clone(), "log", 5, weft::clock::system()).await;
+    assert_eq!(past.unwrap_err().kind(), ErrorKind::InvalidInput);
+    let none = bucket::trim_unowned(store.clone(), "nolog", 0, weft::clock::system()).await;
+    assert_eq!(none.unwrap_err().kind(), ErrorKind::NotFound);
+    // The writer's own next trim works on top of the tool's.
+    w.trim(3).await.unwrap();
+    let reopened = writer(&store).await;
+    assert_eq!(reopened.storage().first_seqnum(), 4);
+    assert_eq!(reopened.next_version(&tag("gone")), 4);
+    assert_eq!(reopened.next_version(&tag("t")), 1);
+}

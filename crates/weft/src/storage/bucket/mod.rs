@@ -27,32 +27,21 @@
 //! streams whose entries are all gone — and read on from the entry after
 //! it. A running follower drops from its local copy whatever the manifest
 //! no longer holds after each poll. [`gc`] deletes the objects nothing
-//! references any more.
+//! references any more; [`trim_unowned`] trims from a tool without fencing
+//! the writer.
 
 pub mod follower;
 pub mod kv;
 mod records;
+pub mod retention;
 pub mod writer;
 
 pub use follower::{BucketFollower, FollowerOptions};
 pub use kv::BucketKv;
+pub use retention::{gc, trim_unowned};
 pub use writer::{BucketOptions, BucketStorage};
 
-use std::sync::Arc;
-
-use object_store::ObjectStore;
 use object_store::path::Path;
-
-use crate::wal::Gc;
-
-/// A retention GC pass over the bucket log at `prefix` in `store` (the
-/// defaults of [`Gc`]: a one-hour grace period, not a dry run; adjust with
-/// its builder methods, then [`Gc::run`]).
-pub fn gc(store: Arc<dyn ObjectStore>, prefix: &str) -> Gc {
-    let layout = BucketLayout::new(prefix);
-    Gc::new(store, layout.manifest().to_string(), layout.segments())
-        .with_snapshot_prefix(layout.snapshots())
-}
 
 /// Where a bucket log keeps its objects.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -122,6 +122,72 @@ impl Applier for Rebuild {
     }
 }
 
+/// Reads a bucket log's committed entries, from the log state of its last
+/// trim if there is one: the local copy and the counters that continue it.
+///
+/// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
+/// `Corrupt` for entries that do not continue each other or the stored
+/// state; store errors.
+pub(super) async fn read_log(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+    prefetch: usize,
+) -> Result<(EntryCache, Sequencer)> {
+    let rebuild = Rebuild {
+        assembler: BatchAssembler::new(),
+        batches: Vec::new(),
+        state: None,
+    };
+    let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
+        .with_prefetch(prefetch)
+        .build();
+    replica.poll().await?;
+    if let Some(m) = replica.manifest()
+        && m.entries.iter().any(|e| e.count.is_none())
+    {
+        return Err(Error::invalid_input(format!(
+            "{} is a {:?} manifest, which numbers segments, not records; \
+             a weft log needs v3 or v4",
+            layout.manifest(),
+            m.version
+        )));
+    }
+    let batches = std::mem::take(&mut replica.applier_mut().batches);
+    let (mut cache, mut sequencer) = match replica.applier_mut().state.take() {
+        // Trimmed: the numbering goes on from the stored state.
+        Some(state) => {
+            let first = state.through.saturating_add(1);
+            (
+                EntryCache::with_version_floors(first, state.next_versions.clone()),
+                Sequencer::resume(first, state.next_versions),
+            )
+        }
+        None => {
+            let first = batches
+                .first()
+                .map(|b| b[0].seqnum)
+                .or_else(|| replica.manifest().map(|m| m.next_sequence))
+                .unwrap_or(0);
+            (EntryCache::starting_at(first), Sequencer::new())
+        }
+    };
+    for batch in batches {
+        for entry in &batch {
+            sequencer.observe(entry)?;
+        }
+        cache.extend(batch)?;
+    }
+    let next = replica.manifest().map_or(0, |m| m.next_sequence);
+    sequencer.advance_to(next);
+    if sequencer.next_seqnum() != next {
+        return Err(Error::corrupt(format!(
+            "the log's entries end at seqnum {} but its manifest says {next}",
+            sequencer.next_seqnum()
+        )));
+    }
+    Ok((cache, sequencer))
+}
+
 /// Decodes the log state a trim stored as the WAL's snapshot.
 ///
 /// Errors: `Corrupt` when the snapshot is not a log state, or covers
@@ -169,59 +235,11 @@ impl BucketStorage {
             .with_manifest_version(ManifestVersion::V4)
             .open()
             .await?;
-        let rebuild = Rebuild {
-            assembler: BatchAssembler::new(),
-            batches: Vec::new(),
-            state: None,
+        let (cache, sequencer) = read_log(&store, &layout, options.rebuild_prefetch).await?;
+        let committed = Committed {
+            cache,
+            pending: BTreeMap::new(),
         };
-        let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
-            .with_prefetch(options.rebuild_prefetch)
-            .build();
-        replica.poll().await?;
-        if let Some(m) = replica.manifest()
-            && m.entries.iter().any(|e| e.count.is_none())
-        {
-            return Err(Error::invalid_input(format!(
-                "{} is a {:?} manifest, which numbers segments, not records; \
-                 a weft log needs v3 or v4",
-                layout.manifest(),
-                m.version
-            )));
-        }
-        let mut committed = Committed::default();
-        let batches = std::mem::take(&mut replica.applier_mut().batches);
-        let mut sequencer = match replica.applier_mut().state.take() {
-            // Trimmed: the numbering goes on from the stored state.
-            Some(state) => {
-                let first = state.through.saturating_add(1);
-                committed.cache =
-                    EntryCache::with_version_floors(first, state.next_versions.clone());
-                Sequencer::resume(first, state.next_versions)
-            }
-            None => {
-                let first = batches
-                    .first()
-                    .map(|b| b[0].seqnum)
-                    .or_else(|| replica.manifest().map(|m| m.next_sequence))
-                    .unwrap_or(0);
-                committed.cache = EntryCache::starting_at(first);
-                Sequencer::new()
-            }
-        };
-        for batch in batches {
-            for entry in &batch {
-                sequencer.observe(entry)?;
-            }
-            committed.cache.extend(batch)?;
-        }
-        let next = replica.manifest().map_or(0, |m| m.next_sequence);
-        sequencer.advance_to(next);
-        if sequencer.next_seqnum() != next {
-            return Err(Error::corrupt(format!(
-                "the log's entries end at seqnum {} but its manifest says {next}",
-                sequencer.next_seqnum()
-            )));
-        }
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
             .with_clock(clock.clone());
