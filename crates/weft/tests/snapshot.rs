@@ -405,3 +405,60 @@ async fn segment_numbered_logs_snapshot_by_entry_and_v1_refuses() {
     );
     p.close().await.unwrap();
 }
+
+async fn an_object_cursor_carries_a_replica_across_restarts(store: Arc<dyn ObjectStore>) {
+    use weft::wal::ObjectCursorStore;
+    let p = builder(store.clone()).open().await.unwrap();
+    let log = ["a=1", "b=1", "a=2", "c=1", "b=2"];
+    append(&p, &log[0..2]).await;
+    append(&p, &log[2..4]).await;
+    write_snapshot(
+        store.clone(),
+        &p,
+        Bytes::from(serde_json::to_vec(&fold(&log, 2)).unwrap()),
+        1,
+        ManualClock::new(START_MS),
+    )
+    .await
+    .unwrap();
+    let cursor_path = Path::from("replicas/r1.cursor");
+    let cursors = || ObjectCursorStore::new(store.clone(), cursor_path.clone());
+    let mut first = Replica::builder(store.clone(), MANIFEST, KvState::default())
+        .with_cursor_store(cursors())
+        .build();
+    assert!(first.poll().await.unwrap().restored_snapshot);
+    assert_eq!(first.applier().applied, vec![2, 3]);
+    assert_eq!(cursors().load().await.unwrap(), Some(Cursor::at_entry(4)));
+    append(&p, &log[4..5]).await;
+    // A new process with the same cursor object: no restore, only what is
+    // new.
+    let mut second = Replica::builder(store.clone(), MANIFEST, KvState::default())
+        .with_cursor_store(cursors())
+        .build();
+    let out = second.poll().await.unwrap();
+    assert!(!out.restored_snapshot);
+    assert_eq!(second.applier().applied, vec![4]);
+    assert_eq!(cursors().load().await.unwrap(), Some(Cursor::at_entry(5)));
+    // A damaged cursor object is an error, not a restart from scratch.
+    store
+        .put(&cursor_path, Bytes::from_static(b"not a cursor").into())
+        .await
+        .unwrap();
+    let mut third = Replica::builder(store.clone(), MANIFEST, KvState::default())
+        .with_cursor_store(cursors())
+        .build();
+    assert_eq!(third.poll().await.unwrap_err().kind(), ErrorKind::Corrupt);
+    assert!(third.applier().applied.is_empty() && third.applier().restored.is_none());
+    p.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_object_cursor_carries_a_replica_across_restarts_in_memory() {
+    an_object_cursor_carries_a_replica_across_restarts(Arc::new(InMemory::new())).await;
+}
+
+#[tokio::test]
+async fn an_object_cursor_carries_a_replica_across_restarts_on_seaweedfs() {
+    let (store, _) = support::s3::store("object_cursor");
+    an_object_cursor_carries_a_replica_across_restarts(store).await;
+}
