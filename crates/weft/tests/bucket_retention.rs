@@ -367,3 +367,32 @@ async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
     assert_eq!(reopened.next_version(&tag("gone")), 4);
     assert_eq!(reopened.next_version(&tag("t")), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_truncated_without_a_log_state_starts_at_its_first_live_entry() {
+    // A WAL-level truncation (no log state stored): readers adopt the
+    // first live entry's seqnum; streams with live entries go on.
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let w = writer(&store).await;
+    for i in 0..4 {
+        w.append(AppendRequest::new(tag("t"), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    w.close().await.unwrap();
+    let p = weft::wal::Producer::builder(store.clone(), "log/manifest", "log/segments")
+        .open()
+        .await
+        .unwrap();
+    p.truncate_through(1).await.unwrap();
+    p.close().await.unwrap();
+    assert!(manifest(&store, "log/manifest").await.snapshot().is_none());
+    let f = follower(&store).await;
+    assert_eq!(f.storage().first_seqnum(), 2);
+    assert_eq!(f.latest_version(&tag("t")), Some(3));
+    let w2 = writer(&store).await;
+    assert_eq!(w2.storage().first_seqnum(), 2);
+    assert_eq!(everything(&w2).await, everything(&f).await);
+    let r = w2.append(AppendRequest::new(tag("t"), "4")).await.unwrap();
+    assert_eq!((r.seqnum, r.stream_version), (4, 4));
+}
