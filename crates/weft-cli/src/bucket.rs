@@ -1,7 +1,7 @@
 //! Reading a bucket's write-ahead log directly: the manifest, the segment
 //! objects it names, and the invariants a live manifest must hold.
 //!
-//! Used by `inspect`, `wal dump` and `verify` on `s3://` and `file://`
+//! Used by `inspect`, `wal dump` and `verify` on `s3://`, `az://` and `file://`
 //! locations; they need no writer and take no lock, so they work on a log
 //! whatever process writes it, and on one written by the upstream buffer.
 

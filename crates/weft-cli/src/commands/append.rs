@@ -14,8 +14,9 @@ use crate::output;
 /// `weft append`
 #[derive(Debug, Args)]
 pub(crate) struct AppendArgs {
-    /// The log: a directory or s3://bucket/prefix (see --create). Writing a
-    /// bucket log claims its epoch, fencing any other writer of it.
+    /// The log: a directory, s3://bucket/prefix or az://container/prefix
+    /// (see --create). Writing a bucket log claims its epoch, fencing any
+    /// other writer of it.
     log: String,
 
     /// A tag, `namespace` or `namespace:key` (the first `:` splits). Repeat

@@ -22,7 +22,8 @@ use crate::output;
 /// `weft inspect`
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
-    /// The log: a directory, s3://bucket/prefix or file:///path.
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// file:///path.
     log: String,
 
     /// Object path of the manifest in a bucket, relative to the prefix

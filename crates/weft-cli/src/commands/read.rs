@@ -17,8 +17,8 @@ const CHUNK: usize = 1024;
 #[derive(Debug, Args)]
 pub(crate) struct ReadArgs {
     /// The log: a directory (read from its files, no lock taken),
-    /// s3://bucket/prefix or file:///path (read by a follower, which never
-    /// fences the writer).
+    /// s3://bucket/prefix, az://container/prefix or file:///path (read by a
+    /// follower, which never fences the writer).
     log: String,
 
     /// Only entries carrying this tag (`ns` or `ns:key`).

@@ -25,8 +25,8 @@ use crate::source::Source;
 /// `weft tail`
 #[derive(Debug, Args)]
 pub(crate) struct TailArgs {
-    /// The log: a directory, s3://bucket/prefix or file:///path (followed
-    /// read-only, so writers keep writing).
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// file:///path (followed read-only, so writers keep writing).
     log: String,
 
     /// Only entries carrying this tag (`ns` or `ns:key`).

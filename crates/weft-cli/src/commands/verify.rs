@@ -28,7 +28,8 @@ use crate::output;
 /// `weft verify`
 #[derive(Debug, Args)]
 pub(crate) struct VerifyArgs {
-    /// The log: a directory, s3://bucket/prefix or file:///path.
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// file:///path.
     log: String,
 
     /// Object path of the manifest in a bucket, relative to the prefix

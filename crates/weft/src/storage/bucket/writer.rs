@@ -20,13 +20,14 @@
 //! every later append fails with the producer's error (`Fenced` when a newer
 //! writer took over); reads of what was committed keep working.
 
-use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use object_store::ObjectStore;
+use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
 use super::kv::BucketKv;
@@ -39,7 +40,7 @@ use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
-use crate::wal::{Applier, Producer, Record, Replica, SnapshotWriter};
+use crate::wal::{Applier, Durability, Producer, Record, Replica, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -68,9 +69,23 @@ impl Default for BucketOptions {
 #[derive(Debug, Default)]
 struct Committed {
     cache: EntryCache,
-    /// Batches handed to the producer and not visible yet, by first
-    /// seqnum, registered in planning (= commit) order.
-    pending: BTreeMap<u64, Vec<LogEntry>>,
+}
+
+/// One planned batch on its way to visibility.
+struct InFlight {
+    planned: Vec<LogEntry>,
+    durability: Durability,
+    reply: oneshot::Sender<Result<()>>,
+}
+
+/// What the writer handle and its visibility task share.
+#[derive(Debug)]
+struct Shared {
+    committed: Mutex<Committed>,
+    feed: CommitFeed,
+    /// Set once the producer failed: every later append gets this error.
+    failed: Mutex<Option<(ErrorKind, String)>>,
+    closed: AtomicBool,
 }
 
 /// The writer of a bucket log.
@@ -80,14 +95,13 @@ pub struct BucketStorage {
     /// One trim at a time, so trim points (and snapshots) only move forward.
     trim_lock: tokio::sync::Mutex<()>,
     sequencer: tokio::sync::Mutex<Sequencer>,
-    committed: Mutex<Committed>,
-    feed: CommitFeed,
+    /// Batches in planning order; the visibility task makes them readable
+    /// in that order, whether or not their callers are still waiting.
+    in_flight: mpsc::UnboundedSender<InFlight>,
+    shared: Arc<Shared>,
     kv: Arc<BucketKv>,
     clock: Arc<dyn Clock>,
     options: BucketOptions,
-    /// Set once the producer failed: every later append gets this error.
-    failed: Mutex<Option<(ErrorKind, String)>>,
-    closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for BucketStorage {
@@ -236,35 +250,48 @@ impl BucketStorage {
             .open()
             .await?;
         let (cache, sequencer) = read_log(&store, &layout, options.rebuild_prefetch).await?;
-        let committed = Committed {
-            cache,
-            pending: BTreeMap::new(),
-        };
+        let committed = Committed { cache };
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
             .with_clock(clock.clone());
+        let shared = Arc::new(Shared {
+            feed: CommitFeed::new(committed.cache.index().next()),
+            committed: Mutex::new(committed),
+            failed: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        });
+        let (in_flight, rx) = mpsc::unbounded_channel();
+        tokio::spawn(make_visible(shared.clone(), rx));
         Ok(BucketStorage {
             producer,
             snapshots,
             trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
-            feed: CommitFeed::new(committed.cache.index().next()),
-            committed: Mutex::new(committed),
+            in_flight,
+            shared,
             kv: Arc::new(BucketKv::new(store, layout.kv())),
             clock,
             options,
-            failed: Mutex::new(None),
-            closed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     fn committed(&self) -> Result<std::sync::MutexGuard<'_, Committed>> {
-        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+        if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::closed("the bucket log is closed"));
         }
-        Ok(self.committed.lock().expect("writer lock"))
+        Ok(self.cache_lock())
     }
 
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, Committed> {
+        self.shared.committed.lock().expect("writer lock")
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        self.shared.check_failed()
+    }
+}
+
+impl Shared {
     fn check_failed(&self) -> Result<()> {
         match &*self.failed.lock().expect("writer lock") {
             Some((kind, msg)) => Err(Error::new(*kind, msg.clone())),
@@ -286,23 +313,39 @@ impl BucketStorage {
         }
     }
 
-    /// Makes every pending batch up to the one starting at `first` visible,
-    /// once that one is known committed. The WAL commits in planning order,
-    /// so everything planned before it is committed too — even a batch
-    /// whose caller stopped waiting, which therefore never holds back the
-    /// batches after it.
-    fn commit_through(&self, first: u64) -> Result<()> {
+    /// Makes a committed batch readable and tells subscribers.
+    fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
         let mut c = self.committed.lock().expect("writer lock");
-        while let Some(entry) = c.pending.first_entry() {
-            if *entry.key() > first {
-                break;
-            }
-            let batch = entry.remove();
-            c.cache.extend(batch.iter().cloned())?;
-            // Under the lock, so the feed sees batches in order.
-            self.feed.publish(batch.into());
-        }
+        c.cache.extend(batch.iter().cloned())?;
+        // Under the cache lock, so the feed sees batches in order.
+        self.feed.publish(batch.into());
         Ok(())
+    }
+}
+
+/// Waits for each batch's commit in planning order (which is the WAL's
+/// commit order) and makes it visible before answering its caller, so an
+/// acknowledged append is readable at once and a caller that gave up
+/// waiting cannot leave a gap.
+async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFlight>) {
+    while let Some(InFlight {
+        planned,
+        durability,
+        reply,
+    }) = rx.recv().await
+    {
+        let result = match durability.wait().await {
+            Ok(seq) if seq == planned[0].seqnum => shared.publish(planned),
+            Ok(seq) => Err(Error::internal(format!(
+                "the WAL committed the batch at {seq}, planned at {}",
+                planned[0].seqnum
+            ))),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &result {
+            shared.fail(e);
+        }
+        let _ = reply.send(result);
     }
 }
 
@@ -321,35 +364,25 @@ impl Storage for BucketStorage {
                 Ok(d) => d,
                 Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(e),
                 Err(e) => {
-                    self.fail(&e);
+                    self.shared.fail(&e);
                     return Err(e);
                 }
             };
             *sequencer = trial;
-            // No await since the producer took the batch: registered even
-            // if the caller stops waiting now.
-            self.committed
-                .lock()
-                .expect("writer lock")
-                .pending
-                .insert(planned[0].seqnum, planned.clone());
-            (planned, durability)
-        };
-        let committed_at = match durability.wait().await {
-            Ok(seq) => seq,
-            Err(e) => {
-                self.fail(&e);
-                return Err(e);
+            let (reply, answer) = oneshot::channel();
+            let in_flight = InFlight {
+                planned: planned.clone(),
+                durability,
+                reply,
+            };
+            if self.in_flight.send(in_flight).is_err() {
+                return Err(Error::closed("the bucket writer is closed"));
             }
+            (planned, answer)
         };
-        if committed_at != planned[0].seqnum {
-            let err = Error::internal(format!(
-                "the WAL committed the batch at {committed_at}, planned at {}",
-                planned[0].seqnum
-            ));
-            self.fail(&err);
-            return Err(err);
-        }
+        durability
+            .await
+            .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
         let results = planned
             .iter()
             .map(|e| AppendResult {
@@ -359,7 +392,6 @@ impl Storage for BucketStorage {
                 timestamp_ms: e.timestamp_ms,
             })
             .collect();
-        self.commit_through(planned[0].seqnum)?;
         Ok(results)
     }
 
@@ -383,30 +415,15 @@ impl Storage for BucketStorage {
     }
 
     fn next_seqnum(&self) -> u64 {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .next()
+        self.cache_lock().cache.index().next()
     }
 
     fn first_seqnum(&self) -> u64 {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .first()
+        self.cache_lock().cache.index().first()
     }
 
     fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .latest_version(tag)
+        self.cache_lock().cache.index().latest_version(tag)
     }
 
     /// Stores the numbering state as of `through` as the WAL's snapshot and
@@ -429,16 +446,12 @@ impl Storage for BucketStorage {
             .write(&self.producer, state, through)
             .await
             .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .trim(through);
+        self.committed()?.cache.trim(through);
         Ok(())
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.feed
+        &self.shared.feed
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -454,16 +467,15 @@ impl Storage for BucketStorage {
     }
 
     async fn close(&self) -> Result<()> {
-        self.closed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.shared.closed.store(true, Ordering::Release);
         {
-            let mut failed = self.failed.lock().expect("writer lock");
+            let mut failed = self.shared.failed.lock().expect("writer lock");
             if failed.is_none() {
                 *failed = Some((ErrorKind::Closed, "the bucket log is closed".into()));
             }
         }
         let result = self.producer.close().await;
-        self.feed.close();
+        self.shared.feed.close();
         result
     }
 }
