@@ -17,6 +17,14 @@
 //! the first live entry (the records it needs were truncated) is a
 //! `Trimmed` error that names the snapshot to restore; it is never skipped
 //! silently.
+//!
+//! Retention GC may delete a segment or a superseded snapshot right after
+//! the manifest stops referencing it, so a replica can find an object it
+//! was told about gone. It then reads the manifest again: a segment that
+//! was truncated while the replica still needed it is the same `Trimmed`
+//! error as above; a superseded snapshot is replaced by the current one.
+//! Only an object the fresh manifest still references and the store does
+//! not have is `Corrupt`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -232,12 +240,10 @@ impl<A: Applier> Replica<A> {
                 return Ok(c);
             }
         }
-        let manifest = self.manifest.as_ref().expect("manifest loaded");
-        let cursor = match &manifest.snapshot {
-            Some(snap) => {
-                let (location, through) = (snap.location.clone(), snap.through_seq);
+        let cursor = match self.snapshot_to_restore().await? {
+            Some((location, through, bytes)) => {
+                let manifest = self.manifest.as_ref().expect("manifest loaded");
                 let start = after_sequence(manifest, through);
-                let bytes = Self::fetch(self.store.clone(), location.clone()).await?;
                 self.applier
                     .restore(bytes, through)
                     .await
@@ -245,14 +251,98 @@ impl<A: Applier> Replica<A> {
                 outcome.restored_snapshot = true;
                 start
             }
-            None => match manifest.entries.first() {
-                Some(first) => Cursor::at_entry(first.sequence),
-                None => Cursor::at_entry(manifest.next_sequence),
-            },
+            None => {
+                let manifest = self.manifest.as_ref().expect("manifest loaded");
+                match manifest.entries.first() {
+                    Some(first) => Cursor::at_entry(first.sequence),
+                    None => Cursor::at_entry(manifest.next_sequence),
+                }
+            }
         };
         self.cursor_store.save(cursor).await?;
         self.cursor = Some(cursor);
         Ok(cursor)
+    }
+
+    /// The snapshot the loaded manifest points to, fetched: its location,
+    /// coverage and bytes; `None` when there is none.
+    ///
+    /// A snapshot object that is gone was superseded (and collected) after
+    /// this replica read the manifest; the manifest is read again and the
+    /// newer pointer followed, a few times at most.
+    async fn snapshot_to_restore(&mut self) -> Result<Option<(String, u64, Bytes)>> {
+        const ATTEMPTS: usize = 4;
+        for attempt in 1..=ATTEMPTS {
+            let manifest = self.manifest.as_ref().expect("manifest loaded");
+            let Some(snap) = &manifest.snapshot else {
+                return Ok(None);
+            };
+            let (location, through) = (snap.location.clone(), snap.through_seq);
+            match Self::fetch(self.store.clone(), location.clone()).await {
+                Ok(bytes) => return Ok(Some((location, through, bytes))),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    self.etag = None;
+                    let still = match self.load_manifest().await? {
+                        None => false,
+                        Some(_) => self
+                            .manifest
+                            .as_ref()
+                            .and_then(|m| m.snapshot.as_ref())
+                            .is_some_and(|s| s.location == location),
+                    };
+                    if still || attempt == ATTEMPTS {
+                        return Err(Error::corrupt(format!(
+                            "the manifest points to snapshot {location}, which does not exist"
+                        ))
+                        .with_source(e));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+
+    /// The error for a segment that was not found: `Trimmed` when a fresh
+    /// manifest shows the entry was truncated meanwhile (its object then
+    /// may be collected), `Corrupt` when the manifest still lists it.
+    async fn missing_segment(
+        &mut self,
+        cursor: Cursor,
+        entry: &ManifestEntry,
+        err: Error,
+    ) -> Error {
+        self.etag = None;
+        match self.load_manifest().await {
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return err,
+        }
+        if let Err(trimmed) = self.pending(cursor)
+            && trimmed.kind() == ErrorKind::Trimmed
+        {
+            return trimmed;
+        }
+        let listed = self
+            .manifest
+            .as_ref()
+            .is_some_and(|m| m.entries.iter().any(|e| e.location == entry.location));
+        if listed {
+            return Error::corrupt(format!(
+                "the manifest lists segment {} (entry {}), which does not exist",
+                entry.location, entry.sequence
+            ))
+            .with_source(err);
+        }
+        // Gone from the manifest but the cursor is not behind: the next
+        // step re-plans on the fresh manifest.
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "segment {} disappeared while the manifest changed; poll again",
+                entry.location
+            ),
+        )
+        .with_source(err)
     }
 
     /// The entries still to apply from `cursor`, checked against the
@@ -349,10 +439,16 @@ impl<A: Applier> Replica<A> {
             .buffered(self.prefetch);
         let manifest_copy = self.manifest.clone().expect("manifest loaded");
         for entry in &pending {
-            let bytes = segments
-                .try_next()
-                .await?
-                .ok_or_else(|| Error::internal("segment stream ended early"))?;
+            let bytes = match segments.try_next().await {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return Err(Error::internal("segment stream ended early")),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    drop(segments);
+                    let at = self.cursor.expect("cursor set");
+                    return Err(self.missing_segment(at, entry, e).await);
+                }
+                Err(e) => return Err(e),
+            };
             let segment = decode_segment(bytes)
                 .map_err(|e| e.context(format!("segment {}", entry.location)))?;
             if let Some(count) = entry.count

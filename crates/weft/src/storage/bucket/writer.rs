@@ -9,6 +9,11 @@
 //! plus the epoch make that check as strong as a check in storage: a
 //! writer that lost the epoch cannot commit anything, planned or not.
 //!
+//! On a trimmed log the rebuild starts from the log state the last trim
+//! stored as the WAL's snapshot (see the [module docs](super)), so seqnums
+//! and every stream's versions go on where they were, and the first
+//! readable entry is the one after the trim point.
+//!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
@@ -20,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use object_store::ObjectStore;
 use tokio::sync::{mpsc, oneshot};
 
@@ -28,13 +34,13 @@ use super::kv::BucketKv;
 use super::records::{BatchAssembler, encode_batch};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::ManifestVersion;
+use crate::format::{LogState, ManifestVersion, decode_log_state, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
-use crate::wal::{Applier, Durability, Producer, Record, Replica};
+use crate::wal::{Applier, Durability, Producer, Record, Replica, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -85,6 +91,9 @@ struct Shared {
 /// The writer of a bucket log.
 pub struct BucketStorage {
     producer: Producer,
+    snapshots: SnapshotWriter,
+    /// One trim at a time, so trim points (and snapshots) only move forward.
+    trim_lock: tokio::sync::Mutex<()>,
     sequencer: tokio::sync::Mutex<Sequencer>,
     /// Batches in planning order; the visibility task makes them readable
     /// in that order, whether or not their callers are still waiting.
@@ -101,10 +110,12 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// Collects every committed batch during the rebuild on open.
+/// Collects every committed batch during the rebuild on open, after the
+/// log state of the last trim if there is one.
 struct Rebuild {
     assembler: BatchAssembler,
     batches: Vec<Vec<LogEntry>>,
+    state: Option<LogState>,
 }
 
 #[async_trait]
@@ -115,6 +126,96 @@ impl Applier for Rebuild {
         }
         Ok(())
     }
+
+    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
+        let state = decode_trim_state(&snapshot, through_seq)?;
+        self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
+        self.batches.clear();
+        self.state = Some(state);
+        Ok(())
+    }
+}
+
+/// Reads a bucket log's committed entries, from the log state of its last
+/// trim if there is one: the local copy and the counters that continue it.
+///
+/// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
+/// `Corrupt` for entries that do not continue each other or the stored
+/// state; store errors.
+pub(super) async fn read_log(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+    prefetch: usize,
+) -> Result<(EntryCache, Sequencer)> {
+    let rebuild = Rebuild {
+        assembler: BatchAssembler::new(),
+        batches: Vec::new(),
+        state: None,
+    };
+    let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
+        .with_prefetch(prefetch)
+        .build();
+    replica.poll().await?;
+    if let Some(m) = replica.manifest()
+        && m.entries.iter().any(|e| e.count.is_none())
+    {
+        return Err(Error::invalid_input(format!(
+            "{} is a {:?} manifest, which numbers segments, not records; \
+             a weft log needs v3 or v4",
+            layout.manifest(),
+            m.version
+        )));
+    }
+    let batches = std::mem::take(&mut replica.applier_mut().batches);
+    let (mut cache, mut sequencer) = match replica.applier_mut().state.take() {
+        // Trimmed: the numbering goes on from the stored state.
+        Some(state) => {
+            let first = state.through.saturating_add(1);
+            (
+                EntryCache::with_version_floors(first, state.next_versions.clone()),
+                Sequencer::resume(first, state.next_versions),
+            )
+        }
+        None => {
+            let first = batches
+                .first()
+                .map(|b| b[0].seqnum)
+                .or_else(|| replica.manifest().map(|m| m.next_sequence))
+                .unwrap_or(0);
+            (EntryCache::starting_at(first), Sequencer::new())
+        }
+    };
+    for batch in batches {
+        for entry in &batch {
+            sequencer.observe(entry)?;
+        }
+        cache.extend(batch)?;
+    }
+    let next = replica.manifest().map_or(0, |m| m.next_sequence);
+    sequencer.advance_to(next);
+    if sequencer.next_seqnum() != next {
+        return Err(Error::corrupt(format!(
+            "the log's entries end at seqnum {} but its manifest says {next}",
+            sequencer.next_seqnum()
+        )));
+    }
+    Ok((cache, sequencer))
+}
+
+/// Decodes the log state a trim stored as the WAL's snapshot.
+///
+/// Errors: `Corrupt` when the snapshot is not a log state, or covers
+/// another trim point than the manifest's pointer says.
+pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<LogState> {
+    let state = decode_log_state(snapshot)
+        .map_err(|e| e.context("the bucket log's snapshot is not a weft log state"))?;
+    if state.through != through_seq {
+        return Err(Error::corrupt(format!(
+            "the snapshot pointer says through {through_seq}, its log state says {}",
+            state.through
+        )));
+    }
+    Ok(state)
 }
 
 impl BucketStorage {
@@ -148,47 +249,11 @@ impl BucketStorage {
             .with_manifest_version(ManifestVersion::V4)
             .open()
             .await?;
-        let rebuild = Rebuild {
-            assembler: BatchAssembler::new(),
-            batches: Vec::new(),
-        };
-        let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
-            .with_prefetch(options.rebuild_prefetch)
-            .build();
-        replica.poll().await?;
-        if let Some(m) = replica.manifest()
-            && m.entries.iter().any(|e| e.count.is_none())
-        {
-            return Err(Error::invalid_input(format!(
-                "{} is a {:?} manifest, which numbers segments, not records; \
-                 a weft log needs v3 or v4",
-                layout.manifest(),
-                m.version
-            )));
-        }
-        let mut sequencer = Sequencer::new();
-        let mut committed = Committed::default();
-        let batches = std::mem::take(&mut replica.applier_mut().batches);
-        let first = batches
-            .first()
-            .map(|b| b[0].seqnum)
-            .or_else(|| replica.manifest().map(|m| m.next_sequence))
-            .unwrap_or(0);
-        committed.cache = EntryCache::starting_at(first);
-        for batch in batches {
-            for entry in &batch {
-                sequencer.observe(entry)?;
-            }
-            committed.cache.extend(batch)?;
-        }
-        let next = replica.manifest().map_or(0, |m| m.next_sequence);
-        sequencer.advance_to(next);
-        if sequencer.next_seqnum() != next {
-            return Err(Error::corrupt(format!(
-                "the log's entries end at seqnum {} but its manifest says {next}",
-                sequencer.next_seqnum()
-            )));
-        }
+        let (cache, sequencer) = read_log(&store, &layout, options.rebuild_prefetch).await?;
+        let committed = Committed { cache };
+        let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
+            .with_prefix(layout.snapshots())
+            .with_clock(clock.clone());
         let shared = Arc::new(Shared {
             feed: CommitFeed::new(committed.cache.index().next()),
             committed: Mutex::new(committed),
@@ -199,6 +264,8 @@ impl BucketStorage {
         tokio::spawn(make_visible(shared.clone(), rx));
         Ok(BucketStorage {
             producer,
+            snapshots,
+            trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
             in_flight,
             shared,
@@ -359,10 +426,26 @@ impl Storage for BucketStorage {
         self.cache_lock().cache.index().latest_version(tag)
     }
 
+    /// Stores the numbering state as of `through` as the WAL's snapshot and
+    /// drops the entries it supersedes, in one manifest CAS; then forgets
+    /// them locally. A trim point at or below an earlier one changes
+    /// nothing.
     async fn trim(&self, through: u64) -> Result<()> {
         self.check_failed()?;
-        self.committed()?.cache.check_trim(through)?;
-        self.producer.truncate_through(through).await?;
+        let _one_at_a_time = self.trim_lock.lock().await;
+        let floors = {
+            let c = self.committed()?;
+            c.cache.check_trim(through)?;
+            if through < c.cache.index().first() {
+                return Ok(());
+            }
+            c.cache.index().next_versions_through(through)
+        };
+        let state = encode_log_state(&LogState::new(through, floors)?)?;
+        self.snapshots
+            .write(&self.producer, state, through)
+            .await
+            .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
         self.committed()?.cache.trim(through);
         Ok(())
     }
