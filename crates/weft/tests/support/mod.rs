@@ -3,3 +3,4 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod s3;
+pub mod wal;

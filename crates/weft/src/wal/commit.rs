@@ -1,0 +1,534 @@
+//! Manifest writes: claiming the log, and committing uploaded segments.
+//!
+//! This is the one place that reacts to manifest CAS outcomes:
+//!
+//! * **412 (conflict)**: someone else wrote the manifest. Reload it; a
+//!   different epoch means a newer writer claimed the log, so the producer
+//!   is *fenced* and commits nothing more; the same epoch (a snapshot or
+//!   retention pass rewrote it) means re-plan on the fresh copy and retry.
+//! * **409 / 5xx / connection errors (transient)**: nothing was written;
+//!   back off, reload, retry.
+//! * **timeout after sending (ambiguous)**: the write may have landed.
+//!   Reload and look for this run's own segment locations among the entries
+//!   added since the last known commit: found means committed (resolve the
+//!   waiters from the manifest), absent means retry. A batch is never
+//!   committed twice.
+//! * **403 / 404 / anything else**: give up.
+//!
+//! Retries are bounded by the producer's [`RetryPolicy`]; a batch that runs
+//! out of attempts halts the producer, and every pending waiter gets an
+//! error. The reload after *every* failed attempt (not only after 412s) is
+//! what makes ambiguity safe: object_store itself may resend a request whose
+//! first copy landed and then report the second copy's 412.
+//!
+//! Commits are strictly in ordinal order. Uploads report in any order; the
+//! committer keeps the early ones until the gap before them closes, then
+//! coalesces up to `manifest_batch` contiguous segments into one CAS. If an
+//! upload failed, the contiguous prefix before it is committed and then the
+//! producer halts with the upload's error.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use object_store::path::Path;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::mpsc;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::Manifest;
+use super::flush::{UploadReport, Uploaded};
+use super::pipeline::{Halt, Shared, Waiter};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::ManifestVersion;
+use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
+
+/// A failed store interaction: what it means and the error to report.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub(crate) outcome: Outcome,
+    pub(crate) error: Error,
+}
+
+impl Failed {
+    fn store(op: StoreOp, path: &Path, err: object_store::Error) -> Self {
+        Failed {
+            outcome: classify(op, &err),
+            error: to_error(op, path.as_ref(), err),
+        }
+    }
+}
+
+/// A manifest as read from the store, with the version to CAS against.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub(crate) manifest: Manifest,
+    pub(crate) version: UpdateVersion,
+}
+
+/// Reads the manifest; `None` when it does not exist.
+pub(crate) async fn read_manifest(
+    store: &dyn ObjectStore,
+    path: &Path,
+) -> std::result::Result<Option<Loaded>, Failed> {
+    let got = match store.get(path).await {
+        Ok(got) => got,
+        Err(e) if classify(StoreOp::Read, &e) == Outcome::NotFound => return Ok(None),
+        Err(e) => return Err(Failed::store(StoreOp::Read, path, e)),
+    };
+    let version = UpdateVersion {
+        e_tag: got.meta.e_tag.clone(),
+        version: got.meta.version.clone(),
+    };
+    let bytes = got
+        .bytes()
+        .await
+        .map_err(|e| Failed::store(StoreOp::Read, path, e))?;
+    let manifest = Manifest::from_bytes(&bytes).map_err(|e| Failed {
+        outcome: Outcome::Fatal,
+        error: e.context(format!("manifest {path}")),
+    })?;
+    Ok(Some(Loaded { manifest, version }))
+}
+
+/// The log, claimed: the manifest as written with the new epoch.
+#[derive(Debug)]
+pub(crate) struct Claimed {
+    pub(crate) manifest: Manifest,
+    pub(crate) version: UpdateVersion,
+    pub(crate) epoch: u64,
+}
+
+/// Claims the log by bumping the manifest epoch with a conditional put
+/// (create when absent, `If-Match` otherwise), retrying conflicts,
+/// transient and ambiguous failures within `policy`.
+///
+/// A retry after an ambiguous claim bumps again rather than guessing whether
+/// the first bump was this writer's: one more epoch is harmless.
+pub(crate) async fn claim(
+    store: &dyn ObjectStore,
+    path: &Path,
+    want: Option<ManifestVersion>,
+    policy: &RetryPolicy,
+    seed: u64,
+) -> Result<Claimed> {
+    let mut backoff = policy.backoff(seed);
+    loop {
+        let (mut manifest, mode, op) = match read_manifest(store, path).await {
+            Ok(None) => (
+                Manifest::new(want.unwrap_or_default()),
+                PutMode::Create,
+                StoreOp::CreateIfAbsent,
+            ),
+            Ok(Some(Loaded {
+                mut manifest,
+                version,
+            })) => {
+                if let Some(v) = want {
+                    manifest.set_format_version(v).map_err(|e| {
+                        e.context(format!(
+                            "manifest {path} cannot be written as v{}",
+                            v.as_u16()
+                        ))
+                    })?;
+                }
+                (manifest, PutMode::Update(version), StoreOp::UpdateIfMatch)
+            }
+            Err(f) if f.outcome == Outcome::Transient => {
+                metrics::counter!("weft_producer_retries_total", "op" => "claim").increment(1);
+                if backoff.wait().await {
+                    continue;
+                }
+                return Err(gave_up(f.error, &backoff, "claiming the log"));
+            }
+            Err(f) => return Err(f.error.context("claiming the log")),
+        };
+        let epoch = manifest.bump_epoch()?;
+        let bytes = manifest.to_bytes()?;
+        let result = store
+            .put_opts(path, PutPayload::from(bytes), PutOptions::from(mode))
+            .await;
+        match result {
+            Ok(put) => {
+                info!(epoch, manifest = %path, "claimed the log");
+                return Ok(Claimed {
+                    manifest,
+                    version: UpdateVersion::from(put),
+                    epoch,
+                });
+            }
+            Err(e) => {
+                let f = Failed::store(op, path, e);
+                match f.outcome {
+                    Outcome::Conflict => {
+                        metrics::counter!("weft_producer_cas_conflicts_total").increment(1)
+                    }
+                    Outcome::Transient | Outcome::Ambiguous => {
+                        metrics::counter!("weft_producer_retries_total", "op" => "claim")
+                            .increment(1)
+                    }
+                    _ => return Err(f.error.context("claiming the log")),
+                }
+                debug!(outcome = ?f.outcome, "claim attempt failed; re-reading the manifest");
+                if !backoff.wait().await {
+                    return Err(gave_up(f.error, &backoff, "claiming the log"));
+                }
+            }
+        }
+    }
+}
+
+fn gave_up(err: Error, backoff: &crate::store::Backoff, what: &str) -> Error {
+    err.context(format!(
+        "{what} gave up after {} attempts",
+        backoff.attempts()
+    ))
+}
+
+/// Where an uploaded segment stands in the committer's queue.
+#[derive(Debug)]
+enum Slot {
+    Ready(Uploaded),
+    Failed(Error, Vec<Waiter>),
+}
+
+/// The committer task's state.
+#[derive(Debug)]
+pub(crate) struct Committer {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    epoch: u64,
+    manifest: Manifest,
+    version: UpdateVersion,
+    /// `manifest` holds uncommitted appends (a CAS failed); reload first.
+    stale: bool,
+    /// `next_sequence` of the last manifest state known to be committed:
+    /// entries past it can only be this writer's.
+    committed_next: u64,
+    shared: Arc<Shared>,
+    batch: usize,
+    policy: RetryPolicy,
+    rng: ChaCha8Rng,
+    queue: BTreeMap<u64, Slot>,
+    next_ordinal: u64,
+}
+
+impl Committer {
+    pub(crate) fn new(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        claimed: Claimed,
+        shared: Arc<Shared>,
+        batch: usize,
+        policy: RetryPolicy,
+        seed: u64,
+    ) -> Self {
+        Committer {
+            store,
+            path,
+            epoch: claimed.epoch,
+            committed_next: claimed.manifest.next_sequence(),
+            manifest: claimed.manifest,
+            version: claimed.version,
+            stale: false,
+            shared,
+            batch: batch.max(1),
+            policy,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            queue: BTreeMap::new(),
+            next_ordinal: 0,
+        }
+    }
+
+    /// Runs until every upload has reported and the flusher has stopped.
+    pub(crate) async fn run(mut self, mut reports: mpsc::UnboundedReceiver<UploadReport>) {
+        while let Some(report) = reports.recv().await {
+            self.accept(report);
+            // Everything that finished meanwhile joins the same commit.
+            while let Ok(report) = reports.try_recv() {
+                self.accept(report);
+            }
+            if let Some(halt) = self.shared.halt_reason() {
+                self.fail_queue(&halt);
+                continue;
+            }
+            if let Err(halt) = self.commit_ready().await {
+                self.shared.halt(halt.clone());
+                self.fail_queue(&halt);
+            }
+        }
+        if !self.queue.is_empty() {
+            // Only reachable if an upload task vanished without reporting.
+            let halt = Halt::from_error(&Error::internal(format!(
+                "segment {} was never reported by its upload",
+                self.next_ordinal
+            )));
+            self.shared.halt(halt.clone());
+            self.fail_queue(&halt);
+        }
+        debug!("committer stopped");
+    }
+
+    fn accept(&mut self, report: UploadReport) {
+        let slot = match report.result {
+            Ok(up) => Slot::Ready(up),
+            Err((err, waiters)) => Slot::Failed(err, waiters),
+        };
+        self.queue.insert(report.ordinal, slot);
+    }
+
+    fn fail_queue(&mut self, halt: &Halt) {
+        for (_, slot) in std::mem::take(&mut self.queue) {
+            let waiters = match slot {
+                Slot::Ready(up) => up.waiters,
+                Slot::Failed(_, waiters) => waiters,
+            };
+            for w in waiters {
+                w.resolve(Err(halt.pending_error()));
+            }
+        }
+    }
+
+    /// Commits every contiguous ready segment from `next_ordinal` on.
+    async fn commit_ready(&mut self) -> std::result::Result<(), Halt> {
+        loop {
+            match self.queue.first_key_value() {
+                Some((&ordinal, _)) if ordinal == self.next_ordinal => {}
+                _ => return Ok(()),
+            }
+            if let Some(Slot::Failed(..)) = self.queue.get(&self.next_ordinal) {
+                let Some(Slot::Failed(err, waiters)) = self.queue.remove(&self.next_ordinal) else {
+                    unreachable!("checked just above");
+                };
+                let halt = Halt::from_error(&err.context(format!(
+                    "the log holds every segment before ordinal {}; the producer halted",
+                    self.next_ordinal
+                )));
+                for w in waiters {
+                    w.resolve(Err(halt.pending_error()));
+                }
+                return Err(halt);
+            }
+            let mut batch = Vec::new();
+            while batch.len() < self.batch {
+                let next = self.next_ordinal + batch.len() as u64;
+                match self.queue.get(&next) {
+                    Some(Slot::Ready(_)) => {}
+                    _ => break,
+                }
+                if let Some(Slot::Ready(up)) = self.queue.remove(&next) {
+                    batch.push(up);
+                }
+            }
+            let count = batch.len() as u64;
+            self.commit_batch(batch).await?;
+            self.next_ordinal += count;
+        }
+    }
+
+    /// One CAS (with retries) for `batch`; resolves its waiters either way.
+    async fn commit_batch(&mut self, batch: Vec<Uploaded>) -> std::result::Result<(), Halt> {
+        let first = batch.first().map_or(0, |u| u.ordinal);
+        let span = info_span!("commit", first_ordinal = first, segments = batch.len());
+        let started = tokio::time::Instant::now();
+        let result = self.commit_with_retries(&batch).instrument(span).await;
+        match result {
+            Ok(sequences) => {
+                metrics::histogram!("weft_producer_commit_latency_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                metrics::counter!("weft_producer_commits_total").increment(1);
+                let record_numbered = self.manifest.version().has_record_counts();
+                for (up, seq) in batch.into_iter().zip(sequences) {
+                    for w in up.waiters {
+                        let s = if record_numbered {
+                            seq + u64::from(w.start_index)
+                        } else {
+                            seq
+                        };
+                        w.resolve(Ok(s));
+                    }
+                }
+                Ok(())
+            }
+            Err(err) => {
+                if err.kind() == ErrorKind::Fenced {
+                    metrics::counter!("weft_producer_fenced_total").increment(1);
+                }
+                warn!(error = %err, first_ordinal = first, "manifest commit failed; halting");
+                let halt = Halt::from_error(&err);
+                for up in batch {
+                    for w in up.waiters {
+                        w.resolve(Err(halt.pending_error()));
+                    }
+                }
+                Err(halt)
+            }
+        }
+    }
+
+    /// Returns the manifest sequence of each segment in `batch`.
+    async fn commit_with_retries(&mut self, batch: &[Uploaded]) -> Result<Vec<u64>> {
+        let mut backoff = self.policy.backoff(self.rng.random());
+        loop {
+            if self.stale {
+                match self.reload().await {
+                    Ok(()) => {
+                        if let Some(seqs) = self.find_own(batch)? {
+                            debug!("an earlier attempt had committed the batch");
+                            self.committed_next = self.manifest.next_sequence();
+                            return Ok(seqs);
+                        }
+                    }
+                    Err(f) if matches!(f.outcome, Outcome::Transient | Outcome::Ambiguous) => {
+                        metrics::counter!("weft_producer_retries_total", "op" => "reload")
+                            .increment(1);
+                        if backoff.wait().await {
+                            continue;
+                        }
+                        // Whether an earlier attempt landed is unknown.
+                        return Err(Error::new(
+                            ErrorKind::Indeterminate,
+                            format!(
+                                "manifest commit: cannot re-read {} to learn whether the \
+                                 commit landed ({} attempts)",
+                                self.path,
+                                backoff.attempts()
+                            ),
+                        )
+                        .with_source(f.error));
+                    }
+                    Err(f) => return Err(f.error),
+                }
+            }
+            let mut sequences = Vec::with_capacity(batch.len());
+            self.stale = true;
+            for up in batch {
+                let seq = self
+                    .manifest
+                    .append(up.location.clone(), up.metadata.clone(), up.record_count)
+                    .map_err(|e| e.context("manifest commit"))?;
+                sequences.push(seq);
+            }
+            let bytes = self.manifest.to_bytes()?;
+            let mode = PutMode::Update(self.version.clone());
+            let result = self
+                .store
+                .put_opts(&self.path, PutPayload::from(bytes), PutOptions::from(mode))
+                .await;
+            let f = match result {
+                Ok(put) => {
+                    self.version = UpdateVersion::from(put);
+                    self.stale = false;
+                    self.committed_next = self.manifest.next_sequence();
+                    return Ok(sequences);
+                }
+                Err(e) => Failed::store(StoreOp::UpdateIfMatch, &self.path, e),
+            };
+            match f.outcome {
+                Outcome::Conflict => {
+                    metrics::counter!("weft_producer_cas_conflicts_total").increment(1)
+                }
+                Outcome::Transient | Outcome::Ambiguous => {
+                    metrics::counter!("weft_producer_retries_total", "op" => "commit").increment(1)
+                }
+                _ => return Err(f.error.context("manifest commit")),
+            }
+            debug!(outcome = ?f.outcome, "manifest CAS failed; re-reading");
+            if !backoff.wait().await {
+                // The final reload decides whether the last attempt landed.
+                match self.reload().await {
+                    Ok(()) => {
+                        if let Some(seqs) = self.find_own(batch)? {
+                            self.committed_next = self.manifest.next_sequence();
+                            return Ok(seqs);
+                        }
+                        // The reload proves nothing landed.
+                        let kind = match f.outcome {
+                            Outcome::Conflict => ErrorKind::Conflict,
+                            _ => ErrorKind::Unavailable,
+                        };
+                        return Err(Error::new(
+                            kind,
+                            format!(
+                                "manifest commit gave up after {} attempts; nothing of the \
+                                 batch was committed",
+                                backoff.attempts()
+                            ),
+                        )
+                        .with_source(f.error));
+                    }
+                    Err(reload) if reload.error.kind() == ErrorKind::Fenced => {
+                        return Err(reload.error);
+                    }
+                    Err(_) => {}
+                }
+                let kind = match f.outcome {
+                    Outcome::Ambiguous => ErrorKind::Indeterminate,
+                    other => other.error_kind(),
+                };
+                return Err(Error::new(
+                    kind,
+                    format!(
+                        "manifest commit gave up after {} attempts",
+                        backoff.attempts()
+                    ),
+                )
+                .with_source(f.error));
+            }
+        }
+    }
+
+    /// Re-reads the manifest and checks the epoch.
+    async fn reload(&mut self) -> std::result::Result<(), Failed> {
+        let loaded = match read_manifest(self.store.as_ref(), &self.path).await? {
+            Some(l) => l,
+            None => {
+                return Err(Failed {
+                    outcome: Outcome::Fatal,
+                    error: Error::new(
+                        ErrorKind::NotFound,
+                        format!(
+                            "manifest {} disappeared while this producer owned it",
+                            self.path
+                        ),
+                    ),
+                });
+            }
+        };
+        let theirs = loaded.manifest.epoch();
+        if theirs != self.epoch {
+            return Err(Failed {
+                outcome: Outcome::Fatal,
+                error: Error::fenced(self.epoch, theirs),
+            });
+        }
+        self.manifest = loaded.manifest;
+        self.version = loaded.version;
+        self.stale = false;
+        Ok(())
+    }
+
+    /// The sequences of `batch`'s segments if the (freshly reloaded)
+    /// manifest already lists them.
+    fn find_own(&self, batch: &[Uploaded]) -> Result<Option<Vec<u64>>> {
+        let since: HashMap<&str, u64> = self
+            .manifest
+            .entries_from(self.committed_next)
+            .iter()
+            .map(|e| (e.location.as_str(), e.sequence))
+            .collect();
+        let found: Vec<Option<u64>> = batch
+            .iter()
+            .map(|u| since.get(u.location.as_str()).copied())
+            .collect();
+        match found.iter().filter(|f| f.is_some()).count() {
+            0 => Ok(None),
+            n if n == batch.len() => Ok(Some(found.into_iter().flatten().collect())),
+            n => Err(Error::internal(format!(
+                "manifest lists {n} of the {} segments of one commit",
+                batch.len()
+            ))),
+        }
+    }
+}

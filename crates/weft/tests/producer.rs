@@ -1,0 +1,647 @@
+//! The producer on the in-memory store and on the fault-injecting wrapper.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use support::wal::{batch, manifest, records};
+use weft::ErrorKind;
+use weft::clock::ManualClock;
+use weft::format::{Compression, ManifestVersion, decode_segment};
+use weft::store::{FaultConfig, FaultStore, OpFaults, RetryPolicy};
+use weft::wal::{Producer, ProducerBuilder};
+
+const MANIFEST: &str = "wal/manifest";
+const SEGMENTS: &str = "wal/seg";
+
+fn memory() -> Arc<dyn ObjectStore> {
+    Arc::new(InMemory::new())
+}
+
+fn fast_retries() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 6,
+        base_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(10),
+        jitter: 0.5,
+    }
+}
+
+fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
+    Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_flush_interval(Duration::from_millis(5))
+        .with_retry_policy(fast_retries())
+        .with_clock(ManualClock::new(1_700_000_000_000))
+        .with_seed(7)
+}
+
+#[tokio::test]
+async fn appends_commit_in_order_with_record_sequences() {
+    let store = memory();
+    let p = builder(store.clone()).open().await.unwrap();
+    assert_eq!(p.epoch(), 1);
+    assert_eq!(p.manifest_version(), ManifestVersion::V4);
+    let a = p
+        .append(batch(0, 3), Some(Bytes::from_static(b"meta-a")))
+        .await
+        .unwrap();
+    assert_eq!(a.wait().await.unwrap(), 0);
+    let b = p.append(batch(1, 2), None).await.unwrap();
+    assert_eq!(b.wait().await.unwrap(), 3);
+    p.close().await.unwrap();
+
+    let m = manifest(&store, MANIFEST).await;
+    assert_eq!(m.epoch(), 1);
+    assert_eq!(m.next_sequence(), 5);
+    let first = &m.entries()[0];
+    assert!(
+        first
+            .location
+            .starts_with(&format!("{SEGMENTS}/{}/", p.run_id()))
+    );
+    assert!(first.location.ends_with("/0000000000000000"));
+    assert_eq!(first.metadata.len(), 1);
+    assert_eq!(&first.metadata[0].payload[..], b"meta-a");
+    assert_eq!(first.metadata[0].ingestion_ms, 1_700_000_000_000);
+    let got: Vec<_> = records(&store, MANIFEST).await;
+    let expect: Vec<_> = batch(0, 3)
+        .into_iter()
+        .chain(batch(1, 2))
+        .enumerate()
+        .map(|(i, r)| (i as u64, r))
+        .collect();
+    assert_eq!(got, expect);
+}
+
+#[tokio::test]
+async fn concurrent_appends_coalesce_and_each_gets_its_own_sequence() {
+    let store = memory();
+    let p = Arc::new(
+        builder(store.clone())
+            .with_flush_interval(Duration::from_millis(30))
+            .open()
+            .await
+            .unwrap(),
+    );
+    let mut tasks = Vec::new();
+    for who in 0..24 {
+        let p = p.clone();
+        tasks.push(tokio::spawn(async move {
+            let n = 1 + who % 4;
+            let d = p.append(batch(who, n), None).await.unwrap();
+            (who, n, d.wait().await.unwrap())
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    p.close().await.unwrap();
+
+    let log = records(&store, MANIFEST).await;
+    let total: usize = results.iter().map(|r| r.1).sum();
+    assert_eq!(log.len(), total);
+    for (who, n, seq) in results {
+        let mine: Vec<Bytes> = log[seq as usize..seq as usize + n]
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect();
+        assert_eq!(mine, batch(who, n), "appender {who} at {seq}");
+    }
+    let m = manifest(&store, MANIFEST).await;
+    assert!(
+        m.len() < 24,
+        "24 appends coalesced into {} segments",
+        m.len()
+    );
+}
+
+#[tokio::test]
+async fn empty_and_oversized_appends_are_invalid_input_and_harmless() {
+    let p = builder(memory())
+        .with_max_inflight_bytes(64)
+        .open()
+        .await
+        .unwrap();
+    let err = p.append(vec![], None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    // 4 bytes of framing + 61 bytes > 64.
+    let err = p
+        .append(vec![Bytes::from(vec![0u8; 61])], None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    // Exactly the budget is fine, and the producer still works.
+    let d = p
+        .append(vec![Bytes::from(vec![0u8; 60])], None)
+        .await
+        .unwrap();
+    assert_eq!(d.wait().await.unwrap(), 0);
+    p.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_second_producer_fences_the_first() {
+    let store = memory();
+    let first = builder(store.clone()).open().await.unwrap();
+    assert_eq!(
+        first
+            .append(batch(1, 1), None)
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap(),
+        0
+    );
+    let second = builder(store.clone()).with_seed(8).open().await.unwrap();
+    assert_eq!(second.epoch(), 2);
+
+    let late = first.append(batch(1, 1), None).await.unwrap();
+    let err = late.wait().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced);
+    assert_eq!(
+        err.detail(),
+        Some(&weft::ErrorDetail::Fenced { ours: 1, theirs: 2 })
+    );
+    let err = first.append(batch(1, 1), None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced);
+    assert_eq!(first.close().await.unwrap_err().kind(), ErrorKind::Fenced);
+
+    assert_eq!(
+        second
+            .append(batch(2, 2), None)
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap(),
+        1
+    );
+    second.close().await.unwrap();
+    let m = manifest(&store, MANIFEST).await;
+    assert_eq!(m.epoch(), 2);
+    let runs: Vec<bool> = m
+        .entries()
+        .iter()
+        .map(|e| e.location.contains(&first.run_id().to_string()))
+        .collect();
+    assert_eq!(runs, vec![true, false], "nothing of the fenced run after");
+}
+
+#[tokio::test]
+async fn reopening_continues_the_sequence() {
+    let store = memory();
+    let p = builder(store.clone()).open().await.unwrap();
+    p.append(batch(0, 4), None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    p.close().await.unwrap();
+    let p = builder(store.clone()).with_seed(9).open().await.unwrap();
+    assert_eq!(p.epoch(), 2);
+    let d = p.append(batch(1, 1), None).await.unwrap();
+    assert_eq!(d.wait().await.unwrap(), 4);
+    p.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn segment_numbered_manifests_return_segment_ordinals() {
+    let store = memory();
+    let p = builder(store.clone())
+        .with_manifest_version(ManifestVersion::V2)
+        .with_segment_max_bytes(16)
+        .with_flush_interval(Duration::from_secs(3600))
+        .with_compression(Compression::Zstd)
+        .open()
+        .await
+        .unwrap();
+    // Three appends of 9 bytes each: one per segment (16-byte limit).
+    let mut ds = Vec::new();
+    for who in 0..3 {
+        ds.push(p.append(vec![Bytes::from("hello")], None).await.unwrap());
+        let _ = who;
+    }
+    p.close().await.unwrap();
+    let mut seqs = Vec::new();
+    for d in ds {
+        seqs.push(d.wait().await.unwrap());
+    }
+    assert_eq!(seqs, vec![0, 1, 2]);
+    let m = manifest(&store, MANIFEST).await;
+    assert_eq!(m.version(), ManifestVersion::V2);
+    assert_eq!(m.next_sequence(), 3);
+    let seg = store
+        .get(&Path::from(m.entries()[2].location.as_str()))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let seg = decode_segment(seg).unwrap();
+    assert_eq!(seg.compression, Compression::Zstd);
+    assert_eq!(seg.records, vec![Bytes::from("hello")]);
+}
+
+#[tokio::test]
+async fn close_flushes_the_buffer_and_later_appends_are_closed() {
+    let store = memory();
+    let p = builder(store.clone())
+        .with_flush_interval(Duration::from_secs(3600))
+        .open()
+        .await
+        .unwrap();
+    let d = p.append(batch(0, 2), None).await.unwrap();
+    p.close().await.unwrap();
+    assert_eq!(d.wait().await.unwrap(), 0);
+    assert_eq!(
+        p.append(batch(0, 1), None).await.unwrap_err().kind(),
+        ErrorKind::Closed
+    );
+    p.close().await.unwrap();
+    assert_eq!(records(&store, MANIFEST).await.len(), 2);
+}
+
+#[tokio::test]
+async fn dropping_the_producer_still_commits_what_was_accepted() {
+    let store = memory();
+    let p = builder(store.clone())
+        .with_flush_interval(Duration::from_secs(3600))
+        .open()
+        .await
+        .unwrap();
+    let d = p.append(batch(0, 2), None).await.unwrap();
+    drop(p);
+    assert_eq!(d.wait().await.unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn appends_wait_while_the_budget_is_spent() {
+    let store = memory();
+    let p = builder(store.clone())
+        .with_max_inflight_bytes(100)
+        .with_flush_interval(Duration::from_secs(10))
+        .open()
+        .await
+        .unwrap();
+    let first = p
+        .append(vec![Bytes::from(vec![1u8; 80])], None)
+        .await
+        .unwrap();
+    let mut second = Box::pin(p.append(vec![Bytes::from(vec![2u8; 40])], None));
+    assert!(
+        (&mut second).now_or_never().is_none(),
+        "the budget is spent: the append waits"
+    );
+    // The flush interval passes, the first append commits and frees budget.
+    assert_eq!(first.wait().await.unwrap(), 0);
+    let second = second.await.unwrap();
+    assert_eq!(second.wait().await.unwrap(), 1);
+    p.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn cas_conflicts_and_409s_are_retried() {
+    let faults = FaultStore::wrap(
+        memory(),
+        FaultConfig {
+            seed: 5,
+            precondition_storm: 0.4,
+            put: OpFaults {
+                conflict_409: 0.2,
+                error: 0.1,
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        },
+    );
+    let p = builder(faults.clone())
+        .with_retry_policy(RetryPolicy {
+            max_attempts: 30,
+            ..fast_retries()
+        })
+        .open()
+        .await
+        .unwrap();
+    let mut expect = 0;
+    for who in 0..10 {
+        let d = p.append(batch(who, 2), None).await.unwrap();
+        assert_eq!(d.wait().await.unwrap(), expect);
+        expect += 2;
+    }
+    p.close().await.unwrap();
+    let stats = faults.stats();
+    assert!(stats.preconditions > 0, "{stats:?}");
+    assert!(stats.conflicts_409 > 0, "{stats:?}");
+    let log = records(&(faults.inner().clone()), MANIFEST).await;
+    assert_eq!(log.len(), 20);
+}
+
+#[tokio::test]
+async fn ambiguous_commits_are_resolved_by_rereading_never_twice() {
+    let faults = FaultStore::wrap(
+        memory(),
+        FaultConfig {
+            seed: 17,
+            put: OpFaults {
+                ambiguous: 0.5,
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        },
+    );
+    let p = builder(faults.clone())
+        .with_retry_policy(RetryPolicy {
+            max_attempts: 30,
+            ..fast_retries()
+        })
+        .open()
+        .await
+        .unwrap();
+    let mut seqs = Vec::new();
+    for who in 0..12 {
+        let d = p.append(batch(who, 3), None).await.unwrap();
+        seqs.push(d.wait().await.unwrap());
+    }
+    p.close().await.unwrap();
+    assert!(faults.stats().ambiguous > 3, "{:?}", faults.stats());
+    assert_eq!(seqs, (0..12).map(|i| i * 3).collect::<Vec<u64>>());
+    let inner = faults.inner().clone();
+    let m = manifest(&inner, MANIFEST).await;
+    let mut locations: Vec<_> = m.entries().iter().map(|e| e.location.clone()).collect();
+    let n = locations.len();
+    locations.dedup();
+    assert_eq!(locations.len(), n, "no segment committed twice");
+    let log = records(&inner, MANIFEST).await;
+    let expect: Vec<Bytes> = (0..12).flat_map(|w| batch(w, 3)).collect();
+    assert_eq!(log.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), expect);
+}
+
+#[tokio::test]
+async fn exhausted_commit_retries_halt_and_every_waiter_errors() {
+    let faults = FaultStore::wrap(memory(), FaultConfig::default());
+    let p = builder(faults.clone())
+        .with_flush_interval(Duration::from_millis(20))
+        .open()
+        .await
+        .unwrap();
+    // From now on every conditional put loses.
+    faults.set_config(FaultConfig {
+        precondition_storm: 1.0,
+        ..FaultConfig::default()
+    });
+    let mut ds = Vec::new();
+    for who in 0..5 {
+        ds.push(p.append(batch(who, 1), None).await.unwrap());
+    }
+    for d in ds {
+        assert_eq!(d.wait().await.unwrap_err().kind(), ErrorKind::Conflict);
+    }
+    assert_eq!(
+        p.append(batch(9, 1), None).await.unwrap_err().kind(),
+        ErrorKind::Closed
+    );
+    assert_eq!(p.close().await.unwrap_err().kind(), ErrorKind::Conflict);
+    assert!(manifest(&faults.inner().clone(), MANIFEST).await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_upload_commits_the_prefix_then_halts() {
+    let faults = FaultStore::wrap(memory(), FaultConfig::default());
+    let p = builder(faults.clone())
+        .with_segment_max_bytes(1)
+        .with_flush_interval(Duration::from_secs(1))
+        .open()
+        .await
+        .unwrap();
+    faults.fail_puts_under(format!("{SEGMENTS}/{}/0000000000000002", p.run_id()));
+    let mut ds = Vec::new();
+    for who in 0..4 {
+        ds.push(p.append(batch(who, 1), None).await.unwrap());
+    }
+    let mut results = Vec::new();
+    for d in ds {
+        results.push(d.wait().await.map_err(|e| e.kind()));
+    }
+    assert_eq!(
+        results,
+        vec![
+            Ok(0),
+            Ok(1),
+            Err(ErrorKind::Unavailable),
+            Err(ErrorKind::Unavailable)
+        ]
+    );
+    assert!(faults.stats().prefix_failures >= 1);
+    assert_eq!(p.close().await.unwrap_err().kind(), ErrorKind::Unavailable);
+    let m = manifest(&faults.inner().clone(), MANIFEST).await;
+    assert_eq!(m.len(), 2);
+    assert!(m.entries()[1].location.ends_with("0000000000000001"));
+}
+
+/// Records the order in which segment puts complete.
+#[derive(Debug)]
+struct CompletionOrder {
+    inner: Arc<dyn ObjectStore>,
+    done: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Display for CompletionOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CompletionOrder({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for CompletionOrder {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let r = self.inner.put_opts(location, payload, opts).await;
+        if location.as_ref().starts_with(SEGMENTS) {
+            self.done.lock().unwrap().push(location.to_string());
+        }
+        r
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    async fn delete(&self, location: &Path) -> object_store::Result<()> {
+        self.inner.delete(location).await
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy(from, to).await
+    }
+    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy_if_not_exists(from, to).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn out_of_order_uploads_still_commit_in_order() {
+    let inner = memory();
+    let faults = FaultStore::wrap(
+        inner.clone(),
+        FaultConfig {
+            seed: 3,
+            put: OpFaults {
+                latency: 1.0,
+                latency_min: Duration::from_millis(1),
+                latency_max: Duration::from_millis(400),
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        },
+    );
+    let order = Arc::new(CompletionOrder {
+        inner: faults,
+        done: Mutex::new(Vec::new()),
+    });
+    let p = builder(order.clone())
+        .with_segment_max_bytes(1)
+        .with_upload_concurrency(8)
+        .with_flush_interval(Duration::from_millis(10))
+        .open()
+        .await
+        .unwrap();
+    let mut ds = Vec::new();
+    for who in 0..8 {
+        ds.push(p.append(batch(who, 2), None).await.unwrap());
+    }
+    let mut seqs = Vec::new();
+    for d in ds {
+        seqs.push(d.wait().await.unwrap());
+    }
+    p.close().await.unwrap();
+    assert_eq!(seqs, (0..8).map(|i| i * 2).collect::<Vec<u64>>());
+
+    let done = order.done.lock().unwrap().clone();
+    let mut sorted = done.clone();
+    sorted.sort();
+    assert_ne!(done, sorted, "uploads completed out of order");
+    let m = manifest(&inner, MANIFEST).await;
+    let committed: Vec<String> = m.entries().iter().map(|e| e.location.clone()).collect();
+    assert_eq!(committed, sorted, "committed in ordinal order");
+}
+
+/// A bucket that does not exist: every request answers 404.
+#[derive(Debug)]
+struct MissingBucket;
+
+impl std::fmt::Display for MissingBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MissingBucket")
+    }
+}
+
+fn no_bucket(path: &Path) -> object_store::Error {
+    object_store::Error::NotFound {
+        path: path.to_string(),
+        source: "NoSuchBucket".into(),
+    }
+}
+
+#[async_trait]
+impl ObjectStore for MissingBucket {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        _: PutPayload,
+        _: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        Err(no_bucket(location))
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        _: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        Err(no_bucket(location))
+    }
+    async fn get_opts(&self, location: &Path, _: GetOptions) -> object_store::Result<GetResult> {
+        Err(no_bucket(location))
+    }
+    async fn delete(&self, location: &Path) -> object_store::Result<()> {
+        Err(no_bucket(location))
+    }
+    fn list(&self, _: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        futures::stream::once(async { Err(no_bucket(&Path::default())) }).boxed()
+    }
+    async fn list_with_delimiter(&self, _: Option<&Path>) -> object_store::Result<ListResult> {
+        Err(no_bucket(&Path::default()))
+    }
+    async fn copy(&self, _: &Path, to: &Path) -> object_store::Result<()> {
+        Err(no_bucket(to))
+    }
+    async fn copy_if_not_exists(&self, _: &Path, to: &Path) -> object_store::Result<()> {
+        Err(no_bucket(to))
+    }
+}
+
+#[tokio::test]
+async fn a_missing_bucket_is_not_found_at_open() {
+    // SeaweedFS creates buckets on demand, so this is tested on a wrapper
+    // that answers like S3 does for a bucket that does not exist.
+    let err = builder(Arc::new(MissingBucket)).open().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn bad_settings_are_invalid_input() {
+    for b in [
+        builder(memory()).with_upload_concurrency(0),
+        builder(memory()).with_flush_interval(Duration::ZERO),
+        builder(memory()).with_max_inflight_bytes(0),
+        Producer::builder(memory(), "", SEGMENTS),
+        Producer::builder(memory(), MANIFEST, "a//b"),
+    ] {
+        assert_eq!(b.open().await.unwrap_err().kind(), ErrorKind::InvalidInput);
+    }
+}
+
+#[tokio::test]
+async fn a_corrupt_manifest_is_reported_at_open() {
+    let store = memory();
+    store
+        .put(
+            &Path::from(MANIFEST),
+            PutPayload::from_static(b"not a manifest"),
+        )
+        .await
+        .unwrap();
+    let err = builder(store).open().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt);
+}
