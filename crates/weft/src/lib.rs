@@ -50,7 +50,7 @@ pub use log::{
     Codec, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
-pub use storage::{MemoryStorage, Storage};
+pub use storage::{DirStorage, MemoryStorage, Storage};
 
 /// The README's code runs as a doctest, so the tour cannot rot.
 #[doc = include_str!("../../../README.md")]

@@ -125,7 +125,10 @@ async fn upstream_set_a_reads_exactly_as_expected() {
 
     let manifest_path = expected["manifest_path"].as_str().unwrap();
     let manifest_bytes = get(&store, manifest_path).await;
-    assert_eq!(manifest_bytes.len() as u64, u64_of(&expected["manifest_size"]));
+    assert_eq!(
+        manifest_bytes.len() as u64,
+        u64_of(&expected["manifest_size"])
+    );
 
     let m = decode_manifest(&manifest_bytes).unwrap();
     assert_eq!(m.version, ManifestVersion::V1);
@@ -165,7 +168,12 @@ async fn upstream_set_a_reads_exactly_as_expected() {
         };
         assert_eq!(seg.compression, compression);
         assert_eq!(seg.record_count() as u64, u64_of(&want["record_count"]));
-        let want_records: Vec<Vec<u8>> = want["records"].as_array().unwrap().iter().map(b64).collect();
+        let want_records: Vec<Vec<u8>> = want["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(b64)
+            .collect();
         let got_records: Vec<Vec<u8>> = seg.records.iter().map(|r| r.to_vec()).collect();
         assert_eq!(got_records, want_records);
 

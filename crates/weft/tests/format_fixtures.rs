@@ -19,106 +19,9 @@ use weft::format::{
 };
 use weft::wal::Manifest;
 
-/// A little-endian byte assembler.
-#[derive(Default)]
-struct Le(Vec<u8>);
+mod common;
 
-impl Le {
-    fn u8(&mut self, v: u8) -> &mut Self {
-        self.0.push(v);
-        self
-    }
-    fn u16(&mut self, v: u16) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn u32(&mut self, v: u32) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn u64(&mut self, v: u64) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn i64(&mut self, v: i64) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn raw(&mut self, b: &[u8]) -> &mut Self {
-        self.0.extend_from_slice(b);
-        self
-    }
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-}
-
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), one bit at a time.
-fn crc32c_bitwise(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
-type Md<'a> = (u32, i64, &'a [u8]);
-
-/// `[body_len][sequence]([count])[loc_len][loc][md_count]` + metadata.
-fn entry(out: &mut Le, sequence: u64, count: Option<u32>, location: &str, md: &[Md<'_>]) {
-    let mut body = Le::default();
-    body.u64(sequence);
-    if let Some(c) = count {
-        body.u32(c);
-    }
-    body.u16(location.len() as u16).raw(location.as_bytes());
-    body.u32(md.len() as u32);
-    for (start, ms, payload) in md {
-        body.u32(*start).i64(*ms).u32(payload.len() as u32).raw(payload);
-    }
-    out.u32(body.len() as u32).raw(&body.0);
-}
-
-/// `[loc][loc_len][through_seq][created_ms]`.
-fn snapshot_block(out: &mut Le, location: &str, through_seq: u64, created_ms: i64) {
-    out.raw(location.as_bytes())
-        .u16(location.len() as u16)
-        .u64(through_seq)
-        .i64(created_ms);
-}
-
-fn footer(out: &mut Le, entries: u32, next_sequence: u64, epoch: u64, version: u16) {
-    out.u32(entries).u64(next_sequence).u64(epoch);
-    if version == 4 {
-        let crc = crc32c_bitwise(&out.0);
-        out.u32(crc);
-    }
-    out.u16(version);
-}
-
-fn segment_block(records: &[&[u8]]) -> Vec<u8> {
-    let mut b = Le::default();
-    for r in records {
-        b.u32(r.len() as u32).raw(r);
-    }
-    b.0
-}
-
-fn segment_footer(out: &mut Le, compression: u8, count: u32, version: u16) {
-    out.u8(compression).u32(count);
-    if version == 2 {
-        let crc = crc32c_bitwise(&out.0);
-        out.u32(crc);
-    }
-    out.u16(version);
-}
+use common::{Le, crc32c_bitwise, entry, footer, segment_block, segment_footer, snapshot_block};
 
 fn md(start_index: u32, ingestion_ms: i64, payload: &'static [u8]) -> Metadata {
     Metadata {
@@ -159,7 +62,13 @@ fn fixtures() -> Vec<Fixture> {
 
     // Manifest v1: two segment-numbered entries, epoch 5.
     let mut b = Le::default();
-    entry(&mut b, 3, None, "log/a.batch", &[(0, T0, b"m1"), (2, T0 + 1, b"")]);
+    entry(
+        &mut b,
+        3,
+        None,
+        "log/a.batch",
+        &[(0, T0, b"m1"), (2, T0 + 1, b"")],
+    );
     entry(&mut b, 4, None, "log/b.batch", &[]);
     footer(&mut b, 2, 5, 5, 1);
     out.push(Fixture {
@@ -170,7 +79,12 @@ fn fixtures() -> Vec<Fixture> {
             epoch: 5,
             next_sequence: 5,
             entries: vec![
-                e(3, None, "log/a.batch", vec![md(0, T0, b"m1"), md(2, T0 + 1, b"")]),
+                e(
+                    3,
+                    None,
+                    "log/a.batch",
+                    vec![md(0, T0, b"m1"), md(2, T0 + 1, b"")],
+                ),
                 e(4, None, "log/b.batch", vec![]),
             ],
             snapshot: None,
@@ -180,7 +94,13 @@ fn fixtures() -> Vec<Fixture> {
 
     // Manifest v2 with a snapshot: entry 0 was truncated after the snapshot.
     let mut b = Le::default();
-    entry(&mut b, 1, None, "wal/seg/r1/0000000000000001", &[(0, T0, b"a")]);
+    entry(
+        &mut b,
+        1,
+        None,
+        "wal/seg/r1/0000000000000001",
+        &[(0, T0, b"a")],
+    );
     entry(&mut b, 2, None, "wal/seg/r1/0000000000000002", &[]);
     snapshot_block(&mut b, "wal/snap/0000000000000000", 0, T0 + 5_000);
     footer(&mut b, 2, 3, 7, 2);
@@ -192,7 +112,12 @@ fn fixtures() -> Vec<Fixture> {
             epoch: 7,
             next_sequence: 3,
             entries: vec![
-                e(1, None, "wal/seg/r1/0000000000000001", vec![md(0, T0, b"a")]),
+                e(
+                    1,
+                    None,
+                    "wal/seg/r1/0000000000000001",
+                    vec![md(0, T0, b"a")],
+                ),
                 e(2, None, "wal/seg/r1/0000000000000002", vec![]),
             ],
             snapshot: Some(SnapshotPointer {
@@ -252,8 +177,20 @@ fn fixtures() -> Vec<Fixture> {
     // record-numbered entries; no snapshot.
     let mut b = Le::default();
     entry(&mut b, 0, Some(0), "old/seg0", &[]);
-    entry(&mut b, 1, Some(4), "wal/seg/r2/0000000000000000", &[(0, T0, b"g1"), (3, T0, b"g2")]);
-    entry(&mut b, 5, Some(5), "wal/seg/r2/0000000000000001", &[(0, T0 + 9, b"")]);
+    entry(
+        &mut b,
+        1,
+        Some(4),
+        "wal/seg/r2/0000000000000000",
+        &[(0, T0, b"g1"), (3, T0, b"g2")],
+    );
+    entry(
+        &mut b,
+        5,
+        Some(5),
+        "wal/seg/r2/0000000000000001",
+        &[(0, T0 + 9, b"")],
+    );
     b.raw(&[0u8; 18]);
     footer(&mut b, 3, 10, 2, 3);
     out.push(Fixture {
@@ -271,7 +208,12 @@ fn fixtures() -> Vec<Fixture> {
                     "wal/seg/r2/0000000000000000",
                     vec![md(0, T0, b"g1"), md(3, T0, b"g2")],
                 ),
-                e(5, Some(5), "wal/seg/r2/0000000000000001", vec![md(0, T0 + 9, b"")]),
+                e(
+                    5,
+                    Some(5),
+                    "wal/seg/r2/0000000000000001",
+                    vec![md(0, T0 + 9, b"")],
+                ),
             ],
             snapshot: None,
         }),
@@ -280,8 +222,20 @@ fn fixtures() -> Vec<Fixture> {
 
     // Manifest v4 with a snapshot through record 3, entries from record 4.
     let mut b = Le::default();
-    entry(&mut b, 4, Some(3), "wal/seg/r3/0000000000000001", &[(0, T0, b"p")]);
-    entry(&mut b, 7, Some(5), "wal/seg/r3/0000000000000002", &[(0, T0 + 1, b"q"), (2, T0 + 2, b"r")]);
+    entry(
+        &mut b,
+        4,
+        Some(3),
+        "wal/seg/r3/0000000000000001",
+        &[(0, T0, b"p")],
+    );
+    entry(
+        &mut b,
+        7,
+        Some(5),
+        "wal/seg/r3/0000000000000002",
+        &[(0, T0 + 1, b"q"), (2, T0 + 2, b"r")],
+    );
     snapshot_block(&mut b, "wal/snap/r3-3", 3, T0 + 3);
     footer(&mut b, 2, 12, 3, 4);
     out.push(Fixture {
@@ -292,7 +246,12 @@ fn fixtures() -> Vec<Fixture> {
             epoch: 3,
             next_sequence: 12,
             entries: vec![
-                e(4, Some(3), "wal/seg/r3/0000000000000001", vec![md(0, T0, b"p")]),
+                e(
+                    4,
+                    Some(3),
+                    "wal/seg/r3/0000000000000001",
+                    vec![md(0, T0, b"p")],
+                ),
                 e(
                     7,
                     Some(5),
@@ -414,7 +373,11 @@ fn committed_fixtures_equal_their_hand_built_bytes() {
                 path.display()
             )
         });
-        assert_eq!(on_disk, f.bytes, "fixture {} differs from its layout", f.name);
+        assert_eq!(
+            on_disk, f.bytes,
+            "fixture {} differs from its layout",
+            f.name
+        );
     }
 }
 
@@ -429,7 +392,12 @@ fn fixtures_decode_to_their_intended_values() {
                 assert_eq!(&m.to_data(), want, "{}", f.name);
             }
             Expect::Segment(want) => {
-                assert_eq!(&decode_segment(Bytes::from(bytes)).unwrap(), want, "{}", f.name);
+                assert_eq!(
+                    &decode_segment(Bytes::from(bytes)).unwrap(),
+                    want,
+                    "{}",
+                    f.name
+                );
             }
         }
     }

@@ -645,3 +645,108 @@ async fn a_corrupt_manifest_is_reported_at_open() {
     let err = builder(store).open().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt);
 }
+
+/// One faulty run on a paused clock: the manifest bytes it leaves and the
+/// faults it met.
+async fn faulty_run(seed: u64) -> (Bytes, weft::store::FaultStats) {
+    let inner = memory();
+    let faults = FaultStore::wrap(
+        inner.clone(),
+        FaultConfig {
+            seed,
+            precondition_storm: 0.2,
+            put: OpFaults {
+                error: 0.1,
+                ambiguous: 0.2,
+                latency: 0.7,
+                latency_min: Duration::from_millis(1),
+                latency_max: Duration::from_millis(50),
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        },
+    );
+    let p = Arc::new(
+        builder(faults.clone())
+            .with_seed(seed)
+            .with_segment_max_bytes(32)
+            .with_retry_policy(RetryPolicy {
+                max_attempts: 40,
+                ..fast_retries()
+            })
+            .open()
+            .await
+            .unwrap(),
+    );
+    let tasks: Vec<_> = (0..12)
+        .map(|who| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(who as u64 * 3)).await;
+                let d = p.append(batch(who, 1 + who % 3), None).await.unwrap();
+                d.wait().await.unwrap()
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    p.close().await.unwrap();
+    let bytes = inner
+        .get(&Path::from(MANIFEST))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    (bytes, faults.stats())
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_seeded_faulty_run_replays_identically() {
+    let (a, stats_a) = faulty_run(99).await;
+    let (b, stats_b) = faulty_run(99).await;
+    assert!(stats_a.ambiguous + stats_a.errors + stats_a.preconditions > 0);
+    assert_eq!(stats_a, stats_b);
+    assert_eq!(a, b, "same seed, same manifest bytes");
+}
+
+#[tokio::test]
+async fn an_upstream_v1_manifest_is_continued_in_its_own_layout_or_upgraded() {
+    use weft::wal::Manifest;
+    let store = memory();
+    let mut upstream = Manifest::new(ManifestVersion::V1);
+    upstream.append("ingest/a.batch", vec![], 3).unwrap();
+    upstream.append("ingest/b.batch", vec![], 2).unwrap();
+    store
+        .put(
+            &Path::from(MANIFEST),
+            PutPayload::from(upstream.to_bytes().unwrap()),
+        )
+        .await
+        .unwrap();
+
+    // Without a requested version the manifest stays v1: segment ordinals.
+    let p = builder(store.clone()).open().await.unwrap();
+    assert_eq!(p.manifest_version(), ManifestVersion::V1);
+    let d = p.append(batch(0, 4), None).await.unwrap();
+    assert_eq!(d.wait().await.unwrap(), 2);
+    p.close().await.unwrap();
+
+    // Asking for v4 upgrades it: old entries keep one slot each, new ones
+    // are record-numbered.
+    let p = builder(store.clone())
+        .with_seed(8)
+        .with_manifest_version(ManifestVersion::V4)
+        .open()
+        .await
+        .unwrap();
+    let d = p.append(batch(1, 2), None).await.unwrap();
+    assert_eq!(d.wait().await.unwrap(), 3);
+    p.close().await.unwrap();
+    let m = manifest(&store, MANIFEST).await;
+    assert_eq!(m.version(), ManifestVersion::V4);
+    assert_eq!(m.epoch(), 2);
+    assert_eq!(m.next_sequence(), 5);
+    assert_eq!(m.entries()[3].count, Some(2));
+}

@@ -1,6 +1,7 @@
 //! Wire formats: pure encode/decode, no I/O. Every decoder returns an error
 //! on malformed input and never panics.
 //!
+//! * [`frame`] — the entry frame of the local `dir` backend's segment files.
 //! * [`segment`] — segment objects (v1 = upstream "batch v1", v2 adds a
 //!   CRC-32C): a block of length-prefixed records and a small footer.
 //! * [`manifest`] — manifest objects v1 to v4: entries, an optional
@@ -12,6 +13,7 @@
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
 mod cursor;
+pub mod frame;
 pub mod manifest;
 pub mod segment;
 

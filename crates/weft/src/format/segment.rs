@@ -256,6 +256,12 @@ pub fn encode_segment<R: AsRef<[u8]>>(
     compression: Compression,
     version: SegmentVersion,
 ) -> Result<Bytes> {
+    if u32::try_from(records.len()).is_err() {
+        return Err(Error::invalid_input(format!(
+            "{} records exceed the u32 count field of a segment",
+            records.len()
+        )));
+    }
     let block_len = records
         .iter()
         .fold(0usize, |acc, r| acc.saturating_add(4 + r.as_ref().len()));

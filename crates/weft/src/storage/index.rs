@@ -162,6 +162,16 @@ impl LogIndex {
         (stream.first_version + stream.seqnums.len() as u64).checked_sub(1)
     }
 
+    /// The version of `tag`'s first live entry with seqnum `>= seqnum`, or
+    /// the stream's next version when it has none that late; `None` when
+    /// the index has no version stream for `tag`. After a trim through
+    /// `seqnum - 1` this is the version numbering resumes from.
+    pub fn next_version_at(&self, tag: &LogTag, seqnum: u64) -> Option<u64> {
+        let stream = self.by_version.get(tag)?;
+        let before = stream.seqnums.partition_point(|&s| s < seqnum);
+        Some(stream.first_version + before as u64)
+    }
+
     /// Every tag with the number of live entries carrying it.
     pub fn tag_counts(&self) -> impl Iterator<Item = (&LogTag, usize)> {
         self.by_tag.iter().map(|(t, l)| (t, l.len()))

@@ -6,8 +6,9 @@
 //! without polling. The [`Log`](crate::Log) service adds views,
 //! subscriptions and typed access on top, identically for every backend.
 //!
-//! Backends: [`memory`] (tests, simulation, ephemeral logs) here, the local
-//! directory and bucket backends in their own modules. Each one passes the
+//! Backends: [`memory`] (tests, simulation, ephemeral logs), [`dir`] (a
+//! local directory: the embedded default) and the bucket backend in its own
+//! module. Each one passes the
 //! suite in [`crate::conformance`] unchanged.
 //!
 //! ## Stream versions
@@ -19,7 +20,9 @@
 //! reads (`read_versions`, `latest_version`) look at the entries for which
 //! the tag is primary.
 
+pub mod bucket;
 pub mod cache;
+pub mod dir;
 pub mod feed;
 pub mod index;
 pub mod memory;
@@ -34,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
 
+pub use dir::DirStorage;
 pub use feed::CommitFeed;
 pub use memory::MemoryStorage;
 

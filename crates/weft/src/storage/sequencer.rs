@@ -25,6 +25,19 @@ impl Sequencer {
         Sequencer::default()
     }
 
+    /// A sequencer resuming from known counters: the next seqnum and, per
+    /// primary tag, the next version (a backend reopening after a trim,
+    /// whose trimmed entries it can no longer replay).
+    pub fn resume(
+        next_seqnum: u64,
+        next_versions: impl IntoIterator<Item = (LogTag, u64)>,
+    ) -> Self {
+        Sequencer {
+            next_seqnum,
+            next_versions: next_versions.into_iter().collect(),
+        }
+    }
+
     /// The seqnum the next entry gets.
     pub fn next_seqnum(&self) -> u64 {
         self.next_seqnum

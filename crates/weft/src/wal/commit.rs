@@ -34,14 +34,14 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::Manifest;
 use super::flush::{UploadReport, Uploaded};
 use super::pipeline::{Halt, Shared, Waiter};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::ManifestVersion;
+use crate::format::{ManifestVersion, SnapshotPointer};
 use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
 
 /// A failed store interaction: what it means and the error to report.
@@ -186,6 +186,18 @@ fn gave_up(err: Error, backoff: &crate::store::Backoff, what: &str) -> Error {
     ))
 }
 
+/// A change to the manifest other than appending segments: retention
+/// (dropping superseded entries) and the snapshot pointer. The committer
+/// applies it between commits, so it is ordered with them.
+#[derive(Debug)]
+pub(crate) struct Maintenance {
+    /// Drop every entry all of whose sequences are `<=` this.
+    pub(crate) truncate_through: Option<u64>,
+    /// Replace the snapshot pointer (`Some(None)` clears it).
+    pub(crate) snapshot: Option<Option<SnapshotPointer>>,
+    pub(crate) reply: oneshot::Sender<Result<()>>,
+}
+
 /// Where an uploaded segment stands in the committer's queue.
 #[derive(Debug)]
 enum Slot {
@@ -242,8 +254,25 @@ impl Committer {
     }
 
     /// Runs until every upload has reported and the flusher has stopped.
-    pub(crate) async fn run(mut self, mut reports: mpsc::UnboundedReceiver<UploadReport>) {
-        while let Some(report) = reports.recv().await {
+    pub(crate) async fn run(
+        mut self,
+        mut reports: mpsc::UnboundedReceiver<UploadReport>,
+        mut maintenance: mpsc::UnboundedReceiver<Maintenance>,
+    ) {
+        loop {
+            let report = tokio::select! {
+                biased;
+                report = reports.recv() => report,
+                Some(op) = maintenance.recv() => {
+                    let result = match self.shared.halt_reason() {
+                        Some(halt) => Err(halt.pending_error()),
+                        None => self.maintain(&op).await,
+                    };
+                    let _ = op.reply.send(result);
+                    continue;
+                }
+            };
+            let Some(report) = report else { break };
             self.accept(report);
             // Everything that finished meanwhile joins the same commit.
             while let Ok(report) = reports.try_recv() {
@@ -475,6 +504,58 @@ impl Committer {
                     ),
                 )
                 .with_source(f.error));
+            }
+        }
+    }
+
+    /// Applies a maintenance change with one CAS, retrying conflicts and
+    /// transient failures on a fresh copy (the change is idempotent, so an
+    /// ambiguous attempt that landed is harmless to repeat).
+    async fn maintain(&mut self, op: &Maintenance) -> Result<()> {
+        let mut backoff = self.policy.backoff(self.rng.random());
+        loop {
+            if self.stale {
+                match self.reload().await {
+                    Ok(()) => {}
+                    Err(f) if matches!(f.outcome, Outcome::Transient | Outcome::Ambiguous) => {
+                        if backoff.wait().await {
+                            continue;
+                        }
+                        return Err(gave_up(f.error, &backoff, "manifest maintenance"));
+                    }
+                    Err(f) => return Err(f.error),
+                }
+            }
+            self.stale = true;
+            if let Some(through) = op.truncate_through {
+                self.manifest.truncate_through(through);
+            }
+            if let Some(snapshot) = &op.snapshot {
+                self.manifest.set_snapshot(snapshot.clone())?;
+            }
+            let bytes = self.manifest.to_bytes()?;
+            let mode = PutMode::Update(self.version.clone());
+            match self
+                .store
+                .put_opts(&self.path, PutPayload::from(bytes), PutOptions::from(mode))
+                .await
+            {
+                Ok(put) => {
+                    self.version = UpdateVersion::from(put);
+                    self.stale = false;
+                    self.committed_next = self.manifest.next_sequence();
+                    return Ok(());
+                }
+                Err(e) => {
+                    let f = Failed::store(StoreOp::UpdateIfMatch, &self.path, e);
+                    if !matches!(
+                        f.outcome,
+                        Outcome::Conflict | Outcome::Transient | Outcome::Ambiguous
+                    ) || !backoff.wait().await
+                    {
+                        return Err(f.error.context("manifest maintenance"));
+                    }
+                }
             }
         }
     }

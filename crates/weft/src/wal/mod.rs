@@ -5,8 +5,8 @@
 //!   uploads, ordered manifest commits, backpressure.
 //! * `pipeline`, `flush`, `commit` — the producer's internals: shared
 //!   state, segment packing and uploads, and the manifest CAS loop.
-//! * [`replica`], [`applier`], [`cursor`] — the read side: tailing the
-//!   manifest, applying records, persisting the resume point.
+//! * [`replica`] — read replicas that tail the manifest and hand records
+//!   to an [`Applier`]; [`cursor`] keeps their place.
 
 pub mod applier;
 mod commit;

@@ -56,12 +56,12 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use ulid::Ulid;
 
-use super::commit::{Committer, claim};
+use super::commit::{Committer, Maintenance, claim};
 use super::flush::{FlushSettings, SegmentNamer, run_flusher};
 use super::pipeline::{Group, Halt, Shared};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{Compression, ManifestVersion, SegmentVersion};
+use crate::format::{Compression, ManifestVersion, SegmentVersion, SnapshotPointer};
 use crate::store::RetryPolicy;
 
 /// The producer's plain settings (serde-loadable); injected parts (store,
@@ -277,6 +277,7 @@ impl ProducerBuilder {
         let shared = Arc::new(Shared::new(cfg.max_inflight_bytes, flush_threshold));
         let (close_tx, close_rx) = mpsc::unbounded_channel();
         let (report_tx, report_rx) = mpsc::unbounded_channel();
+        let (maintenance_tx, maintenance_rx) = mpsc::unbounded_channel();
         let committer = Committer::new(
             self.store.clone(),
             manifest_path.clone(),
@@ -286,7 +287,7 @@ impl ProducerBuilder {
             cfg.retry.clone(),
             rng.random(),
         );
-        let committer = tokio::spawn(committer.run(report_rx));
+        let committer = tokio::spawn(committer.run(report_rx, maintenance_rx));
         let settings = FlushSettings {
             flush_interval: cfg.flush_interval,
             segment_max_bytes: cfg.segment_max_bytes,
@@ -307,6 +308,7 @@ impl ProducerBuilder {
         Ok(Producer {
             shared,
             close_tx,
+            maintenance_tx,
             tasks: tokio::sync::Mutex::new(Some((flusher, committer))),
             clock: self.clock,
             epoch,
@@ -343,6 +345,7 @@ impl ProducerBuilder {
 pub struct Producer {
     shared: Arc<Shared>,
     close_tx: mpsc::UnboundedSender<()>,
+    maintenance_tx: mpsc::UnboundedSender<Maintenance>,
     tasks: tokio::sync::Mutex<Option<(JoinHandle<()>, JoinHandle<()>)>>,
     clock: Arc<dyn Clock>,
     epoch: u64,
@@ -429,8 +432,10 @@ impl Producer {
     /// Errors: the reason the producer halted, if it halted before or while
     /// closing ([`ErrorKind::Fenced`], [`ErrorKind::Unavailable`], ...).
     pub async fn close(&self) -> Result<()> {
-        let tasks = self.tasks.lock().await.take();
-        if let Some((flusher, committer)) = tasks {
+        // Held to the end, so a concurrent second `close` waits for the
+        // first instead of returning before the log is flushed.
+        let mut tasks = self.tasks.lock().await;
+        if let Some((flusher, committer)) = tasks.take() {
             self.shared.start_closing();
             // The flusher may already have stopped after a halt.
             let _ = self.close_tx.send(());
@@ -461,6 +466,47 @@ impl Producer {
 
     fn lock_closed(&self) -> std::sync::MutexGuard<'_, Option<std::result::Result<(), Halt>>> {
         self.closed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn maintain(
+        &self,
+        truncate_through: Option<u64>,
+        snapshot: Option<Option<SnapshotPointer>>,
+    ) -> Result<()> {
+        self.shared.check_open()?;
+        let (reply, rx) = oneshot::channel();
+        let op = Maintenance {
+            truncate_through,
+            snapshot,
+            reply,
+        };
+        if self.maintenance_tx.send(op).is_err() {
+            return Err(self.shared.stopped_error());
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(self.shared.stopped_error()))
+    }
+
+    /// Drops, in one manifest CAS ordered after every commit so far, every
+    /// entry all of whose record sequences are `<= through` (an entry that
+    /// straddles `through` stays). The segment objects stay until retention
+    /// GC deletes them.
+    ///
+    /// Errors: as for a commit (`Fenced`, `Unavailable`, `Closed`, ...).
+    pub async fn truncate_through(&self, through: u64) -> Result<()> {
+        self.maintain(Some(through), None).await
+    }
+
+    /// Records `snapshot` as the manifest's snapshot pointer and, with
+    /// `truncate`, drops the entries it supersedes (through its
+    /// `through_seq`) in the same CAS. The snapshot object must already be
+    /// stored.
+    ///
+    /// Errors: `InvalidInput` for a manifest version without a snapshot
+    /// block (v1); otherwise as for a commit.
+    pub async fn set_snapshot(&self, snapshot: SnapshotPointer, truncate: bool) -> Result<()> {
+        let through = truncate.then_some(snapshot.through_seq);
+        self.maintain(through, Some(Some(snapshot))).await
     }
 
     /// The epoch this producer claimed the log with.

@@ -1,0 +1,508 @@
+//! The entry frame: how one [`LogEntry`] is laid out on local disk.
+//!
+//! The `dir` storage backend writes its segment files as a sequence of
+//! frames, one per entry. A frame is self-checking (its CRC-32C covers every
+//! byte but the checksum itself) and self-delimiting (it starts with its own
+//! length), so a reader can walk a segment and stop exactly where the valid
+//! bytes end. This module is pure: it encodes into and decodes from byte
+//! slices and never touches a file.
+//!
+//! ## Layout (all integers little-endian)
+//!
+//! ```text
+//!  offset  size  field
+//!  ------  ----  -----------------------------------------------------------
+//!       0     4  body_len      bytes after the 8-byte prefix (offset 8 onward)
+//!       4     4  crc32c        CRC-32C of bytes [0, 4) followed by [8, 8 + body_len)
+//!       8     8  seqnum        global position of the entry
+//!      16     8  version       the entry's version in its primary tag's stream
+//!      24     8  timestamp_ms  when the storage accepted the entry
+//!      32     4  group_offset  position of the entry in its write group
+//!      36     1  flags         bit 0: BATCH_END (last entry of an atomic batch);
+//!                              other bits are reserved and must be 0
+//!      37     1  tag_count     1..=64; the first tag is the primary tag
+//!      38     …  tags          tag_count times:
+//!                                [ns_len u16][namespace utf-8]
+//!                                [key_len u16][key utf-8]   (key_len 0: no key)
+//!       …     …  data          the payload: every remaining body byte
+//!
+//!  ┌──────────┬────────┬────────┬─────────┬───────────┬──────────┬───────┬─────────┬──────┬──────┐
+//!  │ body_len │ crc32c │ seqnum │ version │ timestamp │ grp_off  │ flags │ tag_cnt │ tags │ data │
+//!  │   u32    │  u32   │  u64   │   u64   │    u64    │   u32    │  u8   │   u8    │  …   │  …   │
+//!  └──────────┴────────┴────────┴─────────┴───────────┴──────────┴───────┴─────────┴──────┴──────┘
+//!  |<--- prefix 8 B --->|<------------------------- body: body_len bytes ------------------------>|
+//! ```
+//!
+//! The length is covered by the checksum, so a damaged length field is
+//! caught like any other damaged byte. `group_offset` ties the entry to the
+//! write (one `write` + one sync) that carried it: the group's first seqnum
+//! is `seqnum - group_offset`. Recovery uses it to tell a torn last write
+//! from damage to data that was already synced (see the `dir` backend).
+//! `BATCH_END` marks where an atomic append batch ends, so recovery never
+//! keeps half a batch.
+
+use std::fmt;
+
+use crate::error::Error;
+use crate::model::{LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
+
+/// Bytes before the body: `body_len` and `crc32c`.
+pub const PREFIX_LEN: usize = 8;
+
+/// Bytes of the fixed part of a frame: the prefix plus every field up to and
+/// including `tag_count`.
+pub const FIXED_LEN: usize = 38;
+
+/// The smallest possible frame: fixed part, one tag with one-byte namespace
+/// and no key, empty payload.
+pub const MIN_FRAME_LEN: usize = FIXED_LEN + 2 + 1 + 2;
+
+/// Flag bit: this entry is the last of its atomic append batch.
+pub const FLAG_BATCH_END: u8 = 1;
+
+const KNOWN_FLAGS: u8 = FLAG_BATCH_END;
+
+/// Why bytes are not a valid frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// The buffer ends before the frame does; `needed` is the frame's total
+    /// length when it is known from the prefix, or the prefix length.
+    Incomplete {
+        /// Bytes the frame needs in total.
+        needed: usize,
+    },
+    /// The stored checksum does not match the bytes.
+    Checksum {
+        /// The checksum in the frame.
+        stored: u32,
+        /// The checksum of the bytes as read.
+        computed: u32,
+    },
+    /// The checksum matches but a field is invalid (reserved flag set, tag
+    /// malformed, lengths inconsistent).
+    Malformed(String),
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::Incomplete { needed } => {
+                write!(f, "frame incomplete: needs {needed} bytes")
+            }
+            FrameError::Checksum { stored, computed } => write!(
+                f,
+                "frame checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            FrameError::Malformed(why) => write!(f, "malformed frame: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+impl From<FrameError> for Error {
+    fn from(err: FrameError) -> Self {
+        Error::corrupt(err.to_string())
+    }
+}
+
+/// The fixed fields of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameMeta {
+    /// Global position of the entry.
+    pub seqnum: u64,
+    /// Version in the primary tag's stream.
+    pub stream_version: u64,
+    /// Storage timestamp, milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// Position of the entry within its write group.
+    pub group_offset: u32,
+    /// True for the last entry of an atomic append batch.
+    pub batch_end: bool,
+}
+
+impl FrameMeta {
+    /// The seqnum of the first entry of this entry's write group.
+    pub fn group_first(&self) -> u64 {
+        self.seqnum - u64::from(self.group_offset)
+    }
+}
+
+/// A frame decoded in place: fixed fields, tags, and the payload as a slice
+/// of the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameRef<'a> {
+    /// The fixed fields.
+    pub meta: FrameMeta,
+    /// The tags, primary first.
+    pub tags: Vec<LogTag>,
+    /// The raw encoded tags (for callers that cache decoded tags).
+    pub raw_tags: &'a [u8],
+    /// The payload, borrowed from the input.
+    pub data: &'a [u8],
+    /// Total bytes of the frame, prefix included.
+    pub frame_len: usize,
+}
+
+impl FrameRef<'_> {
+    /// The entry this frame holds, copying the payload.
+    pub fn to_entry(&self) -> LogEntry {
+        LogEntry {
+            seqnum: self.meta.seqnum,
+            stream_version: self.meta.stream_version,
+            tags: self.tags.clone(),
+            data: bytes::Bytes::copy_from_slice(self.data),
+            timestamp_ms: self.meta.timestamp_ms,
+        }
+    }
+}
+
+/// The encoded size of a frame holding `tags` and `data_len` payload bytes.
+pub fn encoded_len(tags: &[LogTag], data_len: usize) -> usize {
+    FIXED_LEN + tags_len(tags) + data_len
+}
+
+fn tags_len(tags: &[LogTag]) -> usize {
+    tags.iter()
+        .map(|t| 4 + t.namespace().len() + t.key().map_or(0, str::len))
+        .sum()
+}
+
+/// Appends the frame of `entry` to `out`.
+///
+/// Errors: `InvalidInput` when the entry has no tag, more than
+/// [`MAX_TAGS_PER_ENTRY`] tags, or is too large for a `u32` length.
+pub fn encode(
+    out: &mut Vec<u8>,
+    entry: &LogEntry,
+    group_offset: u32,
+    batch_end: bool,
+) -> Result<(), Error> {
+    if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
+        return Err(Error::invalid_input(format!(
+            "an entry needs 1 to {MAX_TAGS_PER_ENTRY} tags, this one has {}",
+            entry.tags.len()
+        )));
+    }
+    if u64::from(group_offset) > entry.seqnum {
+        return Err(Error::invalid_input(format!(
+            "group offset {group_offset} exceeds seqnum {}",
+            entry.seqnum
+        )));
+    }
+    let total = encoded_len(&entry.tags, entry.data.len());
+    let body_len = u32::try_from(total - PREFIX_LEN).map_err(|_| {
+        Error::invalid_input(format!("entry of {total} bytes is too large for a frame"))
+    })?;
+    let start = out.len();
+    out.reserve(total);
+    out.extend_from_slice(&body_len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&entry.seqnum.to_le_bytes());
+    out.extend_from_slice(&entry.stream_version.to_le_bytes());
+    out.extend_from_slice(&entry.timestamp_ms.to_le_bytes());
+    out.extend_from_slice(&group_offset.to_le_bytes());
+    out.push(if batch_end { FLAG_BATCH_END } else { 0 });
+    // Checked above: at most MAX_TAGS_PER_ENTRY (64) tags.
+    out.push(entry.tags.len() as u8);
+    for tag in &entry.tags {
+        // LogTag bounds each part to MAX_TAG_PART_BYTES (255).
+        let ns = tag.namespace().as_bytes();
+        out.extend_from_slice(&(ns.len() as u16).to_le_bytes());
+        out.extend_from_slice(ns);
+        let key = tag.key().unwrap_or("").as_bytes();
+        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        out.extend_from_slice(key);
+    }
+    out.extend_from_slice(&entry.data);
+    let frame = &out[start..];
+    let crc = checksum(frame);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// The CRC-32C a frame must carry: over the length field and the body.
+fn checksum(frame: &[u8]) -> u32 {
+    let head = frame.get(..4).unwrap_or(&[]);
+    let body = frame.get(PREFIX_LEN..).unwrap_or(&[]);
+    crc32c::crc32c_append(crc32c::crc32c(head), body)
+}
+
+fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
+    let bytes = buf.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+}
+
+fn u64_at(buf: &[u8], at: usize) -> Option<u64> {
+    let bytes = buf.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+fn u16_at(buf: &[u8], at: usize) -> Option<u16> {
+    let bytes = buf.get(at..at.checked_add(2)?)?;
+    Some(u16::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// The total length a frame starting at `buf[0]` claims, read from its
+/// prefix without any validation. `None` when fewer than 4 bytes remain.
+pub fn claimed_len(buf: &[u8]) -> Option<usize> {
+    u32_at(buf, 0).map(|body| body as usize + PREFIX_LEN)
+}
+
+/// The seqnum and group offset a frame at `buf[0]` claims, without any
+/// validation (a cheap filter before a full [`decode`]).
+pub fn claimed_position(buf: &[u8]) -> Option<(u64, u32)> {
+    Some((u64_at(buf, 8)?, u32_at(buf, 32)?))
+}
+
+/// Decodes the frame at the start of `buf` (which may hold more bytes after
+/// it). Never panics, whatever the input.
+///
+/// Errors: [`FrameError::Incomplete`] when `buf` ends inside the frame,
+/// [`FrameError::Checksum`] when the bytes are damaged,
+/// [`FrameError::Malformed`] when a checksummed field is invalid.
+pub fn decode(buf: &[u8]) -> Result<FrameRef<'_>, FrameError> {
+    let frame_len = claimed_len(buf).ok_or(FrameError::Incomplete { needed: PREFIX_LEN })?;
+    if frame_len < FIXED_LEN {
+        // A length this small can only be damage; report it as a checksum
+        // failure so every damaged prefix reads alike.
+        return Err(FrameError::Checksum {
+            stored: u32_at(buf, 4).unwrap_or(0),
+            computed: 0,
+        });
+    }
+    let frame = buf
+        .get(..frame_len)
+        .ok_or(FrameError::Incomplete { needed: frame_len })?;
+    let stored = u32_at(frame, 4).unwrap_or(0);
+    let computed = checksum(frame);
+    if stored != computed {
+        return Err(FrameError::Checksum { stored, computed });
+    }
+    parse_checked(frame)
+}
+
+fn malformed(why: impl Into<String>) -> FrameError {
+    FrameError::Malformed(why.into())
+}
+
+/// Parses a frame whose checksum already matched.
+fn parse_checked(frame: &[u8]) -> Result<FrameRef<'_>, FrameError> {
+    let field = |v: Option<u64>| v.ok_or_else(|| malformed("fixed fields truncated"));
+    let seqnum = field(u64_at(frame, 8))?;
+    let stream_version = field(u64_at(frame, 16))?;
+    let timestamp_ms = field(u64_at(frame, 24))?;
+    let group_offset = u32_at(frame, 32).ok_or_else(|| malformed("fixed fields truncated"))?;
+    let flags = *frame
+        .get(36)
+        .ok_or_else(|| malformed("fixed fields truncated"))?;
+    let tag_count = *frame
+        .get(37)
+        .ok_or_else(|| malformed("fixed fields truncated"))? as usize;
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(malformed(format!("reserved flag bits set: {flags:#04x}")));
+    }
+    if u64::from(group_offset) > seqnum {
+        return Err(malformed(format!(
+            "group offset {group_offset} exceeds seqnum {seqnum}"
+        )));
+    }
+    if tag_count == 0 || tag_count > MAX_TAGS_PER_ENTRY {
+        return Err(malformed(format!("tag count {tag_count} out of range")));
+    }
+    let mut at = FIXED_LEN;
+    let mut tags = Vec::with_capacity(tag_count);
+    for _ in 0..tag_count {
+        let (ns, next) = text_at(frame, at)?;
+        let (key, next) = text_at(frame, next)?;
+        at = next;
+        let tag = if key.is_empty() {
+            LogTag::new(ns)
+        } else {
+            LogTag::with_key(ns, key)
+        }
+        .map_err(|e| malformed(format!("bad tag: {}", e.message())))?;
+        if tags.contains(&tag) {
+            return Err(malformed(format!("duplicate tag {tag}")));
+        }
+        tags.push(tag);
+    }
+    let raw_tags = frame
+        .get(FIXED_LEN..at)
+        .ok_or_else(|| malformed("tags overrun the frame"))?;
+    let data = frame
+        .get(at..)
+        .ok_or_else(|| malformed("tags overrun the frame"))?;
+    Ok(FrameRef {
+        meta: FrameMeta {
+            seqnum,
+            stream_version,
+            timestamp_ms,
+            group_offset,
+            batch_end: flags & FLAG_BATCH_END != 0,
+        },
+        tags,
+        raw_tags,
+        data,
+        frame_len: frame.len(),
+    })
+}
+
+/// A `[len u16][utf-8]` string at `at`; returns it and the offset after it.
+fn text_at(frame: &[u8], at: usize) -> Result<(&str, usize), FrameError> {
+    let len = u16_at(frame, at).ok_or_else(|| malformed("tag length overruns the frame"))? as usize;
+    let start = at + 2;
+    let bytes = frame
+        .get(start..start + len)
+        .ok_or_else(|| malformed("tag text overruns the frame"))?;
+    let text = std::str::from_utf8(bytes).map_err(|_| malformed("tag is not utf-8"))?;
+    Ok((text, start + len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use proptest::prelude::*;
+
+    fn entry(seqnum: u64, tags: &[&str], data: &[u8]) -> LogEntry {
+        LogEntry {
+            seqnum,
+            stream_version: seqnum / 2,
+            tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
+            data: Bytes::copy_from_slice(data),
+            timestamp_ms: 1_700_000_000_000 + seqnum,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_reports_its_length() {
+        let e = entry(42, &["orders", "orders:o-1"], b"placed");
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 3, true).unwrap();
+        assert_eq!(buf.len(), encoded_len(&e.tags, e.data.len()));
+        buf.extend_from_slice(b"trailing bytes of the next frame");
+        let frame = decode(&buf).unwrap();
+        assert_eq!(frame.to_entry(), e);
+        assert_eq!(frame.meta.group_offset, 3);
+        assert_eq!(frame.meta.group_first(), 39);
+        assert!(frame.meta.batch_end);
+        assert_eq!(frame.frame_len, encoded_len(&e.tags, e.data.len()));
+        assert_eq!(claimed_len(&buf), Some(frame.frame_len));
+        assert_eq!(claimed_position(&buf), Some((42, 3)));
+    }
+
+    #[test]
+    fn layout_matches_the_documented_offsets() {
+        let e = entry(7, &["a:k"], b"xy");
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 0, false).unwrap();
+        assert_eq!(buf.len(), FIXED_LEN + 2 + 1 + 2 + 1 + 2);
+        assert_eq!(u32_at(&buf, 0), Some((buf.len() - PREFIX_LEN) as u32));
+        assert_eq!(u64_at(&buf, 8), Some(7));
+        assert_eq!(u64_at(&buf, 16), Some(3));
+        assert_eq!(buf[36], 0);
+        assert_eq!(buf[37], 1);
+        assert_eq!(&buf[38..40], &1u16.to_le_bytes());
+        assert_eq!(buf[40], b'a');
+        assert_eq!(&buf[41..43], &1u16.to_le_bytes());
+        assert_eq!(buf[43], b'k');
+        assert_eq!(&buf[44..], b"xy");
+    }
+
+    #[test]
+    fn every_truncation_is_incomplete() {
+        let e = entry(1, &["t"], b"payload");
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 0, true).unwrap();
+        for cut in 0..buf.len() {
+            match decode(&buf[..cut]) {
+                Err(FrameError::Incomplete { .. }) => {}
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn every_bit_flip_is_detected() {
+        let e = entry(9, &["t", "u:v"], b"some payload");
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 1, true).unwrap();
+        for byte in 0..buf.len() {
+            for bit in 0..8 {
+                let mut bad = buf.clone();
+                bad[byte] ^= 1 << bit;
+                assert!(decode(&bad).is_err(), "flip {byte}:{bit} went unnoticed");
+            }
+        }
+    }
+
+    #[test]
+    fn reserved_flags_and_bad_tags_are_malformed() {
+        let e = entry(5, &["t"], b"x");
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 0, false).unwrap();
+        buf[36] = 0x80;
+        let crc = checksum(&buf);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(decode(&buf), Err(FrameError::Malformed(_))));
+
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 0, false).unwrap();
+        buf[40] = b':';
+        let crc = checksum(&buf);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(decode(&buf), Err(FrameError::Malformed(_))));
+    }
+
+    #[test]
+    fn encode_rejects_group_offset_beyond_seqnum() {
+        let e = entry(2, &["t"], b"x");
+        let err = encode(&mut Vec::new(), &e, 3, false).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = decode(&bytes);
+        }
+
+        #[test]
+        fn decode_of_damaged_frames_never_panics(
+            data in proptest::collection::vec(any::<u8>(), 0..64),
+            at in 0usize..200,
+            value in any::<u8>(),
+        ) {
+            let e = entry(11, &["ns:key", "other"], &data);
+            let mut buf = Vec::new();
+            encode(&mut buf, &e, 2, true).unwrap();
+            let at = at % buf.len();
+            let original = buf[at];
+            buf[at] = value;
+            let result = decode(&buf);
+            if original == value {
+                prop_assert_eq!(result.unwrap().to_entry(), e);
+            } else {
+                prop_assert!(result.is_err());
+            }
+        }
+
+        #[test]
+        fn round_trip(
+            seqnum in 0u64..u64::MAX / 2,
+            offset in 0u32..1000,
+            data in proptest::collection::vec(any::<u8>(), 0..256),
+            end in any::<bool>(),
+        ) {
+            let seqnum = seqnum + u64::from(offset);
+            let e = entry(seqnum, &["a", "b:c"], &data);
+            let mut buf = Vec::new();
+            encode(&mut buf, &e, offset, end).unwrap();
+            let frame = decode(&buf).unwrap();
+            prop_assert_eq!(frame.to_entry(), e);
+            prop_assert_eq!(frame.meta.batch_end, end);
+            prop_assert_eq!(frame.meta.group_offset, offset);
+        }
+    }
+}

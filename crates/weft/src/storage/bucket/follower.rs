@@ -1,0 +1,239 @@
+//! A read-only follower of a bucket log.
+//!
+//! The follower runs a [`Replica`] on a background task. Its applier
+//! reassembles committed batches from the records and adds them, whole, to
+//! a local [`EntryCache`], then publishes them on the commit feed, so every
+//! read, view, typed view and subscription of the core API works on a
+//! follower exactly as on the writer — lagging it by about one poll
+//! interval. Writes are refused with `ReadOnly`. The local copy lives in
+//! memory: a restarted follower rebuilds it from the bucket (a snapshot
+//! taken by the writer bounds that work once retention trims the log).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use object_store::ObjectStore;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::BucketLayout;
+use super::kv::BucketKv;
+use super::records::BatchAssembler;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::KvStore;
+use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
+use crate::storage::cache::EntryCache;
+use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
+use crate::wal::{Applier, Record, Replica};
+
+/// How a follower tails the bucket.
+#[derive(Clone, Debug)]
+pub struct FollowerOptions {
+    /// Wait between polls that found nothing new.
+    pub poll_interval: Duration,
+    /// Segments fetched concurrently while catching up.
+    pub prefetch: usize,
+}
+
+impl Default for FollowerOptions {
+    fn default() -> Self {
+        FollowerOptions {
+            poll_interval: Duration::from_millis(50),
+            prefetch: 8,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    cache: Mutex<EntryCache>,
+    feed: CommitFeed,
+    /// Why the tailing task stopped, if it did.
+    stopped: Mutex<Option<Error>>,
+}
+
+struct FollowerApplier {
+    shared: Arc<Shared>,
+    assembler: BatchAssembler,
+}
+
+#[async_trait]
+impl Applier for FollowerApplier {
+    async fn apply(&mut self, record: &Record) -> Result<()> {
+        if let Some(batch) = self.assembler.push(record)? {
+            let mut cache = self.shared.cache.lock().expect("follower cache lock");
+            if cache.index().is_empty() && cache.index().next() != batch[0].seqnum {
+                // The log was trimmed before we first saw it.
+                *cache = EntryCache::starting_at(batch[0].seqnum);
+            }
+            cache.extend(batch.iter().cloned())?;
+            // Under the cache lock, so the feed sees batches in order.
+            self.shared.feed.publish(batch.into());
+        }
+        Ok(())
+    }
+}
+
+/// A read-only replica of a bucket log that serves the whole read API.
+pub struct BucketFollower {
+    shared: Arc<Shared>,
+    kv: Arc<BucketKv>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for BucketFollower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketFollower").finish_non_exhaustive()
+    }
+}
+
+impl BucketFollower {
+    /// Opens a follower of the log at `prefix` in `store`: catches up once
+    /// (so reads right after `open` see the log as of now), then keeps
+    /// tailing in the background.
+    ///
+    /// Errors: store errors (`NotFound` for a missing bucket,
+    /// `PermissionDenied`, `Unavailable`), `Corrupt` data.
+    pub async fn open(
+        store: Arc<dyn ObjectStore>,
+        prefix: &str,
+        options: FollowerOptions,
+    ) -> Result<Self> {
+        let layout = BucketLayout::new(prefix);
+        let shared = Arc::new(Shared {
+            cache: Mutex::new(EntryCache::starting_at(0)),
+            feed: CommitFeed::new(0),
+            stopped: Mutex::new(None),
+        });
+        let applier = FollowerApplier {
+            shared: shared.clone(),
+            assembler: BatchAssembler::new(),
+        };
+        let mut replica = Replica::builder(store.clone(), layout.manifest(), applier)
+            .with_prefetch(options.prefetch)
+            .with_poll_interval(options.poll_interval)
+            .build();
+        replica.poll().await?;
+        let (stop, mut stopped_rx) = watch::channel(false);
+        let task_shared = shared.clone();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped_rx.wait_for(|s| *s).await;
+            };
+            if let Err(e) = replica.run(shutdown).await {
+                tracing::error!(error = %e, "bucket follower stopped");
+                *task_shared.stopped.lock().expect("follower lock") = Some(e);
+                task_shared.feed.close();
+            }
+        });
+        Ok(BucketFollower {
+            shared,
+            kv: Arc::new(BucketKv::new(store, layout.kv())),
+            stop,
+            task: Mutex::new(Some(task)),
+        })
+    }
+
+    /// Why the follower stopped tailing, if it did (it then serves what it
+    /// has and its subscriptions end).
+    pub fn stopped(&self) -> Option<String> {
+        self.shared
+            .stopped
+            .lock()
+            .expect("follower lock")
+            .as_ref()
+            .map(|e| e.to_string())
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, EntryCache> {
+        self.shared.cache.lock().expect("follower cache lock")
+    }
+
+    fn open_cache(&self) -> Result<std::sync::MutexGuard<'_, EntryCache>> {
+        if *self.stop.borrow() {
+            return Err(Error::closed("the bucket follower is closed"));
+        }
+        Ok(self.cache())
+    }
+
+    fn read_only() -> Error {
+        Error::new(
+            ErrorKind::ReadOnly,
+            "this is a read-only follower of a bucket log; write through the writer",
+        )
+    }
+}
+
+#[async_trait]
+impl Storage for BucketFollower {
+    async fn append(&self, _batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        Err(Self::read_only())
+    }
+
+    async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
+        self.open_cache()?.read(tag, from, max)
+    }
+
+    async fn read_versions(
+        &self,
+        tag: &LogTag,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
+        self.open_cache()?.read_versions(tag, from_version, max)
+    }
+
+    async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
+        Ok(self.open_cache()?.read_prev(tag, before))
+    }
+
+    fn next_seqnum(&self) -> u64 {
+        self.cache().index().next()
+    }
+
+    fn first_seqnum(&self) -> u64 {
+        self.cache().index().first()
+    }
+
+    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
+        self.cache().index().latest_version(tag)
+    }
+
+    async fn trim(&self, _through: u64) -> Result<()> {
+        Err(Self::read_only())
+    }
+
+    fn feed(&self) -> &CommitFeed {
+        &self.shared.feed
+    }
+
+    fn kv(&self) -> Result<Arc<dyn KvStore>> {
+        Ok(self.kv.clone())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            read_only: true,
+            durable: true,
+            max_entry_bytes: MAX_ENTRY_BYTES,
+        }
+    }
+
+    async fn close(&self) -> Result<()> {
+        let _ = self.stop.send(true);
+        let task = self.task.lock().expect("follower lock").take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        self.shared.feed.close();
+        Ok(())
+    }
+}
+
+impl Drop for BucketFollower {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}

@@ -1,0 +1,95 @@
+//! Log entries as WAL records, and reassembling committed batches.
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::format::frame;
+use crate::model::LogEntry;
+use crate::wal::Record;
+
+/// Frames a batch as records: one frame per entry, the last one marked as
+/// the end of the batch.
+pub(super) fn encode_batch(entries: &[LogEntry]) -> Result<Vec<Bytes>> {
+    let last = entries.len().saturating_sub(1);
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut buf = Vec::with_capacity(frame::encoded_len(&e.tags, e.data.len()));
+            let offset = u32::try_from(i).map_err(|_| {
+                Error::invalid_input("an append batch is limited to u32::MAX entries")
+            })?;
+            frame::encode(&mut buf, e, offset, i == last)?;
+            Ok(Bytes::from(buf))
+        })
+        .collect()
+}
+
+/// Turns records back into whole batches, in order, dropping records that
+/// were already applied (replicas deliver at least once).
+#[derive(Debug)]
+pub(super) struct BatchAssembler {
+    /// The seqnum of the next entry to accept; `None` until the first
+    /// record, whose seqnum starts the log (it may be above 0 once the log
+    /// was trimmed).
+    next: Option<u64>,
+    pending: Vec<LogEntry>,
+}
+
+impl BatchAssembler {
+    /// An assembler that starts wherever the first record is.
+    pub(super) fn new() -> Self {
+        BatchAssembler {
+            next: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Takes one record; returns a batch when the record completes one.
+    ///
+    /// Errors: `Corrupt` when the record is not a valid frame, or its seqnum
+    /// does not continue the log, or disagrees with the WAL's numbering.
+    pub(super) fn push(&mut self, record: &Record) -> Result<Option<Vec<LogEntry>>> {
+        let decoded = frame::decode(&record.data).map_err(|e| {
+            Error::from(e).context(format!(
+                "record {} of entry {}",
+                record.index, record.entry_sequence
+            ))
+        })?;
+        let seqnum = decoded.meta.seqnum;
+        if let Some(wal_seq) = record.sequence
+            && wal_seq != seqnum
+        {
+            return Err(Error::corrupt(format!(
+                "record at WAL sequence {wal_seq} holds entry {seqnum}"
+            )));
+        }
+        if self.next.is_none() {
+            if decoded.meta.group_offset != 0 {
+                return Err(Error::corrupt(format!(
+                    "the log starts with entry {seqnum} in the middle of a batch"
+                )));
+            }
+            self.next = Some(seqnum);
+        }
+        let next = self.next.unwrap_or(seqnum);
+        let expected = next + self.pending.len() as u64;
+        if seqnum < expected {
+            // Re-delivery of something already applied.
+            return Ok(None);
+        }
+        if seqnum > expected {
+            return Err(Error::corrupt(format!(
+                "entry {seqnum} arrived where {expected} was expected"
+            )));
+        }
+        let batch_end = decoded.meta.batch_end;
+        self.pending.push(decoded.to_entry());
+        if !batch_end {
+            return Ok(None);
+        }
+        let batch = std::mem::take(&mut self.pending);
+        self.next = Some(next + batch.len() as u64);
+        Ok(Some(batch))
+    }
+}

@@ -1,0 +1,310 @@
+//! The durable per-view KV of the `dir` backend.
+//!
+//! Keys live in small *bucket* files under `<dir>/kv/`, named by a 64-bit
+//! FNV-1a hash of scope and key: `<hash as 16 hex digits>.kv`. A bucket
+//! holds every (scope, key) whose hash collides, normally just one, so no
+//! key length or character ever reaches a file name. A write rewrites its
+//! bucket atomically (temporary file, fsync, rename, fsync of the
+//! directory): after a crash a bucket holds its old or its new content.
+//! Compare-and-set is atomic under one mutex, which is sound because the
+//! directory lock admits a single process.
+//!
+//! ```text
+//!  bucket file: "WFTK" | version u8 = 1 | reserved [0; 3] | count u32
+//!               count times: [scope tag][key_len u16][key][value_len u32][value]
+//!               crc32c u32 of every byte before it
+//!  tag:         [ns_len u16][namespace][key_len u16][key]   (key_len 0: none)
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::codec::{Reader, Writer};
+use super::fsutil::{self, TEMP_SUFFIX};
+use crate::error::{Error, Result};
+use crate::kv::{self, KvStore};
+use crate::model::LogTag;
+
+const MAGIC: &[u8; 4] = b"WFTK";
+const VERSION: u8 = 1;
+
+type Bucket = Vec<(LogTag, String, Bytes)>;
+
+/// A KV whose keys are files in a directory (see the module docs).
+#[derive(Debug, Clone)]
+pub struct DirKv {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    /// Serialises every read-modify-write.
+    write: Mutex<()>,
+}
+
+impl DirKv {
+    /// Opens (creating it if needed) the KV directory `dir`, removing
+    /// temporary files a crash left behind. The caller must hold the log
+    /// directory's lock.
+    ///
+    /// Errors: I/O kinds.
+    pub(super) fn open(dir: &Path) -> Result<DirKv> {
+        let created = !dir.exists();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        if created && let Some(parent) = dir.parent() {
+            fsutil::sync_dir(parent)?;
+        }
+        let listing =
+            std::fs::read_dir(dir).map_err(|e| Error::io(format!("list {}", dir.display()), e))?;
+        let mut removed = false;
+        for entry in listing {
+            let entry = entry.map_err(|e| Error::io(format!("list {}", dir.display()), e))?;
+            if entry.file_name().to_string_lossy().ends_with(TEMP_SUFFIX) {
+                fsutil::remove_file(&entry.path())?;
+                removed = true;
+            }
+        }
+        if removed {
+            fsutil::sync_dir(dir)?;
+        }
+        Ok(DirKv {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                write: Mutex::new(()),
+            }),
+        })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| Error::internal(format!("kv task failed: {e}")))?
+    }
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms, which file names
+/// must be.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in *part {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // Then a 0 byte, which no tag or key contains (they exclude control
+        // characters), so the parts cannot run into each other.
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn bucket_name(scope: &LogTag, key: &str) -> String {
+    let scope = scope.to_string();
+    format!("{:016x}.kv", fnv1a(&[scope.as_bytes(), key.as_bytes()]))
+}
+
+fn encode(bucket: &Bucket) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.bytes(MAGIC)
+        .u8(VERSION)
+        .bytes(&[0; 3])
+        .u32(bucket.len() as u32);
+    for (scope, key, value) in bucket {
+        // Keys are validated to at most 255 bytes and values to 1 MiB.
+        w.tag(scope)
+            .u16(key.len() as u16)
+            .bytes(key.as_bytes())
+            .u32(value.len() as u32)
+            .bytes(value);
+    }
+    w.crc();
+    w.buf
+}
+
+fn decode(bytes: &[u8]) -> Result<Bucket> {
+    let mut r = Reader::checked(bytes, "kv bucket")?;
+    if r.take(4)? != MAGIC || r.u8()? != VERSION || r.take(3)? != [0; 3] {
+        return Err(Error::corrupt("kv bucket has a wrong magic or version"));
+    }
+    let count = r.u32()? as usize;
+    if count > r.remaining() / 10 {
+        return Err(Error::corrupt("kv bucket count exceeds its size"));
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let scope = r.tag()?;
+        let key_len = r.u16()? as usize;
+        let key = std::str::from_utf8(r.take(key_len)?)
+            .map_err(|_| Error::corrupt("kv key is not utf-8"))?
+            .to_owned();
+        let value_len = r.u32()? as usize;
+        let value = Bytes::copy_from_slice(r.take(value_len)?);
+        out.push((scope, key, value));
+    }
+    r.finish()?;
+    Ok(out)
+}
+
+impl Inner {
+    fn load(&self, name: &str) -> Result<Bucket> {
+        let path = self.dir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => decode(&bytes).map_err(|e| e.context(path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(Error::io(format!("read {}", path.display()), e)),
+        }
+    }
+
+    fn get(&self, scope: &LogTag, key: &str) -> Result<Option<Bytes>> {
+        let bucket = self.load(&bucket_name(scope, key))?;
+        Ok(bucket
+            .into_iter()
+            .find(|(s, k, _)| s == scope && k == key)
+            .map(|(_, _, v)| v))
+    }
+
+    /// Sets `key` to `new` if its value is `expected` (or unconditionally
+    /// when `check` is false). True when it wrote.
+    fn update(
+        &self,
+        scope: &LogTag,
+        key: &str,
+        check: bool,
+        expected: Option<&[u8]>,
+        new: Option<Bytes>,
+    ) -> Result<bool> {
+        let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        let name = bucket_name(scope, key);
+        let mut bucket = self.load(&name)?;
+        let at = bucket.iter().position(|(s, k, _)| s == scope && k == key);
+        let current = at.map(|i| bucket[i].2.as_ref());
+        if check && current != expected {
+            return Ok(false);
+        }
+        match (at, new) {
+            (Some(i), Some(v)) => bucket[i].2 = v,
+            (None, Some(v)) => bucket.push((scope.clone(), key.to_owned(), v)),
+            (Some(i), None) => {
+                bucket.swap_remove(i);
+            }
+            (None, None) => return Ok(true),
+        }
+        if bucket.is_empty() {
+            fsutil::remove_file(&self.dir.join(&name))?;
+            fsutil::sync_dir(&self.dir)?;
+        } else {
+            fsutil::replace_atomically(&self.dir, &name, &encode(&bucket))?;
+        }
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl KvStore for DirKv {
+    async fn get(&self, scope: &LogTag, key: &str) -> Result<Option<Bytes>> {
+        kv::validate(key, None)?;
+        let (scope, key) = (scope.clone(), key.to_owned());
+        self.blocking(move |inner| inner.get(&scope, &key)).await
+    }
+
+    async fn put(&self, scope: &LogTag, key: &str, value: Option<Bytes>) -> Result<()> {
+        kv::validate(key, value.as_deref())?;
+        let (scope, key) = (scope.clone(), key.to_owned());
+        self.blocking(move |inner| inner.update(&scope, &key, false, None, value).map(|_| ()))
+            .await
+    }
+
+    async fn compare_and_set(
+        &self,
+        scope: &LogTag,
+        key: &str,
+        expected: Option<&[u8]>,
+        new: Option<Bytes>,
+    ) -> Result<bool> {
+        kv::validate(key, new.as_deref())?;
+        let (scope, key) = (scope.clone(), key.to_owned());
+        let expected = expected.map(Bytes::copy_from_slice);
+        self.blocking(move |inner| inner.update(&scope, &key, true, expected.as_deref(), new))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_round_trip_and_reject_damage() {
+        let bucket: Bucket = vec![
+            ("a:b".parse().unwrap(), "k".into(), Bytes::from_static(b"v")),
+            (
+                "c".parse().unwrap(),
+                "key with spaces/and:colons".into(),
+                Bytes::new(),
+            ),
+        ];
+        let bytes = encode(&bucket);
+        assert_eq!(decode(&bytes).unwrap(), bucket);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x04;
+            assert!(decode(&bad).is_err(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn names_are_stable_and_separate_scope_from_key() {
+        let t: LogTag = "view".parse().unwrap();
+        assert_eq!(bucket_name(&t, "k"), bucket_name(&t, "k"));
+        assert_ne!(bucket_name(&t, "k1"), bucket_name(&t, "k2"));
+        // "view" + "ab" must not hash like "viewa" + "b".
+        let t2: LogTag = "viewa".parse().unwrap();
+        assert_ne!(bucket_name(&t, "ab"), bucket_name(&t2, "b"));
+        // Pinned: the name is part of the on-disk format.
+        assert_eq!(fnv1a(&[]), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(&[b"a"]), {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            h ^= u64::from(b'a');
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            h.wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    }
+
+    #[test]
+    fn colliding_keys_share_a_bucket_without_interfering() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = DirKv::open(&dir.path().join("kv")).unwrap();
+        let scope: LogTag = "s".parse().unwrap();
+        // Force two keys into one bucket by writing it by hand.
+        let name = bucket_name(&scope, "one");
+        let bucket: Bucket = vec![
+            (scope.clone(), "one".into(), Bytes::from_static(b"1")),
+            (scope.clone(), "two".into(), Bytes::from_static(b"2")),
+        ];
+        std::fs::write(kv.inner.dir.join(&name), encode(&bucket)).unwrap();
+        assert_eq!(
+            kv.inner.get(&scope, "one").unwrap().as_deref(),
+            Some(&b"1"[..])
+        );
+        assert!(
+            kv.inner
+                .update(&scope, "one", true, Some(b"1"), None)
+                .unwrap()
+        );
+        assert_eq!(kv.inner.get(&scope, "one").unwrap(), None);
+        let left = decode(&std::fs::read(kv.inner.dir.join(&name)).unwrap()).unwrap();
+        assert_eq!(
+            left,
+            vec![(scope.clone(), "two".into(), Bytes::from_static(b"2"))]
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Settings of the `dir` backend: plain values, loadable with serde.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::MAX_ENTRY_BYTES;
+
+/// When an append is acknowledged relative to the sync of its bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncMode {
+    /// An append returns only after `fdatasync` covered its bytes; it then
+    /// survives a crash of the process, the OS or the machine. The default.
+    #[default]
+    Durable,
+    /// An append returns once its bytes are handed to the OS, before any
+    /// sync: it survives a crash of the process but **not** of the OS or the
+    /// machine. Syncs still happen at segment roll-over, on trim, on
+    /// [`DirStorage::sync`](super::DirStorage::sync) and on close. After a
+    /// machine crash the tail written since the last sync may be lost, and
+    /// recovery of a relaxed segment cuts it at the first damaged frame.
+    /// Opt in only when losing recent appends on power loss is acceptable.
+    Relaxed,
+}
+
+/// Settings of a [`DirStorage`](super::DirStorage).
+///
+/// ```
+/// use weft::storage::dir::{DirOptions, SyncMode};
+///
+/// let options: DirOptions =
+///     serde_json::from_str(r#"{ "segment_bytes": 1048576, "sync": "durable" }"#).unwrap();
+/// assert_eq!(options.segment_bytes, 1 << 20);
+/// assert_eq!(options.sync, SyncMode::Durable);
+/// assert_eq!(options.max_entry_bytes, DirOptions::default().max_entry_bytes);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DirOptions {
+    /// A segment file is closed and a new one started once the next write
+    /// would take it past this size (a single write larger than this still
+    /// goes into one segment). Between 4 KiB and 1 GiB; default 64 MiB.
+    pub segment_bytes: u64,
+    /// When appends are acknowledged; default [`SyncMode::Durable`].
+    pub sync: SyncMode,
+    /// The most entries one write group (one write, one sync) carries.
+    /// Default 8192.
+    pub max_batch_entries: usize,
+    /// The most payload bytes one write group carries (an append batch that
+    /// is larger on its own still goes as one group). Default 8 MiB.
+    pub max_batch_bytes: usize,
+    /// How long, in microseconds, the writer may wait after a sync for the
+    /// appenders it just acknowledged to come back, so that concurrent
+    /// appenders keep sharing syncs. The wait ends as soon as as many
+    /// appends are queued as the last sync acknowledged, and it never
+    /// happens after the writer was idle, so a lone appender never waits
+    /// for it. 0 disables it. Default 200.
+    pub linger_micros: u64,
+    /// The largest payload accepted; larger appends fail with
+    /// `InvalidInput`. At most 16 MiB; default 16 MiB.
+    pub max_entry_bytes: usize,
+}
+
+impl Default for DirOptions {
+    fn default() -> Self {
+        DirOptions {
+            segment_bytes: 64 << 20,
+            sync: SyncMode::Durable,
+            max_batch_entries: 8192,
+            max_batch_bytes: 8 << 20,
+            linger_micros: 200,
+            max_entry_bytes: MAX_ENTRY_BYTES,
+        }
+    }
+}
+
+/// The smallest segment size accepted.
+pub const MIN_SEGMENT_BYTES: u64 = 4 << 10;
+
+/// The largest segment size accepted (segment offsets are kept as `u32`).
+pub const MAX_SEGMENT_BYTES: u64 = 1 << 30;
+
+impl DirOptions {
+    /// Checks the settings.
+    ///
+    /// Errors: `InvalidInput` naming the first setting out of range.
+    pub fn validate(&self) -> Result<()> {
+        if !(MIN_SEGMENT_BYTES..=MAX_SEGMENT_BYTES).contains(&self.segment_bytes) {
+            return Err(Error::invalid_input(format!(
+                "segment_bytes {} is outside {MIN_SEGMENT_BYTES}..={MAX_SEGMENT_BYTES}",
+                self.segment_bytes
+            )));
+        }
+        if self.max_batch_entries == 0 {
+            return Err(Error::invalid_input("max_batch_entries must be at least 1"));
+        }
+        if self.max_batch_bytes == 0 {
+            return Err(Error::invalid_input("max_batch_bytes must be at least 1"));
+        }
+        if self.max_entry_bytes > MAX_ENTRY_BYTES {
+            return Err(Error::invalid_input(format!(
+                "max_entry_bytes {} exceeds the limit of {MAX_ENTRY_BYTES}",
+                self.max_entry_bytes
+            )));
+        }
+        if self.linger_micros > 1_000_000 {
+            return Err(Error::invalid_input(format!(
+                "linger_micros {} exceeds one second",
+                self.linger_micros
+            )));
+        }
+        Ok(())
+    }
+}

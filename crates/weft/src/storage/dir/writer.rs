@@ -1,0 +1,654 @@
+//! The writer thread: group commit, segment roll-over, trim.
+//!
+//! Appends reach one dedicated OS thread through a channel. The thread
+//! takes every append already queued (up to the batch limits) as one
+//! *group*, assigns numbers, encodes the frames into one buffer, writes it
+//! with one positioned write, syncs it with one `fdatasync`, then makes the
+//! whole group visible, publishes it on the commit feed and answers every
+//! appender. Appends that arrive while a sync runs wait in the channel and
+//! form the next group, so concurrent appenders share syncs without any
+//! timer. The optional linger lets the writer wait, right after answering,
+//! for the appenders it just answered to come back (they usually do within
+//! microseconds), so groups stay large instead of alternating between a
+//! straggler and everyone else.
+//!
+//! The writer never writes a group before the previous one is synced;
+//! recovery depends on that (see [`super::recovery`]). If a write or sync
+//! fails, the writer answers the group with `Indeterminate` (the bytes may
+//! or may not be on disk; a reopen tells) and refuses every later append
+//! with `Closed`: after a failed `fdatasync` the kernel may have dropped the
+//! dirty pages, so retrying the sync could report success for lost data.
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use std::{collections::BTreeMap, fs::File};
+
+use tokio::sync::oneshot;
+use tracing::{error, warn};
+
+use super::fsutil;
+use super::lock::DirLock;
+use super::options::{DirOptions, SyncMode};
+use super::segment::{self, HEADER_LEN, Segment};
+use super::trim::TrimPoint;
+use crate::clock::Clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::frame;
+use crate::model::{AppendResult, LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
+use crate::storage::NewEntry;
+use crate::storage::feed::CommitFeed;
+use crate::storage::index::LogIndex;
+use crate::storage::sequencer::Sequencer;
+
+/// The largest encoded size of one append batch.
+const MAX_BATCH_FRAME_BYTES: usize = 1 << 30;
+
+/// A reply channel for one command.
+pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
+
+/// What the writer thread is asked to do.
+pub(super) enum Command {
+    Append {
+        batch: Vec<NewEntry>,
+        reply: Reply<Vec<AppendResult>>,
+    },
+    Trim {
+        through: u64,
+        reply: Reply<()>,
+    },
+    Sync {
+        reply: Reply<()>,
+    },
+    Close {
+        reply: Reply<()>,
+    },
+}
+
+/// What readers see: only entries whose group was synced (or, relaxed,
+/// written).
+#[derive(Debug)]
+pub(super) struct Visible {
+    pub(super) index: LogIndex,
+    /// Next version of every primary tag ever written.
+    pub(super) versions: HashMap<LogTag, u64>,
+    /// Live segments by first seqnum.
+    pub(super) segments: BTreeMap<u64, Segment>,
+}
+
+/// Counters behind [`DirStats`](super::DirStats).
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) entries: AtomicU64,
+    pub(super) appends: AtomicU64,
+    pub(super) groups: AtomicU64,
+    pub(super) syncs: AtomicU64,
+    pub(super) bytes: AtomicU64,
+    pub(super) segments_created: AtomicU64,
+}
+
+/// State shared by the storage handle and the writer thread.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) dir: PathBuf,
+    pub(super) state: RwLock<Visible>,
+    pub(super) feed: CommitFeed,
+    pub(super) counters: Counters,
+    /// Set by `close`.
+    pub(super) closed: AtomicBool,
+    /// Why the writer stopped accepting writes, once it did.
+    pub(super) failure: Mutex<Option<String>>,
+    /// Test hook: make the next segment sync fail.
+    pub(super) fail_next_sync: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn read_state(&self) -> std::sync::RwLockReadGuard<'_, Visible> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, Visible> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `Closed` once the log was closed or the writer failed.
+    pub(super) fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("the log directory is closed"));
+        }
+        if let Some(why) = self
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            return Err(Error::closed(format!(
+                "the log stopped accepting writes after an I/O failure: {why}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The segment being appended to.
+struct Active {
+    first: u64,
+    file: Arc<File>,
+    /// Where the next write goes.
+    end: u64,
+    /// Seqnum after its last entry.
+    next: u64,
+    relaxed: bool,
+}
+
+/// An append's reply channel with its numbered entries (or why not).
+type Planned = (Reply<Vec<AppendResult>>, Result<Vec<LogEntry>>);
+
+struct Pending {
+    batch: Vec<NewEntry>,
+    reply: Reply<Vec<AppendResult>>,
+}
+
+/// The writer thread's state.
+pub(super) struct Writer {
+    shared: Arc<Shared>,
+    rx: Receiver<Command>,
+    options: DirOptions,
+    clock: Arc<dyn Clock>,
+    sequencer: Sequencer,
+    active: Option<Active>,
+    buf: Vec<u8>,
+    /// Relaxed mode: bytes were written since the last sync.
+    dirty: bool,
+    lock: Option<DirLock>,
+    failed: bool,
+}
+
+impl Writer {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        rx: Receiver<Command>,
+        options: DirOptions,
+        clock: Arc<dyn Clock>,
+        sequencer: Sequencer,
+        lock: DirLock,
+    ) -> Self {
+        let active = {
+            let state = shared.read_state();
+            state.segments.values().next_back().map(|s| Active {
+                first: s.first,
+                file: Arc::clone(&s.file),
+                end: s.end,
+                next: s.next(),
+                relaxed: s.relaxed,
+            })
+        };
+        Writer {
+            shared,
+            rx,
+            options,
+            clock,
+            sequencer,
+            active,
+            buf: Vec::new(),
+            dirty: false,
+            lock: Some(lock),
+            failed: false,
+        }
+    }
+
+    fn relaxed(&self) -> bool {
+        self.options.sync == SyncMode::Relaxed
+    }
+
+    /// Runs until closed or until every handle is gone.
+    pub(super) fn run(mut self) {
+        let linger = Duration::from_micros(self.options.linger_micros);
+        let mut stash: Option<Command> = None;
+        // Appenders answered by the last group, and when.
+        let mut answered = 0usize;
+        let mut answered_at = Instant::now();
+        loop {
+            let cmd = match stash.take() {
+                Some(cmd) => cmd,
+                None => match self.rx.recv() {
+                    Ok(cmd) => cmd,
+                    Err(_) => break,
+                },
+            };
+            match cmd {
+                Command::Append { batch, reply } => {
+                    let mut group = vec![Pending { batch, reply }];
+                    let deadline = answered_at + linger;
+                    stash = self.gather(&mut group, answered, deadline);
+                    answered = group.len();
+                    self.commit(group);
+                    answered_at = Instant::now();
+                }
+                Command::Trim { through, reply } => {
+                    let _ = reply.send(self.trim(through));
+                }
+                Command::Sync { reply } => {
+                    let _ = reply.send(self.sync_if_dirty());
+                }
+                Command::Close { reply } => {
+                    let result = self.finish();
+                    // Release the directory before answering, so a reopen
+                    // right after `close` finds it free.
+                    drop(self);
+                    let _ = reply.send(result);
+                    return;
+                }
+            }
+        }
+        if let Err(e) = self.finish() {
+            warn!(error = %e, "final sync of the log directory failed");
+        }
+    }
+
+    /// Adds queued appends to `group` within the batch limits. Waits (until
+    /// `deadline`) only while fewer than `expect` appends are in the group.
+    /// Returns a command that could not join the group.
+    fn gather(
+        &mut self,
+        group: &mut Vec<Pending>,
+        expect: usize,
+        deadline: Instant,
+    ) -> Option<Command> {
+        let mut entries: usize = group.iter().map(|p| p.batch.len()).sum();
+        let mut bytes: usize = group.iter().map(|p| payload_bytes(&p.batch)).sum();
+        loop {
+            if entries >= self.options.max_batch_entries || bytes >= self.options.max_batch_bytes {
+                return None;
+            }
+            let cmd = match self.rx.try_recv() {
+                Ok(cmd) => cmd,
+                Err(TryRecvError::Disconnected) => return None,
+                Err(TryRecvError::Empty) => {
+                    let now = Instant::now();
+                    if group.len() >= expect || now >= deadline {
+                        return None;
+                    }
+                    match self.rx.recv_timeout(deadline - now) {
+                        Ok(cmd) => cmd,
+                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                            return None;
+                        }
+                    }
+                }
+            };
+            match cmd {
+                Command::Append { batch, reply } => {
+                    let n = batch.len();
+                    let b = payload_bytes(&batch);
+                    if entries + n > self.options.max_batch_entries
+                        || bytes + b > self.options.max_batch_bytes
+                    {
+                        return Some(Command::Append { batch, reply });
+                    }
+                    entries += n;
+                    bytes += b;
+                    group.push(Pending { batch, reply });
+                }
+                other => return Some(other),
+            }
+        }
+    }
+
+    fn stop(&mut self, why: &Error) {
+        error!(error = %why, "the log directory stops accepting writes");
+        self.failed = true;
+        *self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        self.shared.check_writable()
+    }
+
+    /// Writes, syncs, publishes and answers one group.
+    fn commit(&mut self, group: Vec<Pending>) {
+        if let Err(e) = self.check_writable() {
+            for p in group {
+                let _ = p.reply.send(Err(duplicate(&e)));
+            }
+            return;
+        }
+        let timestamp_ms = self.clock.now_ms();
+        let group_first = self.sequencer.next_seqnum();
+        self.buf.clear();
+        let mut planned: Vec<Planned> = Vec::with_capacity(group.len());
+        let mut frame_starts: Vec<usize> = Vec::new();
+        for p in group {
+            let outcome = validate(&p.batch, self.options.max_entry_bytes)
+                .and_then(|()| self.sequencer.plan(p.batch, timestamp_ms));
+            if let Ok(entries) = &outcome {
+                for (i, entry) in entries.iter().enumerate() {
+                    frame_starts.push(self.buf.len());
+                    let offset = (entry.seqnum - group_first) as u32;
+                    if let Err(e) =
+                        frame::encode(&mut self.buf, entry, offset, i + 1 == entries.len())
+                    {
+                        // Validation makes this unreachable; never write a
+                        // group whose numbering the sequencer already moved.
+                        let e = Error::internal(format!("encoding a validated entry failed: {e}"));
+                        self.stop(&e);
+                        let _ = p.reply.send(Err(duplicate(&e)));
+                        for (reply, _) in planned {
+                            let _ = reply.send(Err(duplicate(&e)));
+                        }
+                        return;
+                    }
+                }
+            }
+            planned.push((p.reply, outcome));
+        }
+        if self.buf.is_empty() {
+            for (reply, outcome) in planned {
+                let _ = reply.send(outcome.map(|_| Vec::new()));
+            }
+            return;
+        }
+
+        let (first, base) = match self.write_group(group_first) {
+            Ok(placed) => placed,
+            Err(e) => {
+                self.stop(&e);
+                for (reply, outcome) in planned {
+                    let answer = match outcome {
+                        Ok(_) => Err(Error::new(
+                            ErrorKind::Indeterminate,
+                            "the write or sync of this append failed; it may or may not be durable",
+                        )
+                        .with_source(duplicate(&e))),
+                        Err(conflict) => Err(conflict),
+                    };
+                    let _ = reply.send(answer);
+                }
+                return;
+            }
+        };
+
+        // Visible, published, answered: in that order.
+        let mut answers = Vec::with_capacity(planned.len());
+        let mut committed: Vec<LogEntry> = Vec::with_capacity(frame_starts.len());
+        let mut appends = 0u64;
+        {
+            let shared = Arc::clone(&self.shared);
+            let mut state = shared.write_state();
+            let state = &mut *state;
+            let seg = state.segments.get_mut(&first);
+            let Some(seg) = seg else {
+                drop(planned);
+                self.stop(&Error::internal(
+                    "the active segment vanished from the index",
+                ));
+                return;
+            };
+            let mut starts = frame_starts.iter();
+            for (reply, outcome) in planned {
+                let entries = match outcome {
+                    Ok(entries) => entries,
+                    Err(e) => {
+                        answers.push((reply, Err(e)));
+                        continue;
+                    }
+                };
+                appends += 1;
+                let mut results = Vec::with_capacity(entries.len());
+                for entry in entries {
+                    let start = starts.next().copied().unwrap_or(0);
+                    seg.offsets.push((base + start as u64) as u32);
+                    if let Err(e) =
+                        state
+                            .index
+                            .insert(entry.seqnum, &entry.tags, entry.stream_version)
+                    {
+                        error!(error = %e, "index rejected a committed entry");
+                    }
+                    let primary = &entry.tags[0];
+                    match state.versions.get_mut(primary) {
+                        Some(v) => *v = entry.stream_version + 1,
+                        None => {
+                            state
+                                .versions
+                                .insert(primary.clone(), entry.stream_version + 1);
+                        }
+                    }
+                    results.push(AppendResult {
+                        seqnum: entry.seqnum,
+                        stream_version: entry.stream_version,
+                        primary_tag: primary.clone(),
+                        timestamp_ms: entry.timestamp_ms,
+                    });
+                    committed.push(entry);
+                }
+                answers.push((reply, Ok(results)));
+            }
+            seg.end = base + self.buf.len() as u64;
+            let n = committed.len() as u64;
+            self.shared.feed.publish(committed.into());
+            let c = &self.shared.counters;
+            c.entries.fetch_add(n, Ordering::Relaxed);
+            c.appends.fetch_add(appends, Ordering::Relaxed);
+            c.groups.fetch_add(1, Ordering::Relaxed);
+            c.bytes.fetch_add(self.buf.len() as u64, Ordering::Relaxed);
+        }
+        for (reply, answer) in answers {
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// Places the encoded group in a segment, writes and (durable mode)
+    /// syncs it. Returns the segment's first seqnum and the write offset.
+    fn write_group(&mut self, group_first: u64) -> Result<(u64, u64)> {
+        let len = self.buf.len() as u64;
+        let relaxed = self.relaxed();
+        let roll = match &self.active {
+            None => true,
+            Some(a) => {
+                a.next != group_first
+                    || a.relaxed != relaxed
+                    || (a.next > a.first && a.end + len > self.options.segment_bytes)
+            }
+        };
+        if roll {
+            self.roll(group_first)?;
+        }
+        let Some(active) = self.active.as_mut() else {
+            return Err(Error::internal("no active segment after roll-over"));
+        };
+        let base = active.end;
+        active
+            .file
+            .write_all_at(&self.buf, base)
+            .map_err(|e| Error::io("write to the active segment", e))?;
+        active.end += len;
+        active.next = self.sequencer.next_seqnum();
+        let first = active.first;
+        if relaxed {
+            self.dirty = true;
+        } else {
+            self.sync_active()?;
+        }
+        Ok((first, base))
+    }
+
+    /// Seals the active segment (synced) and starts a new one at `first`.
+    fn roll(&mut self, first: u64) -> Result<()> {
+        self.sync_if_dirty()?;
+        let seg = segment::create(&self.shared.dir, first, self.relaxed())?;
+        self.shared
+            .counters
+            .segments_created
+            .fetch_add(1, Ordering::Relaxed);
+        self.active = Some(Active {
+            first,
+            file: Arc::clone(&seg.file),
+            end: HEADER_LEN,
+            next: first,
+            relaxed: seg.relaxed,
+        });
+        self.shared.write_state().segments.insert(first, seg);
+        Ok(())
+    }
+
+    fn sync_active(&mut self) -> Result<()> {
+        let Some(active) = &self.active else {
+            return Ok(());
+        };
+        if self.shared.fail_next_sync.swap(false, Ordering::AcqRel) {
+            return Err(Error::io(
+                "sync the active segment",
+                std::io::Error::other("injected sync failure"),
+            ));
+        }
+        active
+            .file
+            .sync_data()
+            .map_err(|e| Error::io("sync the active segment", e))?;
+        self.shared.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        self.dirty = false;
+        Ok(())
+    }
+
+    fn sync_if_dirty(&mut self) -> Result<()> {
+        if self.failed {
+            return self.check_writable();
+        }
+        if self.dirty
+            && let Err(e) = self.sync_active()
+        {
+            self.stop(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let result = if self.failed {
+            Ok(())
+        } else {
+            self.sync_if_dirty()
+        };
+        self.lock.take();
+        result
+    }
+
+    /// Trims through `through`: durable trim point first, then memory, then
+    /// whole segments below it.
+    fn trim(&mut self, through: u64) -> Result<()> {
+        self.check_writable()?;
+        let next = self.sequencer.next_seqnum();
+        if through >= next {
+            return Err(Error::invalid_input(format!(
+                "cannot trim through {through}: the log ends before it (next seqnum {next})"
+            )));
+        }
+        // The trim point must never be durable ahead of the entries it
+        // counts.
+        self.sync_if_dirty()?;
+        let point = {
+            let state = self.shared.read_state();
+            if through < state.index.first() {
+                return Ok(());
+            }
+            let mut next_versions: Vec<(LogTag, u64)> = state
+                .versions
+                .iter()
+                .map(|(tag, &next)| {
+                    let v = state
+                        .index
+                        .next_version_at(tag, through + 1)
+                        .unwrap_or(next);
+                    (tag.clone(), v)
+                })
+                .collect();
+            next_versions.sort();
+            TrimPoint {
+                through,
+                next_versions,
+            }
+        };
+        point.store(&self.shared.dir)?;
+        let active_first = self.active.as_ref().map(|a| a.first);
+        let doomed: Vec<Segment> = {
+            let mut state = self.shared.write_state();
+            state.index.trim(through);
+            let firsts: Vec<u64> = state.segments.keys().copied().collect();
+            let n = firsts
+                .windows(2)
+                .take_while(|w| w[1] <= through + 1 && Some(w[0]) != active_first)
+                .count();
+            firsts[..n]
+                .iter()
+                .filter_map(|f| state.segments.remove(f))
+                .collect()
+        };
+        if !doomed.is_empty() {
+            for seg in &doomed {
+                if let Err(e) = fsutil::remove_file(&seg.path) {
+                    warn!(error = %e, "could not remove a trimmed segment; the next open will");
+                }
+            }
+            if let Err(e) = fsutil::sync_dir(&self.shared.dir) {
+                warn!(error = %e, "could not sync the directory after removing trimmed segments");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A copy of `e` (kind and message) for one more receiver.
+fn duplicate(e: &Error) -> Error {
+    Error::new(e.kind(), e.message())
+}
+
+fn payload_bytes(batch: &[NewEntry]) -> usize {
+    batch.iter().map(|e| e.data.len()).sum()
+}
+
+/// Checks a batch against the limits, before any number is assigned.
+pub(super) fn validate(batch: &[NewEntry], max_entry_bytes: usize) -> Result<()> {
+    if batch.is_empty() {
+        return Err(Error::invalid_input(
+            "an append batch needs at least one entry",
+        ));
+    }
+    let mut total = 0usize;
+    for entry in batch {
+        if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
+            return Err(Error::invalid_input(format!(
+                "an entry needs 1 to {MAX_TAGS_PER_ENTRY} tags, this one has {}",
+                entry.tags.len()
+            )));
+        }
+        if entry.data.len() > max_entry_bytes {
+            return Err(Error::invalid_input(format!(
+                "entry payload is {} bytes; the limit is {max_entry_bytes}",
+                entry.data.len()
+            )));
+        }
+        for (i, tag) in entry.tags.iter().enumerate() {
+            if entry.tags[..i].contains(tag) {
+                return Err(Error::invalid_input(format!(
+                    "tag {tag} appears twice in one entry"
+                )));
+            }
+        }
+        total += frame::encoded_len(&entry.tags, entry.data.len());
+    }
+    if total > MAX_BATCH_FRAME_BYTES {
+        return Err(Error::invalid_input(format!(
+            "an append batch of {total} encoded bytes exceeds the limit of {MAX_BATCH_FRAME_BYTES}"
+        )));
+    }
+    Ok(())
+}

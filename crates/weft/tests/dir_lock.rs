@@ -1,0 +1,78 @@
+//! The single-writer lock of the `dir` backend (in-process cases; the
+//! cross-process and crashed-process cases run in `dir_crash`).
+
+mod dir_support;
+
+use dir_support::tag;
+use weft::storage::Storage;
+use weft::storage::dir::DirStorage;
+use weft::{AppendRequest, ErrorKind, Log};
+
+#[tokio::test]
+async fn a_second_open_in_the_same_process_is_locked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = DirStorage::open(tmp.path()).await.unwrap();
+    let err = DirStorage::open(tmp.path()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked);
+    // The refused open did not disturb the holder.
+    let log = Log::new(first);
+    log.append(AppendRequest::new(tag("t"), "x")).await.unwrap();
+}
+
+#[tokio::test]
+async fn drop_releases_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    for round in 0..5u64 {
+        let storage = DirStorage::open(tmp.path()).await.unwrap();
+        assert_eq!(storage.next_seqnum(), round);
+        let log = Log::new(storage);
+        log.append(AppendRequest::new(tag("t"), "x")).await.unwrap();
+        drop(log);
+    }
+}
+
+#[tokio::test]
+async fn close_releases_the_lock_even_while_the_handle_lives() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = DirStorage::open(tmp.path()).await.unwrap();
+    first.close().await.unwrap();
+    let second = DirStorage::open(tmp.path()).await.unwrap();
+    assert_eq!(
+        DirStorage::open(tmp.path()).await.unwrap_err().kind(),
+        ErrorKind::Locked
+    );
+    drop(first);
+    // Dropping the closed first handle must not free the second's lock.
+    assert_eq!(
+        DirStorage::open(tmp.path()).await.unwrap_err().kind(),
+        ErrorKind::Locked
+    );
+    drop(second);
+}
+
+#[tokio::test]
+async fn a_leftover_lock_file_does_not_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("LOCK"), b"pid 12345 was here").unwrap();
+    let storage = DirStorage::open(tmp.path()).await.unwrap();
+    assert_eq!(storage.next_seqnum(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_opens_admit_exactly_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().to_path_buf();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let path = path.clone();
+        tasks.push(tokio::spawn(async move { DirStorage::open(&path).await }));
+    }
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(s) => winners.push(s),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Locked),
+        }
+    }
+    assert_eq!(winners.len(), 1);
+}

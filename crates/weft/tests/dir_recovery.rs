@@ -1,0 +1,393 @@
+//! Crash recovery of the `dir` backend: torn tails are cut back to the last
+//! whole batch; damage to synced data is a `Corrupt` error that changes no
+//! file.
+
+mod dir_support;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use dir_support::{copy_dir, file_len, open, open_with, payload, segments, small_segments, tag};
+use weft::format::frame;
+use weft::storage::Storage;
+use weft::storage::dir::{DirOptions, DirStorage};
+use weft::{AppendRequest, ErrorKind, LogEntry, Position};
+
+/// Appends `n` entries one by one (one group each) to a fresh log in `dir`
+/// and returns the segment length after each, preceded by the length of
+/// the empty segment.
+async fn build(dir: &Path, n: u64) -> (PathBuf, Vec<u64>) {
+    let (storage, log) = open(dir).await;
+    let mut ends = Vec::new();
+    for i in 0..n {
+        log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
+            .await
+            .unwrap();
+        let seg = segments(dir).pop().unwrap();
+        if ends.is_empty() {
+            ends.push(file_len(&seg) - frame_len_of(i));
+        }
+        ends.push(file_len(&seg));
+    }
+    storage.close().await.unwrap();
+    (segments(dir).pop().unwrap(), ends)
+}
+
+fn frame_len_of(i: u64) -> u64 {
+    frame::encoded_len(&[tag(&format!("s{}", i % 2))], payload(i).len()) as u64
+}
+
+fn entry_of(i: u64) -> (String, Vec<u8>) {
+    (format!("s{}", i % 2), payload(i))
+}
+
+/// Opens `dir` and checks it holds exactly entries `0..n` as built.
+async fn assert_holds(dir: &Path, n: u64) -> DirStorage {
+    let storage = DirStorage::open(dir).await.expect("reopen");
+    let all = storage.read(None, 0, 1000).await.unwrap();
+    assert_eq!(all.len() as u64, n, "entries after recovery");
+    for (i, e) in all.iter().enumerate() {
+        let (t, data) = entry_of(i as u64);
+        assert_eq!(e.seqnum, i as u64);
+        assert_eq!(e.tags[0].to_string(), t);
+        assert_eq!(e.stream_version, i as u64 / 2);
+        assert_eq!(&e.data[..], &data[..]);
+    }
+    assert_eq!(storage.next_seqnum(), n);
+    storage
+}
+
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+async fn assert_corrupt(dir: &Path) {
+    let before = snapshot(dir);
+    let err = DirStorage::open(dir).await.expect_err("open must refuse");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert_eq!(
+        snapshot(dir),
+        before,
+        "a refused open must not change files"
+    );
+}
+
+fn truncate(path: &Path, len: u64) {
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+fn flip(path: &Path, at: u64, bit: u8) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at as usize] ^= 1 << bit;
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn append_bytes(path: &Path, bytes: &[u8]) {
+    OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(bytes)
+        .unwrap();
+}
+
+fn seg_in(dir: &Path, seg: &Path) -> PathBuf {
+    dir.join(seg.file_name().unwrap())
+}
+
+#[tokio::test]
+async fn truncation_at_every_byte_of_the_last_entry_drops_only_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (seg, ends) = build(tmp.path(), 6).await;
+    let (start, end) = (ends[5], ends[6]);
+    for cut in start..end {
+        let copy = copy_dir(tmp.path());
+        truncate(&seg_in(copy.path(), &seg), cut);
+        let storage = assert_holds(copy.path(), 5).await;
+        assert_eq!(file_len(&seg_in(copy.path(), &seg)), start, "cut {cut}");
+        // Writing resumes cleanly after the cut.
+        let r = storage
+            .append(vec![weft::storage::NewEntry {
+                tags: vec![tag("s1")],
+                data: Bytes::from(payload(5)),
+                expected_version: Some(2),
+            }])
+            .await
+            .unwrap();
+        assert_eq!((r[0].seqnum, r[0].stream_version), (5, 2));
+        storage.close().await.unwrap();
+        drop(storage);
+        assert_holds(copy.path(), 6).await;
+    }
+    assert_holds(tmp.path(), 6).await;
+}
+
+#[tokio::test]
+async fn flipped_bits_in_the_last_entry_truncate_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (seg, ends) = build(tmp.path(), 6).await;
+    for at in ends[5]..ends[6] {
+        let copy = copy_dir(tmp.path());
+        flip(&seg_in(copy.path(), &seg), at, (at % 8) as u8);
+        assert_holds(copy.path(), 5).await;
+        assert_eq!(
+            file_len(&seg_in(copy.path(), &seg)),
+            ends[5],
+            "flip at {at}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_flipped_bit_in_a_middle_entry_is_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (seg, ends) = build(tmp.path(), 6).await;
+    for at in ends[2]..ends[3] {
+        let copy = copy_dir(tmp.path());
+        flip(&seg_in(copy.path(), &seg), at, (at % 8) as u8);
+        assert_corrupt(copy.path()).await;
+    }
+    // The first entry too, right after the header.
+    let copy = copy_dir(tmp.path());
+    flip(&seg_in(copy.path(), &seg), ends[0] + 9, 0);
+    assert_corrupt(copy.path()).await;
+}
+
+#[tokio::test]
+async fn damage_in_a_sealed_segment_is_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (s, log) = open_with(tmp.path(), small_segments()).await;
+        for i in 0..100u64 {
+            log.append(AppendRequest::new(tag("t"), payload(i)))
+                .await
+                .unwrap();
+        }
+        s.close().await.unwrap();
+    }
+    let segs = segments(tmp.path());
+    assert!(segs.len() >= 3);
+    // Its last byte (the tail of its last frame).
+    let copy = copy_dir(tmp.path());
+    let first = seg_in(copy.path(), &segs[0]);
+    flip(&first, file_len(&first) - 1, 3);
+    assert_corrupt(copy.path()).await;
+    // A truncated sealed segment.
+    let copy = copy_dir(tmp.path());
+    let first = seg_in(copy.path(), &segs[1]);
+    truncate(&first, file_len(&first) - 5);
+    assert_corrupt(copy.path()).await;
+    // A missing middle segment, and a missing first segment.
+    let copy = copy_dir(tmp.path());
+    std::fs::remove_file(seg_in(copy.path(), &segs[1])).unwrap();
+    assert_corrupt(copy.path()).await;
+    let copy = copy_dir(tmp.path());
+    std::fs::remove_file(seg_in(copy.path(), &segs[0])).unwrap();
+    assert_corrupt(copy.path()).await;
+    // A damaged header with frames behind it.
+    let copy = copy_dir(tmp.path());
+    flip(&seg_in(copy.path(), segs.last().unwrap()), 2, 1);
+    assert_corrupt(copy.path()).await;
+    // The intact original still opens.
+    let (_s, log) = open_with(tmp.path(), small_segments()).await;
+    assert_eq!(
+        log.read_log(Position::Beginning, 1000).await.unwrap().len(),
+        100
+    );
+}
+
+#[tokio::test]
+async fn a_torn_batch_is_dropped_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (seg, ends) = build(tmp.path(), 3).await;
+    {
+        let (s, log) = open(tmp.path()).await;
+        let reqs = (3..7u64)
+            .map(|i| AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
+            .collect();
+        log.append_batch(reqs).await.unwrap();
+        s.close().await.unwrap();
+    }
+    let full = file_len(&seg);
+    // Cut anywhere inside the batch, including exactly between its frames.
+    for cut in ends[3] + 1..full {
+        let copy = copy_dir(tmp.path());
+        truncate(&seg_in(copy.path(), &seg), cut);
+        assert_holds(copy.path(), 3).await;
+    }
+    assert_holds(tmp.path(), 7).await;
+}
+
+#[tokio::test]
+async fn zeroed_and_garbage_tails_are_cut() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (seg, ends) = build(tmp.path(), 4).await;
+    let copy = copy_dir(tmp.path());
+    append_bytes(&seg_in(copy.path(), &seg), &[0; 8192]);
+    assert_holds(copy.path(), 4).await;
+    assert_eq!(file_len(&seg_in(copy.path(), &seg)), ends[4]);
+
+    let copy = copy_dir(tmp.path());
+    let garbage: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    append_bytes(&seg_in(copy.path(), &seg), &garbage);
+    assert_holds(copy.path(), 4).await;
+}
+
+fn frame_bytes(seqnum: u64, version: u64, group_offset: u32, end: bool, t: &str) -> Vec<u8> {
+    let entry = LogEntry {
+        seqnum,
+        stream_version: version,
+        tags: vec![tag(t)],
+        data: Bytes::from(payload(seqnum)),
+        timestamp_ms: 1,
+    };
+    let mut out = Vec::new();
+    frame::encode(&mut out, &entry, group_offset, end).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn torn_group_versus_later_group_behind_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (seg, _) = build(tmp.path(), 4).await;
+    // Entries 4 and 5 form one group; 4's bytes never made it to disk but
+    // 5's did (pages persisted out of order). Nothing after 4 was
+    // acknowledged: torn.
+    let copy = copy_dir(tmp.path());
+    let mut lost = frame_bytes(4, 2, 0, true, "s0");
+    lost.iter_mut().for_each(|b| *b = 0);
+    let mut tail = lost;
+    tail.extend(frame_bytes(5, 2, 1, true, "s1"));
+    append_bytes(&seg_in(copy.path(), &seg), &tail);
+    assert_holds(copy.path(), 4).await;
+
+    // The same bytes, but 5 starts its own group: 4 was synced before 5
+    // was written, so its damage is corruption.
+    let copy = copy_dir(tmp.path());
+    let mut lost = frame_bytes(4, 2, 0, true, "s0");
+    lost.iter_mut().for_each(|b| *b = 0);
+    let mut tail = lost;
+    tail.extend(frame_bytes(5, 2, 0, true, "s1"));
+    append_bytes(&seg_in(copy.path(), &seg), &tail);
+    assert_corrupt(copy.path()).await;
+}
+
+#[tokio::test]
+async fn checksummed_frames_out_of_sequence_are_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (seg, _) = build(tmp.path(), 4).await;
+    let copy = copy_dir(tmp.path());
+    append_bytes(
+        &seg_in(copy.path(), &seg),
+        &frame_bytes(9, 2, 0, true, "s0"),
+    );
+    assert_corrupt(copy.path()).await;
+    let copy = copy_dir(tmp.path());
+    append_bytes(
+        &seg_in(copy.path(), &seg),
+        &frame_bytes(4, 7, 0, true, "s0"),
+    );
+    assert_corrupt(copy.path()).await;
+    // The right frame is accepted.
+    let copy = copy_dir(tmp.path());
+    append_bytes(
+        &seg_in(copy.path(), &seg),
+        &frame_bytes(4, 2, 0, true, "s0"),
+    );
+    assert_holds(copy.path(), 5).await;
+}
+
+#[tokio::test]
+async fn an_interrupted_segment_creation_is_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    build(tmp.path(), 4).await;
+    for len in [0usize, 7, 20] {
+        let copy = copy_dir(tmp.path());
+        let name = copy.path().join(format!("{:020}.seg", 4));
+        std::fs::write(&name, vec![0u8; len]).unwrap();
+        // No longer than a header and no valid header: removed, whether
+        // empty, partly written or zero-filled.
+        let storage = assert_holds(copy.path(), 4).await;
+        assert!(!name.exists(), "leftover of length {len} was kept");
+        let r = storage
+            .append(vec![weft::storage::NewEntry {
+                tags: vec![tag("s0")],
+                data: Bytes::from(payload(4)),
+                expected_version: None,
+            }])
+            .await
+            .unwrap();
+        assert_eq!(r[0].seqnum, 4);
+    }
+}
+
+#[tokio::test]
+async fn the_trim_file_is_checked_and_temporaries_are_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (s, log) = open_with(tmp.path(), small_segments()).await;
+        for i in 0..50u64 {
+            log.append(AppendRequest::new(tag("t"), payload(i)))
+                .await
+                .unwrap();
+        }
+        log.trim(20).await.unwrap();
+        s.close().await.unwrap();
+    }
+    let copy = copy_dir(tmp.path());
+    flip(&copy.path().join("trim"), 10, 0);
+    assert_corrupt(copy.path()).await;
+
+    let copy = copy_dir(tmp.path());
+    std::fs::write(copy.path().join("trim.tmp"), b"half a trim file").unwrap();
+    std::fs::write(copy.path().join("kv").join("0123.kv.tmp"), b"half a bucket").unwrap();
+    let (_s, log) = open_with(copy.path(), small_segments()).await;
+    assert!(!copy.path().join("trim.tmp").exists());
+    assert!(!copy.path().join("kv").join("0123.kv.tmp").exists());
+    assert_eq!(log.storage().first_seqnum(), 21);
+}
+
+#[tokio::test]
+async fn relaxed_segments_are_cut_at_the_first_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = DirOptions {
+        sync: weft::storage::dir::SyncMode::Relaxed,
+        ..DirOptions::default()
+    };
+    let mut ends = Vec::new();
+    {
+        let (s, log) = open_with(tmp.path(), options.clone()).await;
+        for i in 0..6u64 {
+            log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
+                .await
+                .unwrap();
+            ends.push(file_len(&segments(tmp.path())[0]));
+        }
+        s.close().await.unwrap();
+    }
+    // In a durable segment this would be corruption (later groups follow);
+    // a relaxed segment may hold many unsynced groups, so it is a cut.
+    let seg = segments(tmp.path())[0].clone();
+    flip(&seg, ends[2] + 12, 2);
+    let storage = assert_holds(tmp.path(), 3).await;
+    drop(storage);
+}
