@@ -56,6 +56,9 @@ struct Args {
     /// Number of runs per case whose median is reported (full mode).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Run only the cases whose name contains this text (bucket-write).
+    #[arg(long)]
+    case: Option<String>,
     /// List the workloads and exit.
     #[arg(long)]
     list: bool,
@@ -111,6 +114,7 @@ fn main() -> Result<()> {
         .build()?;
     let runs = if args.quick { 1 } else { args.runs.max(1) };
     let mut ctx = Ctx::new(args.quick, runs, data_dir, s3, args.out.clone());
+    ctx.case_filter = args.case.clone();
     let mut report = Report::new(args.quick, runs);
     println!(
         "weft-bench: {} mode, {} run(s) per case, workloads: {}",

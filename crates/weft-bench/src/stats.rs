@@ -23,10 +23,6 @@ impl Samples {
         self.ms.extend_from_slice(&other.ms);
     }
 
-    pub fn len(&self) -> usize {
-        self.ms.len()
-    }
-
     pub fn values(&self) -> &[f64] {
         &self.ms
     }

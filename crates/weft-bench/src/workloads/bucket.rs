@@ -155,6 +155,9 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
                     kib(flush),
                     kib(record)
                 );
+                if !ctx.want(&case) {
+                    continue;
+                }
                 let p = saturated_pair(ctx, s, APPENDERS, record, duration).await?;
                 let peer = report.add(
                     Row::new(W, &case, "opendata-buffer 0.3")
@@ -215,6 +218,9 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let mut peer_pts = Vec::new();
     for &n in &sweep {
         let case = format!("sat {n}ap, 20 ms, flush 1 MiB, rec {}", kib(record));
+        if !ctx.want(&case) {
+            continue;
+        }
         let p = saturated_pair(ctx, s, n, record, duration).await?;
         let peer = report.add(
             Row::new(W, &case, "opendata-buffer 0.3")
@@ -254,6 +260,9 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             flush_bytes: 8 << 20,
         };
         let case = format!("light {APPENDERS}ap closed loop, {interval} ms, rec 1 KiB");
+        if !ctx.want(&case) {
+            continue;
+        }
         let mut wl = Samples::new();
         let mut pl = Samples::new();
         let mut wt = Vec::new();

@@ -117,6 +117,86 @@ async fn lag_run(
     Ok(LagRun { lag, commit })
 }
 
+/// The same measurement one layer up: a `Log` over `BucketStorage` as the
+/// primary, a `Log` over `BucketFollower` whose live subscription sees each
+/// entry. Every paced append runs in its own task (an append returns only
+/// once committed).
+async fn log_lag_run(
+    ctx: &mut Ctx,
+    interval: Duration,
+    poll: Duration,
+    duration: Duration,
+) -> Result<LagRun> {
+    use futures::StreamExt;
+    use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+    use weft::{AppendRequest, Log, LogTag, Position};
+
+    let store = ctx.fresh_store("loglag")?;
+    let primary = Log::new(
+        BucketStorage::open(
+            store.clone(),
+            "log",
+            BucketOptions {
+                flush_interval: interval,
+                ..BucketOptions::default()
+            },
+        )
+        .await?,
+    );
+    let follower = Log::new(
+        BucketFollower::open(
+            store,
+            "log",
+            FollowerOptions {
+                poll_interval: poll,
+                ..FollowerOptions::default()
+            },
+        )
+        .await?,
+    );
+    let mut sub = follower.subscribe_log(Position::End);
+    let tag = LogTag::new("lag")?;
+    let fill = crate::load::payload(RECORD, 6);
+    let end = Instant::now() + duration;
+    let mut tick = tokio::time::interval(PACE);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut tasks = Vec::new();
+    let mut sent = 0usize;
+    while Instant::now() < end {
+        tick.tick().await;
+        let log = primary.clone();
+        let req = AppendRequest::new(tag.clone(), stamped(&fill));
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            log.append(req).await?;
+            anyhow::Ok(t.elapsed())
+        }));
+        sent += 1;
+    }
+    let mut commit = Samples::new();
+    for t in tasks {
+        commit.push(t.await??);
+    }
+    let mut lag = Samples::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lag.values().len() < sent {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, sub.next()).await {
+            Ok(Some(entry)) => {
+                if let Some(d) = age(&entry?.data) {
+                    lag.push(d);
+                }
+            }
+            Ok(None) => bail!("the follower's subscription ended"),
+            Err(_) => bail!("follower saw {} of {sent} entries within 20 s", lag.values().len()),
+        }
+    }
+    drop(sub);
+    follower.close().await?;
+    primary.close().await?;
+    Ok(LagRun { lag, commit })
+}
+
 pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let duration = ctx.duration(Duration::from_secs(8));
     let cases: Vec<(u64, u64)> = if ctx.quick {
@@ -157,6 +237,33 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         let raw = ctx.raw;
         let model = c.value + poll as f64 / 2.0 + raw.map_or(0.0, |r| 2.0 * r.get_small_p50);
         report.add(lag_row.note(format!("model commit + poll/2 + 2 GET = {model:.1} ms")));
+
+        let mut llag = Samples::new();
+        let mut lcommit = Samples::new();
+        for _ in 0..ctx.runs {
+            let r = log_lag_run(
+                ctx,
+                Duration::from_millis(interval),
+                Duration::from_millis(poll),
+                duration,
+            )
+            .await?;
+            llag.extend(&r.lag);
+            lcommit.extend(&r.commit);
+        }
+        let cs = lcommit.summary();
+        let lc = report.add(
+            Row::new(W, &case, "Log on BucketStorage: append")
+                .value(vec![cs.map_or(f64::NAN, |x| x.p50)], "ms p50")
+                .latency(cs),
+        );
+        let ls = llag.summary();
+        report.add(
+            Row::new(W, &case, "Log on BucketFollower: lag (subscription)")
+                .value(vec![ls.map_or(f64::NAN, |x| x.p50)], "ms p50")
+                .latency(ls)
+                .against(&lc),
+        );
         if interval == 50 || hist.is_empty() {
             hist = vec![
                 (

@@ -120,6 +120,8 @@ pub struct Ctx {
     pub out: PathBuf,
     pub plots: Vec<Plot>,
     pub raw: Option<RawS3>,
+    /// Only cases whose name contains this text run (where supported).
+    pub case_filter: Option<String>,
     run_prefix: String,
     next_prefix: u64,
 }
@@ -140,9 +142,15 @@ impl Ctx {
             out,
             plots: Vec::new(),
             raw: None,
+            case_filter: None,
             run_prefix: format!("weft-bench/{}", ulid::Ulid::new()),
             next_prefix: 0,
         }
+    }
+
+    /// Whether the case named `case` is selected.
+    pub fn want(&self, case: &str) -> bool {
+        self.case_filter.as_ref().is_none_or(|f| case.contains(f.as_str()))
     }
 
     /// `full` in a full run; a short slice of it in quick mode.

@@ -24,7 +24,11 @@ pub struct WeftSink(pub Producer);
 
 impl WeftSink {
     pub async fn open(store: Arc<dyn ObjectStore>, s: WriteSettings) -> Result<WeftSink> {
-        let p = Producer::builder(store, "wal/manifest", "wal/seg")
+        let mut b = Producer::builder(store, "wal/manifest", "wal/seg");
+        if let Some(n) = std::env::var("WEFT_BENCH_UPLOADS").ok().and_then(|v| v.parse().ok()) {
+            b = b.with_upload_concurrency(n);
+        }
+        let p = b
             .with_flush_interval(s.flush_interval)
             .with_flush_bytes(s.flush_bytes)
             .with_segment_max_bytes(s.flush_bytes)

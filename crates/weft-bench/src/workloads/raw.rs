@@ -36,9 +36,9 @@ pub const PAR: usize = 8;
 pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<RawS3> {
     let store = ctx.fresh_store("raw")?;
     let (n_small, n_seg, par_total) = if ctx.quick {
-        (20, 4, 8 * SEG)
+        (20, 4, 4 * SEG)
     } else {
-        (300, 40, 256 * SEG)
+        (300, 40, 64 * SEG)
     };
     let small = payload(1024, 1);
     let seg = payload(SEG, 2);
@@ -76,22 +76,38 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<RawS3> {
         );
     }
 
-    // Parallel PUT/GET throughput, several runs, median.
-    let mut put_runs = Vec::new();
-    let mut get_runs = Vec::new();
-    for r in 0..ctx.runs {
-        let name = format!("par{r}");
-        put_runs.push(parallel_put(&store, &name, &seg, par_total / SEG).await?);
-        let paths: Vec<Path> = (0..par_total / SEG)
-            .map(|i| Path::from(format!("{name}/{i:06}")))
-            .collect();
-        get_runs.push(parallel_get(&store, paths, PAR).await?.0);
+    // PUT and GET throughput against the number of requests in flight,
+    // several runs each, median.
+    let mut put_pts = Vec::new();
+    let mut get_pts = Vec::new();
+    for conc in [1usize, 2, 4, PAR] {
+        let mut put_runs = Vec::new();
+        let mut get_runs = Vec::new();
+        for r in 0..ctx.runs {
+            let name = format!("par{conc}-{r}");
+            put_runs.push(parallel_put(&store, &name, &seg, par_total / SEG, conc).await?);
+            let paths: Vec<Path> = (0..par_total / SEG)
+                .map(|i| Path::from(format!("{name}/{i:06}")))
+                .collect();
+            get_runs.push(parallel_get(&store, paths, conc).await?.0);
+        }
+        let case = format!("{conc} in flight, 1 MiB objects");
+        let put_row = report.add(Row::new(W, &case, "raw PUT").value(put_runs, "MiB/s"));
+        let get_row = report.add(Row::new(W, &case, "raw GET").value(get_runs, "MiB/s"));
+        put_pts.push((conc as f64, put_row.value));
+        get_pts.push((conc as f64, get_row.value));
+        if conc == PAR {
+            out.par_put_mibs = put_row.value;
+            out.par_get_mibs = get_row.value;
+        }
     }
-    let case = format!("{PAR} concurrent, 1 MiB objects");
-    let put_row = report.add(Row::new(W, &case, "raw parallel PUT").value(put_runs, "MiB/s"));
-    let get_row = report.add(Row::new(W, &case, "raw parallel GET").value(get_runs, "MiB/s"));
-    out.par_put_mibs = put_row.value;
-    out.par_get_mibs = get_row.value;
+    ctx.plots.push(crate::plot::Plot::Lines {
+        file: "s3_raw_throughput.svg".into(),
+        title: "Raw S3 throughput against requests in flight (1 MiB objects)".into(),
+        x_label: "requests in flight (log scale)".into(),
+        y_label: "MiB/s".into(),
+        series: vec![("PUT".into(), put_pts), ("GET".into(), get_pts)],
+    });
 
     ctx.plots.push(crate::plot::Plot::Histogram {
         file: "s3_raw_latency.svg".into(),
@@ -185,6 +201,7 @@ async fn parallel_put(
     name: &str,
     data: &bytes::Bytes,
     n: usize,
+    concurrency: usize,
 ) -> Result<f64> {
     let t = Instant::now();
     futures::stream::iter(0..n)
@@ -194,7 +211,7 @@ async fn parallel_put(
             let path = Path::from(format!("{name}/{i:06}"));
             async move { store.put(&path, PutPayload::from(data)).await }
         })
-        .buffer_unordered(PAR)
+        .buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
         .await?;
     Ok((n * data.len()) as f64 / MIB / t.elapsed().as_secs_f64())
