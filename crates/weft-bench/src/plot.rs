@@ -114,6 +114,7 @@ fn histogram(path: &Path, title: &str, series: &[(String, Vec<f64>)]) -> Result<
     chart
         .configure_mesh()
         .x_desc("latency, ms (log scale)")
+        .x_labels(8)
         .y_desc("% of samples")
         .x_label_formatter(&|x| fmt_tick(*x))
         .draw()
@@ -180,6 +181,7 @@ fn lines(
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
+        .x_labels(8)
         .x_label_formatter(&|x| fmt_tick(*x))
         .draw()
         .map_err(err)?;

@@ -146,21 +146,31 @@ pub async fn small_appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             .value(base_runs, "ops/s")
             .latency(base_lat.summary()),
     );
-    let mut hist = vec![("write+fdatasync loop".to_string(), base_lat.values().to_vec())];
+    let mut hist = vec![(
+        "write+fdatasync loop".to_string(),
+        base_lat.values().to_vec(),
+    )];
     let mut weft_pts = Vec::new();
     for (k, &appenders) in counts.iter().enumerate() {
         let row = report.add(
-            Row::new(W, format!("{SMALL} B, {appenders} appenders"), "weft dir backend")
-                .value(runs[k].clone(), "appends/s")
-                .latency(lats[k].summary())
-                .against(&base)
-                .note(format!(
-                    "{:.1} entries per fdatasync",
-                    crate::stats::median(&per_sync[k])
-                )),
+            Row::new(
+                W,
+                format!("{SMALL} B, {appenders} appenders"),
+                "weft dir backend",
+            )
+            .value(runs[k].clone(), "appends/s")
+            .latency(lats[k].summary())
+            .against(&base)
+            .note(format!(
+                "{:.1} entries per fdatasync",
+                crate::stats::median(&per_sync[k])
+            )),
         );
         weft_pts.push((appenders as f64, row.value));
-        hist.push((format!("weft, {appenders} appenders"), lats[k].values().to_vec()));
+        hist.push((
+            format!("weft, {appenders} appenders"),
+            lats[k].values().to_vec(),
+        ));
     }
     ctx.plots.push(Plot::Lines {
         file: "dir_appends_vs_appenders.svg".into(),
@@ -193,8 +203,12 @@ pub async fn large_records(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         dd_runs.push(dd(&base_dir, dd_mib).await?);
     }
     let dd_row = report.add(
-        Row::new(W, format!("{dd_mib} MiB sequential"), "dd bs=1M conv=fdatasync")
-            .value(dd_runs, "MiB/s"),
+        Row::new(
+            W,
+            format!("{dd_mib} MiB sequential"),
+            "dd bs=1M conv=fdatasync",
+        )
+        .value(dd_runs, "MiB/s"),
     );
     let sizes: Vec<usize> = if ctx.quick {
         vec![1 << 20]
@@ -276,7 +290,8 @@ pub async fn mixed_tags(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
                 let conflicts = c.clone();
                 async move {
                     loop {
-                        let req = AppendRequest::with_tags([tag.clone(), second.clone()], data.clone());
+                        let req =
+                            AppendRequest::with_tags([tag.clone(), second.clone()], data.clone());
                         if !conditional {
                             log.append(req).await?;
                             return Ok(SMALL as u64);
@@ -297,9 +312,8 @@ pub async fn mixed_tags(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             if conditional {
                 cond.push(o.ops_per_s());
                 cond_lat.extend(&o.latency);
-                conflict_share.push(
-                    conflicts.load(Ordering::Relaxed) as f64 / o.ops.max(1) as f64 * 100.0,
-                );
+                conflict_share
+                    .push(conflicts.load(Ordering::Relaxed) as f64 / o.ops.max(1) as f64 * 100.0);
             } else {
                 plain.push(o.ops_per_s());
                 plain_lat.extend(&o.latency);

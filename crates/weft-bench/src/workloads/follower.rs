@@ -188,7 +188,10 @@ async fn log_lag_run(
                 }
             }
             Ok(None) => bail!("the follower's subscription ended"),
-            Err(_) => bail!("follower saw {} of {sent} entries within 20 s", lag.values().len()),
+            Err(_) => bail!(
+                "follower saw {} of {sent} entries within 20 s",
+                lag.values().len()
+            ),
         }
     }
     drop(sub);

@@ -150,7 +150,9 @@ impl Ctx {
 
     /// Whether the case named `case` is selected.
     pub fn want(&self, case: &str) -> bool {
-        self.case_filter.as_ref().is_none_or(|f| case.contains(f.as_str()))
+        self.case_filter
+            .as_ref()
+            .is_none_or(|f| case.contains(f.as_str()))
     }
 
     /// `full` in a full run; a short slice of it in quick mode.

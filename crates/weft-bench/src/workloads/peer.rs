@@ -25,7 +25,12 @@ pub struct WeftSink(pub Producer);
 impl WeftSink {
     pub async fn open(store: Arc<dyn ObjectStore>, s: WriteSettings) -> Result<WeftSink> {
         let mut b = Producer::builder(store, "wal/manifest", "wal/seg");
-        if let Some(n) = std::env::var("WEFT_BENCH_UPLOADS").ok().and_then(|v| v.parse().ok()) {
+        // WEFT_BENCH_UPLOADS: the producer's upload concurrency, for
+        // experiments (default: the producer's own, 8).
+        if let Some(n) = std::env::var("WEFT_BENCH_UPLOADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
             b = b.with_upload_concurrency(n);
         }
         let p = b
