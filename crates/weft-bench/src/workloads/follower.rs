@@ -154,7 +154,44 @@ async fn log_lag_run(
         )
         .await?,
     );
+    // The subscriber runs beside the appender, so each entry is timed as it
+    // arrives (not when the appender is done).
     let mut sub = follower.subscribe_log(Position::End);
+    let (count_tx, count_rx) = tokio::sync::oneshot::channel::<usize>();
+    let subscriber = tokio::spawn(async move {
+        let mut lag = Samples::new();
+        let mut want: Option<usize> = None;
+        let mut count_rx = Some(count_rx);
+        loop {
+            if want.is_some_and(|w| lag.values().len() >= w) {
+                return anyhow::Ok(lag);
+            }
+            let next = async {
+                match count_rx.as_mut() {
+                    Some(rx) => tokio::select! {
+                        biased;
+                        e = sub.next() => (Some(e), None),
+                        n = rx => (None, Some(n)),
+                    },
+                    None => (Some(sub.next().await), None),
+                }
+            };
+            match tokio::time::timeout(Duration::from_secs(20), next).await {
+                Err(_) => bail!("the follower delivered nothing for 20 s"),
+                Ok((_, Some(n))) => {
+                    want = Some(n.unwrap_or(0));
+                    count_rx = None;
+                }
+                Ok((Some(Some(entry)), _)) => {
+                    if let Some(d) = age(&entry?.data) {
+                        lag.push(d);
+                    }
+                }
+                Ok((Some(None), _)) => bail!("the follower's subscription ended"),
+                Ok((None, None)) => {}
+            }
+        }
+    });
     let tag = LogTag::new("lag")?;
     let fill = crate::load::payload(RECORD, 6);
     let end = Instant::now() + duration;
@@ -177,24 +214,8 @@ async fn log_lag_run(
     for t in tasks {
         commit.push(t.await??);
     }
-    let mut lag = Samples::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while lag.values().len() < sent {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, sub.next()).await {
-            Ok(Some(entry)) => {
-                if let Some(d) = age(&entry?.data) {
-                    lag.push(d);
-                }
-            }
-            Ok(None) => bail!("the follower's subscription ended"),
-            Err(_) => bail!(
-                "follower saw {} of {sent} entries within 20 s",
-                lag.values().len()
-            ),
-        }
-    }
-    drop(sub);
+    let _ = count_tx.send(sent);
+    let lag = subscriber.await??;
     follower.close().await?;
     primary.close().await?;
     Ok(LagRun { lag, commit })
