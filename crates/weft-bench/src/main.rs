@@ -126,16 +126,24 @@ fn main() -> Result<()> {
             .collect::<Vec<_>>()
             .join(",")
     );
+    // A failing workload is reported and the run goes on, so one bad case
+    // (say, the S3 server refusing writes) does not lose the others'
+    // results; the exit status still says it failed.
+    let mut failed = Vec::new();
     for w in &selected {
         let started = std::time::Instant::now();
         println!("\n== {} — {}", w.name(), w.describe());
-        rt.block_on(w.run(&mut ctx, &mut report))
-            .with_context(|| format!("workload {}", w.name()))?;
+        if let Err(e) = rt.block_on(w.run(&mut ctx, &mut report)) {
+            eprintln!("   workload {} FAILED: {e:#}", w.name());
+            failed.push(w.name());
+            rt.block_on(ctx.cleanup());
+        }
         println!(
             "   ({} took {:.1}s)",
             w.name(),
             started.elapsed().as_secs_f64()
         );
+        report.write(&args.out)?;
     }
     rt.block_on(ctx.cleanup());
     report.write(&args.out)?;
@@ -145,5 +153,8 @@ fn main() -> Result<()> {
         args.out.display(),
         args.out.display()
     );
+    if !failed.is_empty() {
+        bail!("workloads failed: {}", failed.join(", "));
+    }
     Ok(())
 }

@@ -127,7 +127,9 @@ async fn saturated_pair(
 
 pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let raw = ctx.raw(report).await?;
-    let duration = ctx.duration(Duration::from_secs(4));
+    // 3 s per run keeps the data a full run writes (the server reclaims
+    // deleted space lazily) to a few GiB.
+    let duration = ctx.duration(Duration::from_secs(3));
 
     // 1. Saturating load over the settings matrix.
     let (intervals, flushes, records): (Vec<u64>, Vec<usize>, Vec<usize>) = if ctx.quick {
