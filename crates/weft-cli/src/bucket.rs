@@ -1,7 +1,7 @@
 //! Reading a bucket's write-ahead log directly: the manifest, the segment
 //! objects it names, and the invariants a live manifest must hold.
 //!
-//! Used by `inspect`, `wal dump` and `verify` on `s3://` and `file://`
+//! Used by `inspect`, `wal dump` and `verify` on `s3://`, `az://` and `file://`
 //! locations; they need no writer and take no lock, so they work on a log
 //! whatever process writes it, and on one written by the upstream buffer.
 
@@ -17,8 +17,10 @@ use weft::format::{
 use weft::store::{StoreOp, to_error};
 use weft::{Error, ErrorKind, Result};
 
-/// Where the seed's own log keeps its manifest, relative to the prefix.
-pub(crate) const DEFAULT_MANIFEST: &str = "wal/manifest";
+/// Where a weft bucket log keeps its manifest, relative to the log's
+/// prefix (`weft::storage::bucket::BucketLayout`). The upstream buffer uses
+/// `ingest/manifest`, the seed's WAL `wal/manifest`: pass `--manifest`.
+pub(crate) const DEFAULT_MANIFEST: &str = "manifest";
 
 /// A decoded manifest and where it came from.
 #[derive(Debug)]

@@ -8,14 +8,17 @@ use std::sync::Arc;
 use clap::Args;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
-use weft::store::{Location, S3Settings};
+use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::store::{AzureSettings, Location, S3Settings};
 use weft::{Error, ErrorKind, Log, Result};
 
-/// Connection flags for `s3://` locations; each overrides the matching
-/// environment variable.
+/// Connection flags for `s3://` and `az://` locations; each overrides the
+/// matching environment variable (`AWS_*` for S3, `AZURE_*` for Azure).
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct StoreArgs {
-    /// S3 endpoint URL (default: $AWS_ENDPOINT_URL, else AWS itself).
+    /// Endpoint URL: for S3 the service (default: $AWS_ENDPOINT_URL, else
+    /// AWS itself); for Azure the account URL (default:
+    /// $AZURE_STORAGE_ENDPOINT, else https://ACCOUNT.blob.core.windows.net).
     #[arg(long, global = true, value_name = "URL")]
     endpoint: Option<String>,
 
@@ -23,7 +26,8 @@ pub(crate) struct StoreArgs {
     #[arg(long, global = true)]
     region: Option<String>,
 
-    /// Allow a plain http:// endpoint (default: $AWS_ALLOW_HTTP).
+    /// Allow a plain http:// endpoint (default: $AWS_ALLOW_HTTP /
+    /// $AZURE_ALLOW_HTTP).
     #[arg(long, global = true)]
     allow_http: bool,
 }
@@ -47,6 +51,21 @@ impl StoreArgs {
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
+
+    fn azure_settings(&self, container: &str, prefix: &str) -> Result<AzureSettings> {
+        let mut settings = AzureSettings::from_env(container, prefix)?;
+        if let Some(endpoint) = &self.endpoint {
+            settings.endpoint = Some(endpoint.clone());
+        }
+        if self.allow_http {
+            settings.allow_http = true;
+        }
+        settings
+            .connect_timeout
+            .get_or_insert(std::time::Duration::from_secs(5));
+        settings.http_retries.get_or_insert(1);
+        Ok(settings)
+    }
 }
 
 /// Parses a `LOG` / `STORE` argument.
@@ -63,28 +82,65 @@ pub(crate) enum Create {
     IfMissing,
 }
 
-/// Opens the shared log at `location` for reading and writing.
+/// Opens the shared log at `location` for reading and writing: the one
+/// place that picks a backend.
 ///
-/// A plain directory opens the `dir` backend, which takes an exclusive lock
-/// on it. A bucket (`s3://`, `file://`) needs the bucket backend, which is
-/// not built yet: that is an `Unsupported` error, while `inspect`, `wal dump`
-/// and `verify` read buckets directly.
+/// * A plain directory opens the `dir` backend, which takes an exclusive
+///   lock on it.
+/// * `s3://` and `az://` open the bucket writer ([`BucketStorage`]), which
+///   claims the log's epoch: any other writer of that log is fenced from
+///   then on.
+/// * `file://` cannot be written: object_store's local files have no
+///   conditional update, which the writer's manifest CAS needs.
 ///
 /// Errors: `NotFound` (no log there and `create` is [`Create::No`]),
-/// `Locked` (another process has the log open), `Unsupported` (a bucket),
-/// `Corrupt`, and the backend's I/O kinds.
-pub(crate) async fn open_log(location: &Location, create: Create) -> Result<Log> {
+/// `Locked` (another process has a `dir` log open), `Unsupported`
+/// (`file://`), `PermissionDenied`, `Unavailable`, `Corrupt`, and the
+/// backend's I/O kinds.
+pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
     match location {
         Location::Dir { path } => crate::dirlog::open(path, create).await,
-        Location::S3 { .. } | Location::File { .. } => Err(Error::unsupported(format!(
-            "{location}: reading and writing entries of a bucket log needs the bucket backend, \
-             which this build does not have yet; `weft inspect`, `weft wal dump` and \
-             `weft verify` work on buckets"
+        Location::S3 { .. } | Location::Azure { .. } => {
+            let store = open_store(location, args)?;
+            if create == Create::No {
+                require_bucket_log(&store, location).await?;
+            }
+            let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
+            Ok(Log::new(storage))
+        }
+        Location::File { .. } => Err(Error::unsupported(format!(
+            "{location}: a file:// store can be read (inspect, wal dump, verify, read, tail) \
+             but not written: local files have no conditional update for the manifest"
         ))),
     }
 }
 
-/// A read-only view of the object store at `location` (`s3://` or
+/// Opens a read-only follower of the bucket log at `location` (`s3://`,
+/// `az://` or `file://`): it serves reads and tails the bucket, and never writes.
+///
+/// Errors: `NotFound` (no log), and the store's kinds.
+pub(crate) async fn follow_bucket(location: &Location, args: &StoreArgs) -> Result<Log> {
+    let store = open_store(location, args)?;
+    require_bucket_log(&store, location).await?;
+    let follower = BucketFollower::open(store, "", FollowerOptions::default()).await?;
+    Ok(Log::new(follower))
+}
+
+/// `NotFound` unless the store holds a bucket log's manifest.
+async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -> Result<()> {
+    match crate::bucket::size(store, crate::bucket::DEFAULT_MANIFEST).await? {
+        Some(_) => Ok(()),
+        None => Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no log at {location}: there is no {} object (create one with `weft append --create`)",
+                crate::bucket::DEFAULT_MANIFEST
+            ),
+        )),
+    }
+}
+
+/// A read-only view of the object store at `location` (`s3://`, `az://` or
 /// `file://`). Nothing is created: a missing `file://` directory is
 /// `NotFound`.
 ///
@@ -93,6 +149,7 @@ pub(crate) async fn open_log(location: &Location, create: Create) -> Result<Log>
 pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dyn ObjectStore>> {
     match location {
         Location::S3 { bucket, prefix } => args.settings(bucket, prefix)?.build(),
+        Location::Azure { container, prefix } => args.azure_settings(container, prefix)?.build(),
         Location::File { path } => {
             require_dir(path)?;
             let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {

@@ -37,6 +37,8 @@ use crate::location::StoreArgs;
         ./some/dir             a local directory (the embedded `dir` backend)\n  \
         s3://bucket/prefix     an S3-compatible bucket (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,\n                         \
         AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, or the flags below)\n  \
+        az://container/prefix  an Azure Blob container (AZURE_STORAGE_ACCOUNT_NAME,\n                         \
+        AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_ENDPOINT, AZURE_ALLOW_HTTP, ...)\n  \
         file:///abs/path       a bucket laid out as files in a local directory (read-only)",
     after_help = exit::EXIT_CODES_HELP
 )]

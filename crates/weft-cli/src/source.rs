@@ -3,14 +3,15 @@
 //! A `dir` log is always read through a read-only [`Scanner`] over its
 //! files, never opened: opening takes the backend's exclusive lock, and a
 //! reader must neither wait for a writer nor lock one out (a `tail` left
-//! running would otherwise stop every `append`). Other locations go
-//! through [`location::open_log`].
+//! running would otherwise stop every `append`). A bucket is read through
+//! a read-only follower ([`location::follow_bucket`]), which never fences
+//! the writer.
 
 use weft::store::Location;
 use weft::{Log, LogEntry, LogTag, Result};
 
 use crate::dirlog::{self, Scanner};
-use crate::location::{self, Create};
+use crate::location::{self, StoreArgs};
 
 /// A source of entries.
 pub(crate) enum Source {
@@ -23,11 +24,11 @@ pub(crate) enum Source {
 impl Source {
     /// Opens `location` for reading.
     ///
-    /// Errors: `NotFound` (no log), and as [`location::open_log`].
-    pub(crate) async fn open(location: &Location) -> Result<Source> {
+    /// Errors: `NotFound` (no log), and the backend's kinds.
+    pub(crate) async fn open(location: &Location, args: &StoreArgs) -> Result<Source> {
         match location {
             Location::Dir { path } => Ok(Source::Scan(dirlog::scanner(path)?)),
-            _ => Ok(Source::Log(location::open_log(location, Create::No).await?)),
+            _ => Ok(Source::Log(location::follow_bucket(location, args).await?)),
         }
     }
 

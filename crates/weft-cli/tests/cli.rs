@@ -261,7 +261,7 @@ fn wal_dump_reads_the_upstream_buffer_vectors() {
 fn wal_dump_of_a_missing_manifest_or_store_fails_in_one_line() {
     let a = compat_a();
     fails(
-        weft(&["wal", "dump", &file_url(&a), "--manifest", "wal/manifest"]),
+        weft(&["wal", "dump", &file_url(&a), "--manifest", "manifest"]),
         3,
         "not_found",
     );
@@ -410,19 +410,20 @@ fn verify_finds_a_missing_segment() {
 }
 
 /// A v4 manifest over v2 (checksummed) segments, written with weft's own
-/// encoders into `dir/wal/`.
+/// encoders into `dir`, laid out as a weft bucket log (`manifest`,
+/// `segments/...`).
 fn write_v4_bucket(dir: &Path) {
     use weft::format::{Compression, ManifestVersion, SegmentVersion, encode_segment};
     use weft::wal::Manifest;
-    std::fs::create_dir_all(dir.join("wal/run")).unwrap();
+    std::fs::create_dir_all(dir.join("segments/run")).unwrap();
     let mut m = Manifest::new(ManifestVersion::V4);
     for (i, records) in [vec!["one", "two"], vec!["three"]].iter().enumerate() {
-        let loc = format!("wal/run/{i:016x}");
+        let loc = format!("segments/run/{i:016x}");
         let seg = encode_segment(records, Compression::None, SegmentVersion::V2).unwrap();
         std::fs::write(dir.join(&loc), &seg).unwrap();
         m.append(loc, vec![], records.len()).unwrap();
     }
-    std::fs::write(dir.join("wal/manifest"), m.to_bytes().unwrap()).unwrap();
+    std::fs::write(dir.join("manifest"), m.to_bytes().unwrap()).unwrap();
 }
 
 #[test]
@@ -441,7 +442,7 @@ fn verify_checks_segment_checksums_of_a_v4_log() {
         "dump",
         &url,
         "--manifest",
-        "wal/manifest",
+        "manifest",
         "--json",
     ]));
     let lines = json_lines(&dump);
@@ -453,7 +454,7 @@ fn verify_checks_segment_checksums_of_a_v4_log() {
     assert_eq!(lines[2]["data"], b64(b"three"));
 
     // A flipped payload byte: only the segment checksum can tell.
-    flip_byte(&tmp.path().join("wal/run/0000000000000000"), 5);
+    flip_byte(&tmp.path().join("segments/run/0000000000000000"), 5);
     let out = weft(&["verify", &url]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("crc32c mismatch"), "{}", stdout(&out));
@@ -462,13 +463,16 @@ fn verify_checks_segment_checksums_of_a_v4_log() {
 // ---------------------------------------------------------------- unsupported
 
 #[test]
-fn buckets_cannot_be_written_yet_and_gc_snapshot_refuse() {
+fn file_stores_are_read_only_and_gc_snapshot_refuse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = file_url(tmp.path());
     fails(
-        weft(&["append", "s3://logs/x", "--tag", "orders", "data"]),
+        weft(&["append", &url, "--create", "--tag", "orders", "data"]),
         8,
         "unsupported",
     );
-    fails(weft(&["read", "s3://logs/x"]), 8, "unsupported");
+    fails(weft(&["read", &url]), 3, "not_found");
+    fails(weft(&["tail", &url, "--timeout", "1"]), 3, "not_found");
     fails(weft(&["gc", "s3://logs/x"]), 8, "unsupported");
     fails(weft(&["snapshot", "s3://logs/x"]), 8, "unsupported");
 }
@@ -940,4 +944,67 @@ fn demo_runs_end_to_end_and_resumes_from_the_log() {
     ok(weft(&["verify", &dir]));
     let v: Value = serde_json::from_str(ok(weft(&["inspect", &dir, "--json"])).trim()).unwrap();
     assert_eq!(v["next_seqnum"], 46);
+}
+
+#[test]
+fn a_trimmed_multi_segment_log_reads_from_its_trim_point() {
+    use weft::storage::dir::DirOptions;
+    use weft::{AppendRequest, Log, LogTag};
+    let (_tmp, log) = tmp_log();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let options = DirOptions {
+            segment_bytes: 4096,
+            ..DirOptions::default()
+        };
+        let storage = weft::DirStorage::open_with(&log, options).await.unwrap();
+        let l = Log::new(storage);
+        let even = LogTag::new("even").unwrap();
+        let odd = LogTag::new("odd").unwrap();
+        for i in 0..60u64 {
+            let tag = if i % 2 == 0 {
+                even.clone()
+            } else {
+                odd.clone()
+            };
+            l.append(AppendRequest::new(tag, vec![b'x'; 200]))
+                .await
+                .unwrap();
+        }
+        l.trim(30).await.unwrap();
+        l.close().await.unwrap();
+    });
+    let v: Value = serde_json::from_str(ok(weft(&["inspect", &log, "--json"])).trim()).unwrap();
+    assert_eq!(v["trimmed_through"], 30);
+    assert_eq!(v["first_seqnum"], 31);
+    assert_eq!(v["next_seqnum"], 60);
+    assert_eq!(v["entries"], 29);
+    let segments = v["segments"].as_array().unwrap();
+    assert!(segments.len() >= 2, "{v}");
+    assert!(segments[0]["first_seqnum"].as_u64().unwrap() <= 31, "{v}");
+    let even = v["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tag"] == "even")
+        .unwrap()
+        .clone();
+    assert_eq!(even["latest_version"], 29);
+
+    let all = json_lines(&ok(weft(&["read", &log, "--json"])));
+    assert_eq!(all.len(), 29);
+    assert_eq!(all[0]["seqnum"], 31);
+    assert_eq!(all[28]["seqnum"], 59);
+    // Across segment boundaries, in chunks.
+    let page = json_lines(&ok(weft(&[
+        "read", &log, "--from", "40", "--limit", "15", "--tag", "odd", "--json",
+    ])));
+    let seqnums: Vec<u64> = page.iter().map(|e| e["seqnum"].as_u64().unwrap()).collect();
+    assert_eq!(seqnums, (41..60).step_by(2).collect::<Vec<_>>());
+    let line = fails(weft(&["read", &log, "--from", "3"]), 4, "trimmed");
+    assert!(line.contains("31"), "{line}");
+    ok(weft(&["verify", &log]));
 }

@@ -115,7 +115,17 @@ async fn a_producer_written_log_inspects_verifies_and_dumps() {
     let version = producer.manifest_version().as_u16();
     producer.close().await.unwrap();
 
-    let v: Value = serde_json::from_str(ok(weft(&["inspect", &url, "--json"])).trim()).unwrap();
+    let v: Value = serde_json::from_str(
+        ok(weft(&[
+            "inspect",
+            &url,
+            "--manifest",
+            "wal/manifest",
+            "--json",
+        ]))
+        .trim(),
+    )
+    .unwrap();
     assert_eq!(v["epoch"], 1);
     assert_eq!(v["format_version"], version);
     let entries = v["entries"].as_array().unwrap();
@@ -131,7 +141,7 @@ async fn a_producer_written_log_inspects_verifies_and_dumps() {
     );
     assert!(entries[1]["size"].as_u64().unwrap() > 0);
 
-    let out = ok(weft(&["verify", &url]));
+    let out = ok(weft(&["verify", &url, "--manifest", "wal/manifest"]));
     assert!(out.contains("no problems"), "{out}");
 
     let dump = ok(weft(&[
@@ -166,7 +176,7 @@ async fn a_producer_written_log_inspects_verifies_and_dumps() {
         .to_vec();
     bytes[2] ^= 0x01;
     put(&store, loc, bytes).await;
-    let out = weft(&["verify", &url]);
+    let out = weft(&["verify", &url, "--manifest", "wal/manifest"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("problem:"));
     one_line_error(
@@ -272,4 +282,124 @@ fn store_failures_are_one_line_errors() {
         .output()
         .unwrap();
     one_line_error(&out, 9, "unavailable");
+}
+
+fn append(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["append", url, "--json"];
+    all.extend_from_slice(args);
+    let out = ok(weft(&all));
+    assert_eq!(out.lines().count(), 1, "{out}");
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
+    let (settings, url) = bucket("shared_log");
+    one_line_error(&weft(&["read", &url]), 3, "not_found");
+    one_line_error(
+        &weft(&["append", &url, "-t", "orders", "x"]),
+        3,
+        "not_found",
+    );
+
+    let first = append(
+        &url,
+        &["--create", "-t", "orders", "-t", "orders:o-1", "placed"],
+    );
+    assert_eq!(
+        (first["seqnum"].as_u64(), first["stream_version"].as_u64()),
+        (Some(0), Some(0))
+    );
+    append(&url, &["-t", "audit", "seen"]);
+    one_line_error(
+        &weft(&["append", &url, "-t", "orders", "--if-version", "0", "again"]),
+        5,
+        "conflict",
+    );
+    let third = append(&url, &["-t", "orders", "--if-version", "1", "shipped"]);
+    assert_eq!(
+        (third["seqnum"].as_u64(), third["stream_version"].as_u64()),
+        (Some(2), Some(1))
+    );
+
+    let read = ok(weft(&["read", &url, "--json"]));
+    let lines: Vec<Value> = read
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{read}");
+    assert_eq!(
+        lines[0]["tags"],
+        serde_json::json!(["orders", "orders:o-1"])
+    );
+    assert_eq!(lines[2]["data"], b64(b"shipped"));
+    let orders = ok(weft(&["read", &url, "--tag", "orders", "--json"]));
+    assert_eq!(orders.lines().count(), 2);
+
+    // A tail follows appends made by other processes (each one a new writer).
+    let tail = Command::new(BIN)
+        .args([
+            "tail",
+            &url,
+            "--json",
+            "--from",
+            "3",
+            "--max",
+            "1",
+            "--timeout",
+            "30",
+        ])
+        .args([
+            "--endpoint",
+            &required("WEFT_TEST_S3_ENDPOINT"),
+            "--allow-http",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    append(&url, &["-t", "audit", "late"]);
+    let out = tail.wait_with_output().unwrap();
+    let tailed = ok(out);
+    let v: Value = serde_json::from_str(tailed.trim()).unwrap();
+    assert_eq!(
+        (v["seqnum"].as_u64(), v["data"].as_str()),
+        (Some(3), Some(b64(b"late").as_str()))
+    );
+
+    // The default manifest is the bucket log's own.
+    let v: Value = serde_json::from_str(ok(weft(&["inspect", &url, "--json"])).trim()).unwrap();
+    assert_eq!(v["format_version"], 4);
+    assert_eq!(v["next_sequence"], 4);
+    assert!(
+        v["epoch"].as_u64().unwrap() >= 4,
+        "every append claimed the log: {v}"
+    );
+    assert!(ok(weft(&["verify", &url])).contains("no problems"));
+
+    // The same objects, copied to a directory, read the same through file://.
+    let store = settings.build().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut listing = store.list(None);
+    use futures::StreamExt;
+    while let Some(meta) = listing.next().await {
+        let meta = meta.unwrap();
+        let bytes = store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let target = tmp.path().join(meta.location.as_ref());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(target, bytes).unwrap();
+    }
+    let file_url = format!("file://{}", tmp.path().canonicalize().unwrap().display());
+    let from_files = ok(weft(&["read", &file_url, "--json"]));
+    assert_eq!(from_files.lines().count(), 4);
+    assert!(from_files.starts_with(&read), "{from_files}");
+    ok(weft(&["verify", &file_url]));
 }

@@ -1,7 +1,8 @@
 //! The shared log on a bucket: the conformance suite on the writer (on an
-//! in-memory store and on the real SeaweedFS server), followers that see
-//! exactly the writer's log, failover that fences the old writer, and
-//! follower restarts.
+//! in-memory store, on the real SeaweedFS server and on the real Azurite
+//! server), followers that see exactly the writer's log, failover that
+//! fences the old writer, and follower restarts. Every scenario body takes
+//! the store, so each runs on every store.
 
 mod support;
 
@@ -39,6 +40,11 @@ weft::conformance_suite!(bucket_in_memory, || async {
 
 weft::conformance_suite!(bucket_seaweedfs, || async {
     let (store, _) = support::s3::store("bucket_conformance");
+    Fixture::new(writer(store).await)
+});
+
+weft::conformance_suite!(bucket_azurite, || async {
+    let (store, _) = support::azure::store("bucket_conformance");
     Fixture::new(writer(store).await)
 });
 
@@ -147,8 +153,24 @@ async fn follower_sees_the_writers_log_on_seaweedfs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reopened_writer_resumes_counters_and_kv_holds_across_handles() {
+async fn follower_sees_the_writers_log_on_azurite() {
+    let (store, _) = support::azure::store("bucket_follower");
+    follower_sees_the_writers_log(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopened_writer_resumes_counters_and_kv_holds_across_handles_on_seaweedfs() {
     let (store, _) = support::s3::store("bucket_reopen");
+    reopened_writer_resumes_counters_and_kv_holds_across_handles(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopened_writer_resumes_counters_and_kv_holds_across_handles_on_azurite() {
+    let (store, _) = support::azure::store("bucket_reopen");
+    reopened_writer_resumes_counters_and_kv_holds_across_handles(store).await;
+}
+
+async fn reopened_writer_resumes_counters_and_kv_holds_across_handles(store: Arc<dyn ObjectStore>) {
     let w1 = writer(store.clone()).await;
     write_some(&w1, 0, 7).await;
     let kv1 = w1.kv("lease:x".parse().unwrap()).unwrap();

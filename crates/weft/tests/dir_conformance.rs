@@ -1,11 +1,14 @@
-//! The conformance suite on the dir backend, each test in its own
-//! temporary directory (really fsynced).
+//! The conformance suite on the `dir` backend: every check on a fresh,
+//! really fsynced log directory.
 
+use weft::Log;
 use weft::conformance::Fixture;
-use weft::{DirStorage, Log};
+use weft::storage::dir::DirStorage;
 
 weft::conformance_suite!(dir, || async {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let storage = DirStorage::open(dir.path()).await.expect("open dir log");
-    Fixture::new(Log::new(storage)).with_guard(dir)
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let storage = DirStorage::open(tmp.path())
+        .await
+        .expect("open log directory");
+    Fixture::new(Log::new(storage)).with_guard(tmp)
 });

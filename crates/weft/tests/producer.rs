@@ -750,3 +750,112 @@ async fn an_upstream_v1_manifest_is_continued_in_its_own_layout_or_upgraded() {
     assert_eq!(m.next_sequence(), 5);
     assert_eq!(m.entries()[3].count, Some(2));
 }
+
+/// Lets the next manifest put land, then keeps its caller waiting and
+/// reports a timeout: the "hears nothing" ambiguity, on one chosen request.
+#[derive(Debug)]
+struct HangNextManifestPut {
+    inner: Arc<dyn ObjectStore>,
+    armed: std::sync::atomic::AtomicBool,
+    hang: Duration,
+}
+
+impl std::fmt::Display for HangNextManifestPut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HangNextManifestPut({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for HangNextManifestPut {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        use std::sync::atomic::Ordering;
+        let hang = location.as_ref() == MANIFEST && self.armed.swap(false, Ordering::SeqCst);
+        let r = self.inner.put_opts(location, payload, opts).await;
+        if !hang {
+            return r;
+        }
+        tokio::time::sleep(self.hang).await;
+        Err(object_store::Error::Generic {
+            store: "test",
+            source: Box::new(object_store::client::HttpError::new(
+                object_store::client::HttpErrorKind::Timeout,
+                std::io::Error::other("no answer"),
+            )),
+        })
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    async fn delete(&self, location: &Path) -> object_store::Result<()> {
+        self.inner.delete(location).await
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy(from, to).await
+    }
+    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy_if_not_exists(from, to).await
+    }
+}
+
+/// Regression: a commit whose CAS landed but went unanswered, followed by a
+/// newer writer's claim, was reported `Fenced` ("not committed") although
+/// the batch is in the log the newer writer continues. Found by the
+/// simulation.
+#[tokio::test(start_paused = true)]
+async fn a_commit_that_landed_before_the_fence_is_acknowledged() {
+    use std::sync::atomic::Ordering;
+    let inner = memory();
+    let hanging = Arc::new(HangNextManifestPut {
+        inner: inner.clone(),
+        armed: false.into(),
+        hang: Duration::from_secs(30),
+    });
+    let first = builder(hanging.clone()).open().await.unwrap();
+    hanging.armed.store(true, Ordering::SeqCst);
+    let landed = first.append(batch(0, 2), None).await.unwrap();
+    // The commit lands; its answer is still outstanding.
+    while manifest(&inner, MANIFEST).await.is_empty() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let second = builder(inner.clone()).with_seed(8).open().await.unwrap();
+    assert_eq!(second.epoch(), 2);
+    assert_eq!(
+        landed.wait().await.unwrap(),
+        0,
+        "committed before the claim"
+    );
+    let late = first.append(batch(1, 1), None).await.unwrap();
+    assert_eq!(late.wait().await.unwrap_err().kind(), ErrorKind::Fenced);
+    let next = second.append(batch(2, 1), None).await.unwrap();
+    assert_eq!(next.wait().await.unwrap(), 2);
+    second.close().await.unwrap();
+    let log: Vec<Bytes> = records(&inner, MANIFEST)
+        .await
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(log, [batch(0, 2), batch(2, 1)].concat());
+}

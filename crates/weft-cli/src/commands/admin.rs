@@ -10,14 +10,16 @@ use weft::{Error, Result};
 /// `weft gc`
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// The bucket: s3://bucket/prefix or file:///path.
+    /// The bucket: s3://bucket/prefix, az://container/prefix or
+    /// file:///path.
     log: String,
 }
 
 /// `weft snapshot`
 #[derive(Debug, Args)]
 pub(crate) struct SnapshotArgs {
-    /// The bucket: s3://bucket/prefix or file:///path.
+    /// The bucket: s3://bucket/prefix, az://container/prefix or
+    /// file:///path.
     log: String,
 }
 

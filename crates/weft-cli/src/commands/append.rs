@@ -14,8 +14,9 @@ use crate::output;
 /// `weft append`
 #[derive(Debug, Args)]
 pub(crate) struct AppendArgs {
-    /// The log: a directory (created with --create), or a bucket once the
-    /// bucket backend exists.
+    /// The log: a directory, s3://bucket/prefix or az://container/prefix
+    /// (see --create). Writing a bucket log claims its epoch, fencing any
+    /// other writer of it.
     log: String,
 
     /// A tag, `namespace` or `namespace:key` (the first `:` splits). Repeat
@@ -30,7 +31,7 @@ pub(crate) struct AppendArgs {
     #[arg(long, value_name = "N")]
     if_version: Option<u64>,
 
-    /// Create the log directory if it does not exist.
+    /// Create the log if it does not exist.
     #[arg(long)]
     create: bool,
 
@@ -85,7 +86,7 @@ fn read_stdin() -> Result<Vec<u8>> {
 }
 
 /// Runs `weft append`.
-pub(crate) async fn run(args: AppendArgs, _store: &StoreArgs) -> Result<ExitCode> {
+pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tags = parse_tags(&args.tags)?;
     let location = location::parse(&args.log)?;
     let data = payload(args.data)?;
@@ -94,7 +95,7 @@ pub(crate) async fn run(args: AppendArgs, _store: &StoreArgs) -> Result<ExitCode
     } else {
         Create::No
     };
-    let log = location::open_log(&location, create).await?;
+    let log = location::open_log(&location, create, store).await?;
     let request = AppendRequest::with_tags(tags, data);
     let appended = match args.if_version {
         Some(v) => log.append_if(request, v).await,

@@ -16,7 +16,9 @@ const CHUNK: usize = 1024;
 /// `weft read`
 #[derive(Debug, Args)]
 pub(crate) struct ReadArgs {
-    /// The log: a directory (read from its files; takes no lock).
+    /// The log: a directory (read from its files, no lock taken),
+    /// s3://bucket/prefix, az://container/prefix or file:///path (read by a
+    /// follower, which never fences the writer).
     log: String,
 
     /// Only entries carrying this tag (`ns` or `ns:key`).
@@ -39,10 +41,10 @@ pub(crate) struct ReadArgs {
 }
 
 /// Runs `weft read`.
-pub(crate) async fn run(args: ReadArgs, _store: &StoreArgs) -> Result<ExitCode> {
+pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tag = args.tag.as_deref().map(parse_tag).transpose()?;
     let location = location::parse(&args.log)?;
-    let source = Source::open(&location).await?;
+    let source = Source::open(&location, store).await?;
     let mut cursor = match args.from {
         Some(from) => from,
         None => source.first_seqnum()?,

@@ -5,9 +5,9 @@
 //! A `dir` log is followed read-only: `tail` never opens it (that would
 //! take the backend's exclusive lock and lock every writer out) but polls
 //! its segment files every `--poll-ms` for complete batches. It may show an
-//! entry a moment before the writer's sync makes it durable. A log opened
-//! through a backend (buckets, once they have one) is followed through its
-//! subscription instead.
+//! entry a moment before the writer's sync makes it durable. A bucket log is
+//! followed by a read-only follower that polls the manifest, through its
+//! subscription.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,7 +25,8 @@ use crate::source::Source;
 /// `weft tail`
 #[derive(Debug, Args)]
 pub(crate) struct TailArgs {
-    /// The log: a directory (followed read-only, so writers keep writing).
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// file:///path (followed read-only, so writers keep writing).
     log: String,
 
     /// Only entries carrying this tag (`ns` or `ns:key`).
@@ -67,7 +68,7 @@ enum Stop {
 }
 
 /// Runs `weft tail`.
-pub(crate) async fn run(args: TailArgs, _store: &StoreArgs) -> Result<ExitCode> {
+pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tag = args.tag.as_deref().map(parse_tag).transpose()?;
     if let Some(addr) = args.metrics_addr {
         observe::serve_metrics(addr)?;
@@ -82,7 +83,7 @@ pub(crate) async fn run(args: TailArgs, _store: &StoreArgs) -> Result<ExitCode> 
         None => None,
     };
     let location = location::parse(&args.log)?;
-    let source = Source::open(&location).await?;
+    let source = Source::open(&location, store).await?;
     let mut printed = 0u64;
     let mut print = |entry: &LogEntry| -> Result<bool> {
         if args.json {

@@ -28,10 +28,13 @@ use crate::output;
 /// `weft verify`
 #[derive(Debug, Args)]
 pub(crate) struct VerifyArgs {
-    /// The log: a directory, s3://bucket/prefix or file:///path.
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// file:///path.
     log: String,
 
-    /// Object path of the manifest in a bucket, relative to the prefix.
+    /// Object path of the manifest in a bucket, relative to the prefix
+    /// (weft's bucket logs: `manifest`; the upstream buffer:
+    /// `ingest/manifest`; the seed's WAL: `wal/manifest`).
     #[arg(long, value_name = "PATH", default_value = bucket::DEFAULT_MANIFEST)]
     manifest: String,
 

@@ -22,7 +22,8 @@ pub(crate) enum WalCommand {
 /// `weft wal dump`
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
-    /// The bucket: s3://bucket/prefix or file:///path.
+    /// The bucket: s3://bucket/prefix, az://container/prefix or
+    /// file:///path.
     store: String,
 
     /// Object path of the manifest, relative to the store (the upstream

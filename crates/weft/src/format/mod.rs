@@ -6,6 +6,8 @@
 //!   CRC-32C): a block of length-prefixed records and a small footer.
 //! * [`manifest`] — manifest objects v1 to v4: entries, an optional
 //!   snapshot block, and a footer carrying the epoch and next sequence.
+//! * [`frame`] — the checksummed entry frame of the `dir` backend's
+//!   segment files (also the record layout of bucket segments).
 //!
 //! The byte layouts are drawn in `docs/FORMATS.md`. Decoders report bad
 //! bytes as [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt); encoders

@@ -7,9 +7,8 @@
 //! subscriptions and typed access on top, identically for every backend.
 //!
 //! Backends: [`memory`] (tests, simulation, ephemeral logs), [`dir`] (a
-//! local directory: the embedded default) and the bucket backend in its own
-//! module. Each one passes the
-//! suite in [`crate::conformance`] unchanged.
+//! local directory: the embedded default) and [`bucket`] (an S3-compatible
+//! bucket). Each one passes the suite in [`crate::conformance`] unchanged.
 //!
 //! ## Stream versions
 //!

@@ -4,7 +4,10 @@
 //!
 //! * **412 (conflict)**: someone else wrote the manifest. Reload it; a
 //!   different epoch means a newer writer claimed the log, so the producer
-//!   is *fenced* and commits nothing more; the same epoch (a snapshot or
+//!   is *fenced* and commits nothing more (but a batch whose earlier,
+//!   ambiguous attempt landed before the newer writer's claim is in the
+//!   newer manifest, and is reported committed, not fenced); the same
+//!   epoch (a snapshot or
 //!   retention pass rewrote it) means re-plan on the fresh copy and retry.
 //! * **409 / 5xx / connection errors (transient)**: nothing was written;
 //!   back off, reload, retry.
@@ -215,6 +218,10 @@ pub(crate) struct Committer {
     version: UpdateVersion,
     /// `manifest` holds uncommitted appends (a CAS failed); reload first.
     stale: bool,
+    /// The newer writer's manifest, once a reload found this producer
+    /// fenced: it tells which of our ambiguous commits landed before the
+    /// claim. Never written back.
+    fenced_by: Option<Manifest>,
     /// `next_sequence` of the last manifest state known to be committed:
     /// entries past it can only be this writer's.
     committed_next: u64,
@@ -244,6 +251,7 @@ impl Committer {
             manifest: claimed.manifest,
             version: claimed.version,
             stale: false,
+            fenced_by: None,
             shared,
             batch: batch.max(1),
             policy,
@@ -427,7 +435,7 @@ impl Committer {
                         )
                         .with_source(f.error));
                     }
-                    Err(f) => return Err(f.error),
+                    Err(f) => return self.after_failed_reload(batch, f.error),
                 }
             }
             let mut sequences = Vec::with_capacity(batch.len());
@@ -488,7 +496,7 @@ impl Committer {
                         .with_source(f.error));
                     }
                     Err(reload) if reload.error.kind() == ErrorKind::Fenced => {
-                        return Err(reload.error);
+                        return self.after_failed_reload(batch, reload.error);
                     }
                     Err(_) => {}
                 }
@@ -579,6 +587,7 @@ impl Committer {
         };
         let theirs = loaded.manifest.epoch();
         if theirs != self.epoch {
+            self.fenced_by = Some(loaded.manifest);
             return Err(Failed {
                 outcome: Outcome::Fatal,
                 error: Error::fenced(self.epoch, theirs),
@@ -590,26 +599,56 @@ impl Committer {
         Ok(())
     }
 
+    /// A reload failed with `err`. When it found this producer fenced, an
+    /// earlier attempt of `batch` may still have landed before the newer
+    /// writer's claim: then the batch is committed (it is in the log the
+    /// newer writer continues) and its sequences are returned; otherwise
+    /// `err`.
+    fn after_failed_reload(&self, batch: &[Uploaded], err: Error) -> Result<Vec<u64>> {
+        if err.kind() == ErrorKind::Fenced
+            && let Some(newer) = &self.fenced_by
+            && let Some(seqs) = find_own_in(newer, self.committed_next, batch)?
+        {
+            info!(
+                epoch = self.epoch,
+                theirs = newer.epoch(),
+                "fenced, but the batch had landed before the newer writer's claim"
+            );
+            return Ok(seqs);
+        }
+        Err(err)
+    }
+
     /// The sequences of `batch`'s segments if the (freshly reloaded)
     /// manifest already lists them.
     fn find_own(&self, batch: &[Uploaded]) -> Result<Option<Vec<u64>>> {
-        let since: HashMap<&str, u64> = self
-            .manifest
-            .entries_from(self.committed_next)
-            .iter()
-            .map(|e| (e.location.as_str(), e.sequence))
-            .collect();
-        let found: Vec<Option<u64>> = batch
-            .iter()
-            .map(|u| since.get(u.location.as_str()).copied())
-            .collect();
-        match found.iter().filter(|f| f.is_some()).count() {
-            0 => Ok(None),
-            n if n == batch.len() => Ok(Some(found.into_iter().flatten().collect())),
-            n => Err(Error::internal(format!(
-                "manifest lists {n} of the {} segments of one commit",
-                batch.len()
-            ))),
-        }
+        find_own_in(&self.manifest, self.committed_next, batch)
+    }
+}
+
+/// The sequences of `batch`'s segments if `manifest` lists them among the
+/// entries from `committed_next` on (only this run can have added those
+/// locations, so a match is this run's own commit).
+fn find_own_in(
+    manifest: &Manifest,
+    committed_next: u64,
+    batch: &[Uploaded],
+) -> Result<Option<Vec<u64>>> {
+    let since: HashMap<&str, u64> = manifest
+        .entries_from(committed_next)
+        .iter()
+        .map(|e| (e.location.as_str(), e.sequence))
+        .collect();
+    let found: Vec<Option<u64>> = batch
+        .iter()
+        .map(|u| since.get(u.location.as_str()).copied())
+        .collect();
+    match found.iter().filter(|f| f.is_some()).count() {
+        0 => Ok(None),
+        n if n == batch.len() => Ok(Some(found.into_iter().flatten().collect())),
+        n => Err(Error::internal(format!(
+            "manifest lists {n} of the {} segments of one commit",
+            batch.len()
+        ))),
     }
 }

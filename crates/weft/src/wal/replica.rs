@@ -47,7 +47,8 @@ pub struct PollOutcome {
     pub restored_snapshot: bool,
     /// The manifest does not exist (yet): nothing was done.
     pub manifest_missing: bool,
-    /// The manifest was unchanged since the previous step.
+    /// The manifest was unchanged since the previous step (records it
+    /// lists that an earlier, failed step did not apply are still applied).
     pub unchanged: bool,
 }
 
@@ -327,14 +328,18 @@ impl<A: Applier> Replica<A> {
                 outcome.manifest_missing = true;
                 return Ok(outcome);
             }
-            Some(false) if self.cursor.is_some() => {
-                outcome.unchanged = true;
-                return Ok(outcome);
-            }
-            Some(_) => {}
+            Some(changed) => outcome.unchanged = !changed && self.cursor.is_some(),
         }
+        // Even an unchanged manifest may hold entries not applied yet: an
+        // earlier step can have failed (a segment fetch, the applier) after
+        // it loaded the manifest. So the cursor, not the ETag, decides.
         let cursor = self.start_cursor(&mut outcome).await?;
         let pending = self.pending(cursor)?;
+        if pending.is_empty() {
+            outcome.cursor = self.cursor;
+            metrics::gauge!("weft_replica_lag_entries").set(0.0);
+            return Ok(outcome);
+        }
         let store = self.store.clone();
         let mut segments = futures::stream::iter(pending.clone())
             .map(move |e| {

@@ -2,5 +2,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod azure;
+pub mod producer_cases;
 pub mod s3;
+pub mod store_cases;
 pub mod wal;

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use weft::exec::{ExecutorEngine, ExecutorStatus};
 use weft::{AppendRequest, Error, ErrorKind, Log, Position, Result};
 
-use crate::location::{self, Create};
+use crate::location::{self, Create, StoreArgs};
 use crate::output;
 use shop::{Event, Inventory, RESTOCK_QTY, Shipping, Tags};
 
@@ -45,7 +45,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     let location = weft::store::Location::Dir {
         path: args.dir.clone(),
     };
-    let log = location::open_log(&location, Create::IfMissing).await?;
+    let log = location::open_log(&location, Create::IfMissing, &StoreArgs::default()).await?;
     let outcome = run_on(&log, &args, started).await;
     let closed = log.close().await;
     outcome?;
@@ -89,6 +89,21 @@ async fn run_on(log: &Log, args: &DemoArgs, started: Instant) -> Result<()> {
     let handle = engine.start()?;
 
     let driven = async {
+        // The executors rebuild their state from the log before anything
+        // new is written: show what they found.
+        if start > 0 {
+            let inv = tokio::time::timeout(SETTLE_TIMEOUT, inventory.wait_for(|_| true))
+                .await
+                .map_err(|_| stuck("the inventory did not finish its replay"))??;
+            let ship = tokio::time::timeout(SETTLE_TIMEOUT, shipping.wait_for(|_| true))
+                .await
+                .map_err(|_| stuck("shipping did not finish its replay"))??;
+            output::line(&format!(
+                "replayed: inventory knows {} orders ({} reserved, {} rejected), \
+                 shipping has shipped {}",
+                inv.state.placed, inv.state.reserved, inv.state.rejected, ship.state.shipped
+            ))?;
+        }
         let restock = Event::Restocked {
             run,
             qty: RESTOCK_QTY,

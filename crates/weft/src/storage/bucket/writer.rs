@@ -15,12 +15,13 @@
 //! every later append fails with the producer's error (`Fenced` when a newer
 //! writer took over); reads of what was committed keep working.
 
-use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use object_store::ObjectStore;
+use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
 use super::kv::BucketKv;
@@ -33,7 +34,7 @@ use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
-use crate::wal::{Applier, Producer, Record, Replica};
+use crate::wal::{Applier, Durability, Producer, Record, Replica};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -62,22 +63,36 @@ impl Default for BucketOptions {
 #[derive(Debug, Default)]
 struct Committed {
     cache: EntryCache,
-    /// Batches the producer confirmed out of order, by first seqnum.
-    early: BTreeMap<u64, Vec<LogEntry>>,
+}
+
+/// One planned batch on its way to visibility.
+struct InFlight {
+    planned: Vec<LogEntry>,
+    durability: Durability,
+    reply: oneshot::Sender<Result<()>>,
+}
+
+/// What the writer handle and its visibility task share.
+#[derive(Debug)]
+struct Shared {
+    committed: Mutex<Committed>,
+    feed: CommitFeed,
+    /// Set once the producer failed: every later append gets this error.
+    failed: Mutex<Option<(ErrorKind, String)>>,
+    closed: AtomicBool,
 }
 
 /// The writer of a bucket log.
 pub struct BucketStorage {
     producer: Producer,
     sequencer: tokio::sync::Mutex<Sequencer>,
-    committed: Mutex<Committed>,
-    feed: CommitFeed,
+    /// Batches in planning order; the visibility task makes them readable
+    /// in that order, whether or not their callers are still waiting.
+    in_flight: mpsc::UnboundedSender<InFlight>,
+    shared: Arc<Shared>,
     kv: Arc<BucketKv>,
     clock: Arc<dyn Clock>,
     options: BucketOptions,
-    /// Set once the producer failed: every later append gets this error.
-    failed: Mutex<Option<(ErrorKind, String)>>,
-    closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for BucketStorage {
@@ -174,26 +189,42 @@ impl BucketStorage {
                 sequencer.next_seqnum()
             )));
         }
+        let shared = Arc::new(Shared {
+            feed: CommitFeed::new(committed.cache.index().next()),
+            committed: Mutex::new(committed),
+            failed: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        });
+        let (in_flight, rx) = mpsc::unbounded_channel();
+        tokio::spawn(make_visible(shared.clone(), rx));
         Ok(BucketStorage {
             producer,
             sequencer: tokio::sync::Mutex::new(sequencer),
-            feed: CommitFeed::new(committed.cache.index().next()),
-            committed: Mutex::new(committed),
+            in_flight,
+            shared,
             kv: Arc::new(BucketKv::new(store, layout.kv())),
             clock,
             options,
-            failed: Mutex::new(None),
-            closed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     fn committed(&self) -> Result<std::sync::MutexGuard<'_, Committed>> {
-        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+        if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::closed("the bucket log is closed"));
         }
-        Ok(self.committed.lock().expect("writer lock"))
+        Ok(self.cache_lock())
     }
 
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, Committed> {
+        self.shared.committed.lock().expect("writer lock")
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        self.shared.check_failed()
+    }
+}
+
+impl Shared {
     fn check_failed(&self) -> Result<()> {
         match &*self.failed.lock().expect("writer lock") {
             Some((kind, msg)) => Err(Error::new(*kind, msg.clone())),
@@ -215,20 +246,39 @@ impl BucketStorage {
         }
     }
 
-    /// Makes `batch` visible once every batch before it is.
-    fn commit(&self, batch: Vec<LogEntry>) -> Result<()> {
+    /// Makes a committed batch readable and tells subscribers.
+    fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
         let mut c = self.committed.lock().expect("writer lock");
-        let first = batch[0].seqnum;
-        c.early.insert(first, batch);
-        loop {
-            let next = c.cache.index().next();
-            let Some(batch) = c.early.remove(&next) else {
-                break;
-            };
-            c.cache.extend(batch.iter().cloned())?;
-            self.feed.publish(batch.into());
-        }
+        c.cache.extend(batch.iter().cloned())?;
+        // Under the cache lock, so the feed sees batches in order.
+        self.feed.publish(batch.into());
         Ok(())
+    }
+}
+
+/// Waits for each batch's commit in planning order (which is the WAL's
+/// commit order) and makes it visible before answering its caller, so an
+/// acknowledged append is readable at once and a caller that gave up
+/// waiting cannot leave a gap.
+async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFlight>) {
+    while let Some(InFlight {
+        planned,
+        durability,
+        reply,
+    }) = rx.recv().await
+    {
+        let result = match durability.wait().await {
+            Ok(seq) if seq == planned[0].seqnum => shared.publish(planned),
+            Ok(seq) => Err(Error::internal(format!(
+                "the WAL committed the batch at {seq}, planned at {}",
+                planned[0].seqnum
+            ))),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &result {
+            shared.fail(e);
+        }
+        let _ = reply.send(result);
     }
 }
 
@@ -247,28 +297,25 @@ impl Storage for BucketStorage {
                 Ok(d) => d,
                 Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(e),
                 Err(e) => {
-                    self.fail(&e);
+                    self.shared.fail(&e);
                     return Err(e);
                 }
             };
             *sequencer = trial;
-            (planned, durability)
-        };
-        let committed_at = match durability.wait().await {
-            Ok(seq) => seq,
-            Err(e) => {
-                self.fail(&e);
-                return Err(e);
+            let (reply, answer) = oneshot::channel();
+            let in_flight = InFlight {
+                planned: planned.clone(),
+                durability,
+                reply,
+            };
+            if self.in_flight.send(in_flight).is_err() {
+                return Err(Error::closed("the bucket writer is closed"));
             }
+            (planned, answer)
         };
-        if committed_at != planned[0].seqnum {
-            let err = Error::internal(format!(
-                "the WAL committed the batch at {committed_at}, planned at {}",
-                planned[0].seqnum
-            ));
-            self.fail(&err);
-            return Err(err);
-        }
+        durability
+            .await
+            .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
         let results = planned
             .iter()
             .map(|e| AppendResult {
@@ -278,7 +325,6 @@ impl Storage for BucketStorage {
                 timestamp_ms: e.timestamp_ms,
             })
             .collect();
-        self.commit(planned)?;
         Ok(results)
     }
 
@@ -302,50 +348,27 @@ impl Storage for BucketStorage {
     }
 
     fn next_seqnum(&self) -> u64 {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .next()
+        self.cache_lock().cache.index().next()
     }
 
     fn first_seqnum(&self) -> u64 {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .first()
+        self.cache_lock().cache.index().first()
     }
 
     fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .latest_version(tag)
+        self.cache_lock().cache.index().latest_version(tag)
     }
 
     async fn trim(&self, through: u64) -> Result<()> {
         self.check_failed()?;
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .check_trim(through)?;
+        self.committed()?.cache.check_trim(through)?;
         self.producer.truncate_through(through).await?;
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .trim(through);
+        self.committed()?.cache.trim(through);
         Ok(())
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.feed
+        &self.shared.feed
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -361,16 +384,15 @@ impl Storage for BucketStorage {
     }
 
     async fn close(&self) -> Result<()> {
-        self.closed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.shared.closed.store(true, Ordering::Release);
         {
-            let mut failed = self.failed.lock().expect("writer lock");
+            let mut failed = self.shared.failed.lock().expect("writer lock");
             if failed.is_none() {
                 *failed = Some((ErrorKind::Closed, "the bucket log is closed".into()));
             }
         }
         let result = self.producer.close().await;
-        self.feed.close();
+        self.shared.feed.close();
         result
     }
 }
