@@ -46,7 +46,9 @@ export WEFT_S3_STATE_DIR="$ROOT/.tmp/seaweedfs-bench"
 export WEFT_S3_ENV_FILE="$WEFT_S3_STATE_DIR/env"
 scripts/seaweedfs.sh install
 scripts/seaweedfs.sh start
-trap 'scripts/seaweedfs.sh stop' EXIT
+# The server keeps deleted objects' space until a vacuum; drop its data
+# on exit so runs do not fill the disk.
+trap 'scripts/seaweedfs.sh stop; rm -rf "$WEFT_S3_STATE_DIR/data"' EXIT
 
 # The dir-backend workloads write under the system temp dir unless
 # WEFT_BENCH_DATA_DIR says otherwise.
