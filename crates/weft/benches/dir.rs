@@ -119,10 +119,19 @@ fn baseline_rate(size: usize, window: Duration) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Durable appends/s with `writers` concurrent appenders.
-async fn append_rate(writers: usize, cfg: &Config) -> f64 {
+/// One measured window of concurrent appends.
+struct AppendRun {
+    rate: f64,
+    per_sync: f64,
+    cpu_us: f64,
+}
+
+/// Durable appends/s with `writers` concurrent appenders, the appends each
+/// sync carried, and the process CPU time per append.
+async fn append_rate(writers: usize, cfg: &Config) -> AppendRun {
     let dir = scratch();
-    let log = Log::new(DirStorage::open(dir.path()).await.expect("open"));
+    let storage = Arc::new(DirStorage::open(dir.path()).await.expect("open"));
+    let log = Log::from_arc(storage.clone());
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let payload = Bytes::from(vec![0x42u8; 100]);
@@ -141,15 +150,30 @@ async fn append_rate(writers: usize, cfg: &Config) -> f64 {
         }));
     }
     tokio::time::sleep(cfg.warmup).await;
-    let (c0, t0) = (count.load(Ordering::Relaxed), Instant::now());
+    let (c0, t0, cpu0, s0) = (
+        count.load(Ordering::Relaxed),
+        Instant::now(),
+        cpu_time(),
+        storage.stats(),
+    );
     tokio::time::sleep(cfg.window).await;
-    let (c1, t1) = (count.load(Ordering::Relaxed), Instant::now());
+    let (c1, t1, cpu1, s1) = (
+        count.load(Ordering::Relaxed),
+        Instant::now(),
+        cpu_time(),
+        storage.stats(),
+    );
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.expect("appender");
     }
     log.storage().close().await.expect("close");
-    (c1 - c0) as f64 / (t1 - t0).as_secs_f64()
+    let n = (c1 - c0) as f64;
+    AppendRun {
+        rate: n / (t1 - t0).as_secs_f64(),
+        per_sync: (s1.entries - s0.entries) as f64 / (s1.syncs - s0.syncs).max(1) as f64,
+        cpu_us: (cpu1 - cpu0).as_secs_f64() * 1e6 / n.max(1.0),
+    }
 }
 
 fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
@@ -158,26 +182,28 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
         cfg.runs, cfg.window
     );
     println!(
-        "{:>9} {:>14} {:>16} {:>11} {:>12}",
-        "appenders", "appends/s", "baseline fsync/s", "efficiency", "per sync"
+        "{:>9} {:>12} {:>16} {:>11} {:>10} {:>14}",
+        "appenders", "appends/s", "baseline fsync/s", "efficiency", "per sync", "CPU µs/append"
     );
     let counts: Vec<usize> = std::env::var("WEFT_BENCH_APPENDERS")
         .ok()
         .and_then(|v| v.split(',').map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 8, 64, 1024]);
     for writers in counts {
-        let mut rates = Vec::new();
+        let mut runs = Vec::new();
         let mut bases = Vec::new();
         for _ in 0..cfg.runs {
             bases.push(baseline_rate(100, cfg.window));
-            rates.push(rt.block_on(append_rate(writers, cfg)));
+            runs.push(rt.block_on(append_rate(writers, cfg)));
         }
-        let (rate, base) = (median(rates), median(bases));
+        let base = median(bases);
+        let rate = median(runs.iter().map(|r| r.rate).collect());
+        let per_sync = median(runs.iter().map(|r| r.per_sync).collect());
+        let cpu = median(runs.iter().map(|r| r.cpu_us).collect());
         let efficiency = (rate / (writers as f64 * base)).min(1.0);
         println!(
-            "{writers:>9} {rate:>14.0} {base:>16.0} {:>10.1}% {:>12.1}",
-            efficiency * 100.0,
-            rate / base
+            "{writers:>9} {rate:>12.0} {base:>16.0} {:>10.1}% {per_sync:>10.1} {cpu:>14.2}",
+            efficiency * 100.0
         );
     }
 }

@@ -344,3 +344,44 @@ async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
         "the rebuild met failures"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_append_does_not_hide_the_appends_after_it() {
+    use weft::store::{FaultConfig, FaultStore, OpFaults};
+    // Slow uploads, so the first append is still waiting when its caller
+    // gives up.
+    let slow = FaultStore::wrap(
+        Arc::new(InMemory::new()),
+        FaultConfig {
+            seed: 5,
+            put: OpFaults {
+                latency: 1.0,
+                latency_min: Duration::from_millis(150),
+                latency_max: Duration::from_millis(200),
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        },
+    );
+    let log = writer(slow).await;
+    let t: LogTag = "t".parse().unwrap();
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(20),
+        log.append(AppendRequest::new(t.clone(), "first")),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the first append was still in flight");
+    let r = log
+        .append(AppendRequest::new(t.clone(), "second"))
+        .await
+        .unwrap();
+    assert_eq!(r.seqnum, 1);
+    // Read-your-writes: the second is visible when its append returns, and
+    // so is the first, which the WAL committed before it.
+    let all: Vec<Vec<u8>> = everything(&log)
+        .await
+        .into_iter()
+        .map(|e| e.data.to_vec())
+        .collect();
+    assert_eq!(all, [b"first".to_vec(), b"second".to_vec()]);
+}

@@ -178,6 +178,46 @@ pub fn encode(
     group_offset: u32,
     batch_end: bool,
 ) -> Result<(), Error> {
+    let start = out.len();
+    write_head(out, entry, group_offset, batch_end)?;
+    out.extend_from_slice(&entry.data);
+    let crc = checksum(&out[start..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Appends the frame of `entry` *without its payload*, which the caller
+/// writes right after these bytes (for large payloads, so they need not be
+/// copied). `data_crc` is the CRC-32C of `entry.data`, which the caller may
+/// have computed elsewhere, in parallel; the frame's checksum is derived
+/// from it.
+///
+/// Errors: as [`encode`].
+pub fn encode_head(
+    out: &mut Vec<u8>,
+    entry: &LogEntry,
+    group_offset: u32,
+    batch_end: bool,
+    data_crc: u32,
+) -> Result<(), Error> {
+    let start = out.len();
+    write_head(out, entry, group_offset, batch_end)?;
+    let head = crc32c::crc32c_append(
+        crc32c::crc32c(&out[start..start + 4]),
+        &out[start + PREFIX_LEN..],
+    );
+    let crc = crc32c::crc32c_combine(head, data_crc, entry.data.len());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Writes every field up to the payload, with a zero checksum.
+fn write_head(
+    out: &mut Vec<u8>,
+    entry: &LogEntry,
+    group_offset: u32,
+    batch_end: bool,
+) -> Result<(), Error> {
     if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
         return Err(Error::invalid_input(format!(
             "an entry needs 1 to {MAX_TAGS_PER_ENTRY} tags, this one has {}",
@@ -194,8 +234,7 @@ pub fn encode(
     let body_len = u32::try_from(total - PREFIX_LEN).map_err(|_| {
         Error::invalid_input(format!("entry of {total} bytes is too large for a frame"))
     })?;
-    let start = out.len();
-    out.reserve(total);
+    out.reserve(total - entry.data.len());
     out.extend_from_slice(&body_len.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&entry.seqnum.to_le_bytes());
@@ -214,10 +253,6 @@ pub fn encode(
         out.extend_from_slice(&(key.len() as u16).to_le_bytes());
         out.extend_from_slice(key);
     }
-    out.extend_from_slice(&entry.data);
-    let frame = &out[start..];
-    let crc = checksum(frame);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
     Ok(())
 }
 
@@ -439,6 +474,20 @@ mod tests {
         assert_eq!(frame.frame_len, encoded_len(&e.tags, e.data.len()));
         assert_eq!(claimed_len(&buf), Some(frame.frame_len));
         assert_eq!(claimed_position(&buf), Some((42, 3)));
+    }
+
+    #[test]
+    fn encode_head_plus_payload_equals_encode() {
+        for len in [0usize, 1, 100, 70_000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
+            let e = entry(77, &["big", "x:y"], &data);
+            let mut whole = Vec::new();
+            encode(&mut whole, &e, 5, true).unwrap();
+            let mut split = Vec::new();
+            encode_head(&mut split, &e, 5, true, crc32c::crc32c(&data)).unwrap();
+            split.extend_from_slice(&data);
+            assert_eq!(split, whole, "payload of {len} bytes");
+        }
     }
 
     #[test]

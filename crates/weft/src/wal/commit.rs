@@ -42,9 +42,10 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::Manifest;
 use super::flush::{UploadReport, Uploaded};
+use super::maintenance::ManifestEdit;
 use super::pipeline::{Halt, Shared, Waiter};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{ManifestVersion, SnapshotPointer};
+use crate::format::ManifestVersion;
 use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
 
 /// A failed store interaction: what it means and the error to report.
@@ -194,10 +195,7 @@ fn gave_up(err: Error, backoff: &crate::store::Backoff, what: &str) -> Error {
 /// applies it between commits, so it is ordered with them.
 #[derive(Debug)]
 pub(crate) struct Maintenance {
-    /// Drop every entry all of whose sequences are `<=` this.
-    pub(crate) truncate_through: Option<u64>,
-    /// Replace the snapshot pointer (`Some(None)` clears it).
-    pub(crate) snapshot: Option<Option<SnapshotPointer>>,
+    pub(crate) edit: ManifestEdit,
     pub(crate) reply: oneshot::Sender<Result<()>>,
 }
 
@@ -557,13 +555,9 @@ impl Committer {
                     Err(f) => return Err(f.error),
                 }
             }
+            // Checked on a copy: a refused edit leaves the manifest as it was.
+            op.edit.apply(&mut self.manifest)?;
             self.stale = true;
-            if let Some(through) = op.truncate_through {
-                self.manifest.truncate_through(through);
-            }
-            if let Some(snapshot) = &op.snapshot {
-                self.manifest.set_snapshot(snapshot.clone())?;
-            }
             let bytes = self.manifest.to_bytes()?;
             let mode = PutMode::Update(self.version.clone());
             match self

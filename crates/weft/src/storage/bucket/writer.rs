@@ -9,6 +9,11 @@
 //! plus the epoch make that check as strong as a check in storage: a
 //! writer that lost the epoch cannot commit anything, planned or not.
 //!
+//! On a trimmed log the rebuild starts from the log state the last trim
+//! stored as the WAL's snapshot (see the [module docs](super)), so seqnums
+//! and every stream's versions go on where they were, and the first
+//! readable entry is the one after the trim point.
+//!
 //! A conditional append that conflicts only with batches still in flight
 //! waits for them before answering `Conflict`: should one of them fail, the
 //! conflict would have been false, and the answer is the writer's failure
@@ -25,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use object_store::ObjectStore;
 use tokio::sync::{mpsc, oneshot};
 
@@ -33,14 +39,16 @@ use super::kv::BucketKv;
 use super::records::{BatchAssembler, encode_batch};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{ManifestData, ManifestVersion, decode_manifest};
+use crate::format::{
+    LogState, ManifestData, ManifestVersion, decode_log_state, decode_manifest, encode_log_state,
+};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
 use crate::store::RetryPolicy;
-use crate::wal::{Applier, Durability, Producer, Record, Replica};
+use crate::wal::{Applier, Durability, Producer, Record, Replica, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -53,9 +61,10 @@ pub struct BucketOptions {
     pub max_entry_bytes: usize,
     /// Segments fetched concurrently while rebuilding on open.
     pub rebuild_prefetch: usize,
-    /// Retries of the claim, segment uploads and manifest commits. When a
-    /// commit runs out of them the writer halts (see the module docs), so
-    /// this bounds the store outage a writer rides out.
+    /// Retries of the claim, segment uploads and manifest commits, and of
+    /// the rebuild's reads on open. When a commit runs out of them the
+    /// writer halts (see the module docs), so this bounds the store outage
+    /// a writer rides out.
     pub retry: RetryPolicy,
     /// Seeds the writer's run id and backoff jitter, for reproducible tests
     /// and simulation; `None` (the default) draws it from the operating
@@ -103,6 +112,9 @@ struct Shared {
 /// The writer of a bucket log.
 pub struct BucketStorage {
     producer: Producer,
+    snapshots: SnapshotWriter,
+    /// One trim at a time, so trim points (and snapshots) only move forward.
+    trim_lock: tokio::sync::Mutex<()>,
     sequencer: tokio::sync::Mutex<Sequencer>,
     /// Batches in planning order; the visibility task makes them readable
     /// in that order, whether or not their callers are still waiting.
@@ -119,10 +131,12 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// Collects every committed batch during the rebuild on open.
+/// Collects every committed batch during the rebuild on open, after the
+/// log state of the last trim if there is one.
 struct Rebuild {
     assembler: BatchAssembler,
     batches: Vec<Vec<LogEntry>>,
+    state: Option<LogState>,
 }
 
 #[async_trait]
@@ -133,6 +147,153 @@ impl Applier for Rebuild {
         }
         Ok(())
     }
+
+    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
+        let state = decode_trim_state(&snapshot, through_seq)?;
+        self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
+        self.batches.clear();
+        self.state = Some(state);
+        Ok(())
+    }
+}
+
+/// Reads a bucket log's committed entries, from the log state of its last
+/// trim if there is one: the local copy and the counters that continue it.
+///
+/// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
+/// `Corrupt` for entries that do not continue each other or the stored
+/// state; store errors.
+pub(super) async fn read_log(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+    prefetch: usize,
+    retry: &RetryPolicy,
+    seed: u64,
+) -> Result<(EntryCache, Sequencer)> {
+    let rebuild = Rebuild {
+        assembler: BatchAssembler::new(),
+        batches: Vec::new(),
+        state: None,
+    };
+    let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
+        .with_prefetch(prefetch)
+        .build();
+    read_with_retries(&mut replica, retry, seed).await?;
+    if let Some(m) = replica.manifest() {
+        check_weft_log(&layout.manifest(), m)?;
+    }
+    let batches = std::mem::take(&mut replica.applier_mut().batches);
+    let (mut cache, mut sequencer) = match replica.applier_mut().state.take() {
+        // Trimmed: the numbering goes on from the stored state.
+        Some(state) => {
+            let first = state.through.saturating_add(1);
+            (
+                EntryCache::with_version_floors(first, state.next_versions.clone()),
+                Sequencer::resume(first, state.next_versions),
+            )
+        }
+        None => {
+            let first = batches
+                .first()
+                .map(|b| b[0].seqnum)
+                .or_else(|| replica.manifest().map(|m| m.next_sequence))
+                .unwrap_or(0);
+            (EntryCache::starting_at(first), Sequencer::new())
+        }
+    };
+    for batch in batches {
+        for entry in &batch {
+            sequencer.observe(entry)?;
+        }
+        cache.extend(batch)?;
+    }
+    let next = replica.manifest().map_or(0, |m| m.next_sequence);
+    sequencer.advance_to(next);
+    if sequencer.next_seqnum() != next {
+        return Err(Error::corrupt(format!(
+            "the log's entries end at seqnum {} but its manifest says {next}",
+            sequencer.next_seqnum()
+        )));
+    }
+    Ok((cache, sequencer))
+}
+
+/// Reads the whole log into the rebuild applier. A transient failure
+/// (one segment fetch of many) is retried within `policy`, resuming where
+/// the failed step stopped; the budget starts over whenever a step made
+/// progress, so a long log is read on a flaky store as long as the store
+/// answers now and then. (On open, giving up fails the open after the
+/// claim: the previous writer is fenced either way.)
+async fn read_with_retries(
+    replica: &mut Replica<Rebuild>,
+    policy: &RetryPolicy,
+    seed: u64,
+) -> Result<()> {
+    let mut backoff = policy.backoff(seed ^ 0x0072_6562_7569_6c64);
+    loop {
+        let before = replica.cursor();
+        let err = match replica.poll().await {
+            Ok(_) => return Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
+            Err(e) => return Err(e),
+        };
+        if replica.cursor() != before {
+            backoff.reset();
+        }
+        tracing::debug!(error = %err, "reading the bucket log: retrying");
+        if !backoff.wait().await {
+            return Err(err.context("reading the bucket log"));
+        }
+    }
+}
+
+/// A weft log's manifest numbers records (v3/v4) and every entry has
+/// records; segment-numbered entries (v1/v2, or legacy entries of a
+/// converted v1/v2 manifest) mean a WAL some other writer keeps.
+fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
+    if m.version.has_record_counts() && m.entries.iter().all(|e| e.count.is_some_and(|c| c > 0)) {
+        return Ok(());
+    }
+    Err(Error::invalid_input(format!(
+        "{path} is a {:?} manifest with segment-numbered entries, not a weft log \
+         (which numbers records: v3 or v4)",
+        m.version
+    )))
+}
+
+/// Refuses, before claiming it, a manifest that is not a weft log's: the
+/// claim would bump its epoch (fencing its own writer) and convert it.
+async fn refuse_foreign_wal(
+    store: &dyn ObjectStore,
+    path: &object_store::path::Path,
+) -> Result<()> {
+    let got = match store.get(path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(()),
+        // The claim reads the manifest again and reports store errors.
+        Err(_) => return Ok(()),
+    };
+    let Ok(bytes) = got.bytes().await else {
+        return Ok(());
+    };
+    let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
+    check_weft_log(path, &m)
+}
+
+/// Decodes the log state a trim stored as the WAL's snapshot.
+///
+/// Errors: `Corrupt` when the snapshot is not a log state, or covers
+/// another trim point than the manifest's pointer says.
+pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<LogState> {
+    let state = decode_log_state(snapshot)
+        .map_err(|e| e.context("the bucket log's snapshot is not a weft log state"))?;
+    if state.through != through_seq {
+        return Err(Error::corrupt(format!(
+            "the snapshot pointer says through {through_seq}, its log state says {}",
+            state.through
+        )));
+    }
+    Ok(state)
 }
 
 impl BucketStorage {
@@ -174,40 +335,18 @@ impl BucketStorage {
             builder = builder.with_seed(seed);
         }
         let producer = builder.open().await?;
-        let rebuild = Rebuild {
-            assembler: BatchAssembler::new(),
-            batches: Vec::new(),
-        };
-        let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
-            .with_prefetch(options.rebuild_prefetch)
-            .build();
-        rebuild_with_retries(&mut replica, &options.retry, options.seed.unwrap_or(0)).await?;
-        if let Some(m) = replica.manifest() {
-            check_weft_log(&layout.manifest(), m)?;
-        }
-        let mut sequencer = Sequencer::new();
-        let mut committed = Committed::default();
-        let batches = std::mem::take(&mut replica.applier_mut().batches);
-        let first = batches
-            .first()
-            .map(|b| b[0].seqnum)
-            .or_else(|| replica.manifest().map(|m| m.next_sequence))
-            .unwrap_or(0);
-        committed.cache = EntryCache::starting_at(first);
-        for batch in batches {
-            for entry in &batch {
-                sequencer.observe(entry)?;
-            }
-            committed.cache.extend(batch)?;
-        }
-        let next = replica.manifest().map_or(0, |m| m.next_sequence);
-        sequencer.advance_to(next);
-        if sequencer.next_seqnum() != next {
-            return Err(Error::corrupt(format!(
-                "the log's entries end at seqnum {} but its manifest says {next}",
-                sequencer.next_seqnum()
-            )));
-        }
+        let (cache, sequencer) = read_log(
+            &store,
+            &layout,
+            options.rebuild_prefetch,
+            &options.retry,
+            options.seed.unwrap_or(0),
+        )
+        .await?;
+        let committed = Committed { cache };
+        let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
+            .with_prefix(layout.snapshots())
+            .with_clock(clock.clone());
         let shared = Arc::new(Shared {
             feed: CommitFeed::new(committed.cache.index().next()),
             committed: Mutex::new(committed),
@@ -219,6 +358,8 @@ impl BucketStorage {
         tokio::spawn(make_visible(shared.clone(), rx));
         Ok(BucketStorage {
             producer,
+            snapshots,
+            trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
             in_flight,
             shared,
@@ -255,68 +396,6 @@ impl BucketStorage {
     fn check_failed(&self) -> Result<()> {
         self.shared.check_failed()
     }
-}
-
-/// Reads the whole log into the rebuild applier. A transient failure
-/// (one segment fetch of many) is retried within `policy`, resuming where
-/// the failed step stopped; the budget starts over whenever a step made
-/// progress, so a long log is rebuilt on a flaky store as long as the
-/// store answers now and then. Giving up fails the open, after the claim
-/// (the previous writer is fenced either way).
-async fn rebuild_with_retries(
-    replica: &mut Replica<Rebuild>,
-    policy: &RetryPolicy,
-    seed: u64,
-) -> Result<()> {
-    let mut backoff = policy.backoff(seed ^ 0x0072_6562_7569_6c64);
-    loop {
-        let before = replica.cursor();
-        let err = match replica.poll().await {
-            Ok(_) => return Ok(()),
-            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
-            Err(e) => return Err(e),
-        };
-        if replica.cursor() != before {
-            backoff.reset();
-        }
-        tracing::debug!(error = %err, "rebuilding the bucket log: retrying");
-        if !backoff.wait().await {
-            return Err(err.context("rebuilding the log on open"));
-        }
-    }
-}
-
-/// A weft log's manifest numbers records (v3/v4) and every entry has
-/// records; segment-numbered entries (v1/v2, or legacy entries of a
-/// converted v1/v2 manifest) mean a WAL some other writer keeps.
-fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
-    if m.version.has_record_counts() && m.entries.iter().all(|e| e.count.is_some_and(|c| c > 0)) {
-        return Ok(());
-    }
-    Err(Error::invalid_input(format!(
-        "{path} is a {:?} manifest with segment-numbered entries, not a weft log \
-         (which numbers records: v3 or v4)",
-        m.version
-    )))
-}
-
-/// Refuses, before claiming it, a manifest that is not a weft log's: the
-/// claim would bump its epoch (fencing its own writer) and convert it.
-async fn refuse_foreign_wal(
-    store: &dyn ObjectStore,
-    path: &object_store::path::Path,
-) -> Result<()> {
-    let got = match store.get(path).await {
-        Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(()),
-        // The claim reads the manifest again and reports store errors.
-        Err(_) => return Ok(()),
-    };
-    let Ok(bytes) = got.bytes().await else {
-        return Ok(());
-    };
-    let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
-    check_weft_log(path, &m)
 }
 
 impl Shared {
@@ -493,10 +572,26 @@ impl Storage for BucketStorage {
         self.cache_lock().cache.index().latest_version(tag)
     }
 
+    /// Stores the numbering state as of `through` as the WAL's snapshot and
+    /// drops the entries it supersedes, in one manifest CAS; then forgets
+    /// them locally. A trim point at or below an earlier one changes
+    /// nothing.
     async fn trim(&self, through: u64) -> Result<()> {
         self.check_failed()?;
-        self.committed()?.cache.check_trim(through)?;
-        self.producer.truncate_through(through).await?;
+        let _one_at_a_time = self.trim_lock.lock().await;
+        let floors = {
+            let c = self.committed()?;
+            c.cache.check_trim(through)?;
+            if through < c.cache.index().first() {
+                return Ok(());
+            }
+            c.cache.index().next_versions_through(through)
+        };
+        let state = encode_log_state(&LogState::new(through, floors)?)?;
+        self.snapshots
+            .write(&self.producer, state, through)
+            .await
+            .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
         self.committed()?.cache.trim(through);
         Ok(())
     }
