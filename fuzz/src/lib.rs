@@ -7,11 +7,13 @@
 //! error that is not Corrupt, is a finding.
 
 use bytes::Bytes;
-use weft::ErrorKind;
+use weft::format::frame::{self, FrameError};
 use weft::format::{
     decode_manifest, decode_segment, decode_segment_with_limit, encode_manifest, encode_segment,
 };
 use weft::wal::Manifest;
+use weft::wal::cursor::{decode_cursor, encode_cursor};
+use weft::{Error, ErrorKind};
 
 /// Decompression limit while fuzzing: small, so that zstd bombs cost
 /// little time; the limit logic itself is what gets exercised.
@@ -55,4 +57,64 @@ pub fn manifest_decode(data: &[u8]) -> bool {
         again
     );
     true
+}
+
+/// Fuzz body for the entry frame (the `dir` backend's unit on disk, and
+/// each record of a bucket log). Returns whether `data` starts with a
+/// valid frame.
+///
+/// A frame that decodes must re-encode to exactly its own bytes (the
+/// layout has one spelling per entry), and an error must be `Corrupt` once
+/// converted; `Incomplete` must name more bytes than were given.
+pub fn frame_decode(data: &[u8]) -> bool {
+    let f = match frame::decode(data) {
+        Ok(f) => f,
+        Err(FrameError::Incomplete { needed }) => {
+            assert!(
+                needed > data.len(),
+                "incomplete, yet {needed} <= {}",
+                data.len()
+            );
+            assert_eq!(
+                Error::from(FrameError::Incomplete { needed }).kind(),
+                ErrorKind::Corrupt
+            );
+            return false;
+        }
+        Err(e) => {
+            assert_eq!(Error::from(e).kind(), ErrorKind::Corrupt);
+            return false;
+        }
+    };
+    assert!(f.frame_len <= data.len());
+    assert_eq!(frame::claimed_len(data), Some(f.frame_len));
+    let entry = f.to_entry();
+    assert_eq!(&entry.data[..], f.data);
+    let mut again = Vec::new();
+    frame::encode(&mut again, &entry, f.meta.group_offset, f.meta.batch_end)
+        .expect("a decoded frame must re-encode");
+    assert_eq!(again, &data[..f.frame_len], "re-encoding changed the bytes");
+    assert_eq!(
+        again.len(),
+        frame::encoded_len(&entry.tags, entry.data.len())
+    );
+    let back = frame::decode(&again).expect("a re-encoded frame must decode");
+    assert_eq!(back.to_entry(), entry);
+    assert_eq!(back.meta, f.meta);
+    true
+}
+
+/// Fuzz body for a replica's saved cursor. Returns whether `data` decoded;
+/// a decoded cursor must re-encode to exactly `data`.
+pub fn cursor_decode(data: &[u8]) -> bool {
+    match decode_cursor(data) {
+        Ok(c) => {
+            assert_eq!(&encode_cursor(c)[..], data, "re-encoding changed the bytes");
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            false
+        }
+    }
 }

@@ -313,6 +313,10 @@ pub async fn concurrent_appenders_get_dense_unique_numbers(f: Fixture) {
                         .append(AppendRequest::new(t.clone(), format!("{w}/{i}")))
                         .await
                         .unwrap();
+                    // Read-your-writes: acknowledged means readable now,
+                    // even while earlier appends of others are in flight.
+                    let back = log.read_log(Position::At(r.seqnum), 1).await.unwrap();
+                    assert_eq!(back.first().map(|e| e.seqnum), Some(r.seqnum));
                     out.push((r.seqnum, r.stream_version, t.clone(), format!("{w}/{i}")));
                 }
                 out

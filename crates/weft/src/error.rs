@@ -255,7 +255,11 @@ impl Error {
         let kind = match err.kind() {
             Io::NotFound => ErrorKind::NotFound,
             Io::PermissionDenied => ErrorKind::PermissionDenied,
-            Io::InvalidInput => ErrorKind::InvalidInput,
+            // The caller named a path that cannot be what it should be (a
+            // file where a directory belongs, or the reverse).
+            Io::InvalidInput | Io::InvalidFilename | Io::NotADirectory | Io::IsADirectory => {
+                ErrorKind::InvalidInput
+            }
             Io::InvalidData | Io::UnexpectedEof => ErrorKind::Corrupt,
             Io::Interrupted | Io::TimedOut | Io::WouldBlock => ErrorKind::Unavailable,
             // Disk full, read-only filesystem, EIO: the write did not happen

@@ -24,7 +24,7 @@
 //!
 //! ## Layers
 //!
-//! * [`format`] — pure encoders and decoders of the wire formats.
+//! * [`format`](mod@format) — pure encoders and decoders of the wire formats.
 //! * [`store`] — object-store access: outcome classification, wrappers.
 //! * [`wal`] — the write-ahead log on a bucket: manifest, producer, replica.
 //! * [`storage`] — backends of the shared log behind the [`Storage`] trait.

@@ -1,7 +1,8 @@
 //! The shared log on a bucket: the conformance suite on the writer (on an
-//! in-memory store and on the real SeaweedFS server), followers that see
-//! exactly the writer's log, failover that fences the old writer, and
-//! follower restarts.
+//! in-memory store, on the real SeaweedFS server and on the real Azurite
+//! server), followers that see exactly the writer's log, failover that
+//! fences the old writer, and follower restarts. Every scenario body takes
+//! the store, so each runs on every store.
 
 mod support;
 
@@ -39,6 +40,11 @@ weft::conformance_suite!(bucket_in_memory, || async {
 
 weft::conformance_suite!(bucket_seaweedfs, || async {
     let (store, _) = support::s3::store("bucket_conformance");
+    Fixture::new(writer(store).await)
+});
+
+weft::conformance_suite!(bucket_azurite, || async {
+    let (store, _) = support::azure::store("bucket_conformance");
     Fixture::new(writer(store).await)
 });
 
@@ -147,8 +153,24 @@ async fn follower_sees_the_writers_log_on_seaweedfs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reopened_writer_resumes_counters_and_kv_holds_across_handles() {
+async fn follower_sees_the_writers_log_on_azurite() {
+    let (store, _) = support::azure::store("bucket_follower");
+    follower_sees_the_writers_log(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopened_writer_resumes_counters_and_kv_holds_across_handles_on_seaweedfs() {
     let (store, _) = support::s3::store("bucket_reopen");
+    reopened_writer_resumes_counters_and_kv_holds_across_handles(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopened_writer_resumes_counters_and_kv_holds_across_handles_on_azurite() {
+    let (store, _) = support::azure::store("bucket_reopen");
+    reopened_writer_resumes_counters_and_kv_holds_across_handles(store).await;
+}
+
+async fn reopened_writer_resumes_counters_and_kv_holds_across_handles(store: Arc<dyn ObjectStore>) {
     let w1 = writer(store.clone()).await;
     write_some(&w1, 0, 7).await;
     let kv1 = w1.kv("lease:x".parse().unwrap()).unwrap();
@@ -166,4 +188,200 @@ async fn reopened_writer_resumes_counters_and_kv_holds_across_handles() {
     assert!(!kv2.delete_if("owner", b"b").await.unwrap());
     assert!(kv2.delete_if("owner", b"a").await.unwrap());
     assert!(kv2.set_if_absent("owner", "b").await.unwrap());
+}
+
+/// Regression: a conditional append that conflicted only with an append
+/// still in flight answered `Conflict` at once; when that append then
+/// failed (nothing committed), the answer named a version no state of the
+/// log ever had. It now waits for the appends in flight. Found by the
+/// simulation (tests/simulation.rs).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_conflict_with_an_append_in_flight_waits_for_it() {
+    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
+    let opts = BucketOptions {
+        flush_interval: Duration::from_millis(50),
+        retry: RetryPolicy {
+            max_attempts: 2,
+            base_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(5),
+            jitter: 0.0,
+        },
+        seed: Some(1),
+        ..BucketOptions::default()
+    };
+    let acct: LogTag = "acct:0".parse().unwrap();
+
+    // The append in flight commits: the conflict is real, and answered
+    // after it.
+    let log = Log::new(
+        BucketStorage::open(faults.clone(), "a", opts.clone())
+            .await
+            .unwrap(),
+    );
+    let first = tokio::spawn({
+        let (log, acct) = (log.clone(), acct.clone());
+        async move { log.append(AppendRequest::new(acct, "first")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let err = log
+        .append_if(AppendRequest::new(acct.clone(), "second"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(err.conflict_next_version(), Some(1));
+    assert_eq!(first.await.unwrap().unwrap().stream_version, 0);
+    assert_eq!(
+        log.next_version(&acct),
+        1,
+        "the conflict's answer is readable"
+    );
+
+    // The append in flight fails: no conflict is reported, the writer's
+    // failure is.
+    let log = Log::new(
+        BucketStorage::open(faults.clone(), "b", opts)
+            .await
+            .unwrap(),
+    );
+    faults.fail_puts_under("b/segments/");
+    let first = tokio::spawn({
+        let (log, acct) = (log.clone(), acct.clone());
+        async move { log.append(AppendRequest::new(acct, "first")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let err = log
+        .append_if(AppendRequest::new(acct.clone(), "second"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
+    assert_eq!(
+        first.await.unwrap().unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+    assert_eq!(log.next_version(&acct), 0, "nothing was committed");
+}
+
+/// Regression: opening a writer on a segment-numbered (v1/v2) WAL claimed
+/// it first — bumping its epoch, fencing its writer and converting its
+/// manifest to v4 — and then failed with `Corrupt` instead of the
+/// documented `InvalidInput`. It is now refused before anything is
+/// written.
+#[tokio::test]
+async fn a_segment_numbered_wal_is_refused_untouched() {
+    use object_store::path::Path;
+    use weft::format::{Compression, ManifestVersion, SegmentVersion, encode_segment};
+    use weft::wal::Manifest;
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    for version in [ManifestVersion::V1, ManifestVersion::V2] {
+        let mut m = Manifest::new(version);
+        m.bump_epoch().unwrap();
+        let seg = encode_segment(&[b"record"], Compression::None, SegmentVersion::V1).unwrap();
+        store
+            .put(&Path::from("wal/seg/0"), seg.into())
+            .await
+            .unwrap();
+        m.append("wal/seg/0", vec![], 1).unwrap();
+        let before = m.to_bytes().unwrap();
+        store
+            .put(&Path::from("wal/manifest"), before.clone().into())
+            .await
+            .unwrap();
+        let err = BucketStorage::open(store.clone(), "wal", options())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{version:?}: {err}");
+        let after = store
+            .get(&Path::from("wal/manifest"))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(after, before, "{version:?}: the manifest was not touched");
+    }
+}
+
+/// Regression: the rebuild on open read the log in one pass, so a single
+/// failed segment fetch failed the open — after the claim had already
+/// fenced the previous writer. On a flaky store a long log could not be
+/// opened at all. The rebuild now retries, resuming where it stopped.
+/// Found by the bucket-log simulation.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
+    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
+    let first = writer(faults.clone()).await;
+    write_some(&first, 0, 6).await;
+    let want = everything(&first).await;
+    first.close().await.unwrap();
+
+    faults.fail_gets_under("log/segments/");
+    tokio::spawn({
+        let faults = faults.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            faults.clear_get_failures();
+        }
+    });
+    let opts = BucketOptions {
+        retry: RetryPolicy {
+            max_attempts: 10,
+            base_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_millis(200),
+            jitter: 0.0,
+        },
+        ..options()
+    };
+    let second = Log::new(
+        BucketStorage::open(faults.clone(), "log", opts)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(everything(&second).await, want);
+    assert!(
+        faults.stats().prefix_failures > 0,
+        "the rebuild met failures"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_append_does_not_hide_the_appends_after_it() {
+    use weft::store::{FaultConfig, FaultStore, OpFaults};
+    // Slow uploads, so the first append is still waiting when its caller
+    // gives up.
+    let slow = FaultStore::wrap(
+        Arc::new(InMemory::new()),
+        FaultConfig {
+            seed: 5,
+            put: OpFaults {
+                latency: 1.0,
+                latency_min: Duration::from_millis(150),
+                latency_max: Duration::from_millis(200),
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        },
+    );
+    let log = writer(slow).await;
+    let t: LogTag = "t".parse().unwrap();
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(20),
+        log.append(AppendRequest::new(t.clone(), "first")),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the first append was still in flight");
+    let r = log
+        .append(AppendRequest::new(t.clone(), "second"))
+        .await
+        .unwrap();
+    assert_eq!(r.seqnum, 1);
+    // Read-your-writes: the second is visible when its append returns, and
+    // so is the first, which the WAL committed before it.
+    let all: Vec<Vec<u8>> = everything(&log)
+        .await
+        .into_iter()
+        .map(|e| e.data.to_vec())
+        .collect();
+    assert_eq!(all, [b"first".to_vec(), b"second".to_vec()]);
 }

@@ -54,7 +54,7 @@ fn payload(round: u64, w: u64, c: u64, idx: u64) -> Vec<u8> {
     let mut out = format!("r{round} w{w} c{c} i{idx}|").into_bytes();
     // Mostly small payloads, and now and then one large enough for the
     // writer's vectored (uncopied) path.
-    let filler = if m % 23 == 0 {
+    let filler = if m.is_multiple_of(23) {
         (65_536 + m % 100_000) as usize
     } else {
         (m % 3000) as usize

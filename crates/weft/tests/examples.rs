@@ -24,6 +24,7 @@ macro_rules! examples {
 
 examples! {
     actor_checkpoint => "../examples/actor_checkpoint.rs",
+    file_persisted => "../examples/file_persisted.rs",
     order_fulfilment => "../examples/order_fulfilment.rs",
     quick_start => "../examples/quick_start.rs",
     typed_views => "../examples/typed_views.rs",

@@ -536,6 +536,28 @@ async fn closing_the_log_at_any_point_is_a_clean_stop() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_folds_a_backlog_larger_than_one_read_before_executing() {
+    let log = Log::memory();
+    let tag = LogTag::with_key("fragile", "big").unwrap();
+    let requests: Vec<_> = (0..2500)
+        .map(|_| AppendRequest::new(tag.clone(), "fine"))
+        .collect();
+    log.append_batch(requests).await.unwrap();
+    let mut engine = ExecutorEngine::new(log.clone());
+    let mut watch = engine.register(fragile("big")).unwrap();
+    let handle = engine.start().unwrap();
+    let first = within("replay", watch.wait_for(|s| s.executions == 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.state, 2500,
+        "the whole backlog before the first execute"
+    );
+    assert_eq!(first.applied_through, Some(2499));
+    within("shutdown", handle.shutdown()).await;
+}
+
 #[tokio::test]
 async fn registration_rejects_duplicate_and_empty_names() {
     let log = Log::memory();

@@ -1,8 +1,10 @@
 //! Runs the fuzz targets' bodies (shared with `fuzz/`) over the committed
 //! corpus, so their checks are part of `cargo test` on stable.
 //!
-//! Corpus files named `bad_*` must be rejected; every other file is a valid
-//! object and must decode, re-encode and decode to the same value.
+//! Corpus files named `bad_*` must be rejected; other named files (`*.bin`)
+//! are valid objects and must decode, re-encode and decode to the same
+//! value; files a fuzz run added (40-hex-digit names, libFuzzer's own) only
+//! have to pass the body's checks, whichever way they decode.
 
 #[path = "../../../fuzz/src/lib.rs"]
 #[allow(unreachable_pub)]
@@ -30,7 +32,14 @@ fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
 fn run(target: &str, body: fn(&[u8]) -> bool) {
     for (name, bytes) in corpus(target) {
         let decoded = body(&bytes);
-        assert_eq!(decoded, !name.starts_with("bad_"), "{target}/{name}");
+        let found_by_fuzzer = name.len() == 40 && name.bytes().all(|b| b.is_ascii_hexdigit());
+        if !found_by_fuzzer {
+            assert!(
+                name.ends_with(".bin"),
+                "{target}/{name}: unexpected corpus file name"
+            );
+            assert_eq!(decoded, !name.starts_with("bad_"), "{target}/{name}");
+        }
         // Every prefix too: the cheapest slice of what the fuzzer explores.
         for len in 0..bytes.len() {
             body(&bytes[..len]);
@@ -46,4 +55,216 @@ fn segment_decode_target_over_its_corpus() {
 #[test]
 fn manifest_decode_target_over_its_corpus() {
     run("manifest_decode", fuzz_bodies::manifest_decode);
+}
+
+#[test]
+fn frame_decode_target_over_its_corpus() {
+    run("frame_decode", fuzz_bodies::frame_decode);
+}
+
+#[test]
+fn cursor_decode_target_over_its_corpus() {
+    run("cursor_decode", fuzz_bodies::cursor_decode);
+}
+
+// ---------- seed inputs generated in code ----------
+//
+// The frame and cursor corpora start from these inputs, so a change to
+// either layout shows up here first. `WEFT_WRITE_CORPUS=1 cargo test -p weft
+// --test fuzz_corpus` (re)writes them.
+
+use weft::LogEntry;
+use weft::format::frame;
+use weft::wal::Cursor;
+use weft::wal::cursor::encode_cursor;
+
+fn frame_of(seqnum: u64, tags: &[&str], data: &[u8], offset: u32, end: bool) -> Vec<u8> {
+    let e = LogEntry {
+        seqnum,
+        stream_version: seqnum / 2,
+        tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
+        data: bytes::Bytes::copy_from_slice(data),
+        timestamp_ms: 1_700_000_000_000,
+    };
+    let mut out = Vec::new();
+    frame::encode(&mut out, &e, offset, end).unwrap();
+    out
+}
+
+/// Recomputes a frame's CRC after a deliberate edit, so the edit is what
+/// the decoder must reject, not the checksum.
+fn reseal_frame(mut f: Vec<u8>) -> Vec<u8> {
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&f[..4]), &f[8..]);
+    f[4..8].copy_from_slice(&crc.to_le_bytes());
+    f
+}
+
+fn frame_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let tags = frame_of(41, &["orders:o-1", "all"], b"placed", 2, false);
+    let long_tag = format!("{}:{}", "n".repeat(255), "k".repeat(255));
+    let many: Vec<String> = (0..12).map(|i| format!("t{i}:k{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let mut flipped = tags.clone();
+    flipped[45] ^= 0x04;
+    let mut reserved = tags.clone();
+    reserved[36] |= 0x80;
+    let mut no_tags = tags.clone();
+    no_tags[37] = 0;
+    let mut bad_offset = frame_of(1, &["a"], b"x", 0, true);
+    bad_offset[32] = 5;
+    let mut tiny = tags.clone();
+    tiny[..4].copy_from_slice(&3u32.to_le_bytes());
+    vec![
+        ("frame_min.bin", frame_of(0, &["a"], b"", 0, true)),
+        ("frame_tags.bin", tags.clone()),
+        ("frame_many_tags.bin", frame_of(7, &many, b"x", 7, true)),
+        (
+            "frame_long_tag.bin",
+            frame_of(1 << 40, &[long_tag.as_str()], &[0xAB; 300], 0, true),
+        ),
+        (
+            "frame_then_next.bin",
+            [tags.clone(), frame_of(42, &["all"], b"next", 3, true)].concat(),
+        ),
+        ("bad_frame_truncated.bin", tags[..tags.len() - 1].to_vec()),
+        ("bad_frame_flipped.bin", flipped),
+        ("bad_frame_reserved_flag.bin", reseal_frame(reserved)),
+        ("bad_frame_zero_tags.bin", reseal_frame(no_tags)),
+        ("bad_frame_offset_past_seqnum.bin", reseal_frame(bad_offset)),
+        ("bad_frame_tiny_length.bin", tiny),
+    ]
+}
+
+fn reseal_cursor(mut c: Vec<u8>) -> Vec<u8> {
+    let n = c.len() - 4;
+    let crc = crc32c::crc32c(&c[..n]);
+    c[n..].copy_from_slice(&crc.to_le_bytes());
+    c
+}
+
+fn cursor_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let mid = encode_cursor(Cursor {
+        entry: 7,
+        record: 3,
+    })
+    .to_vec();
+    let mut flipped = mid.clone();
+    flipped[9] ^= 0x01;
+    let mut version = mid.clone();
+    version[4] = 2;
+    let mut magic = mid.clone();
+    magic[0] = b'X';
+    vec![
+        (
+            "cursor_zero.bin",
+            encode_cursor(Cursor::at_entry(0)).to_vec(),
+        ),
+        ("cursor_mid.bin", mid.clone()),
+        (
+            "cursor_max.bin",
+            encode_cursor(Cursor {
+                entry: u64::MAX,
+                record: u32::MAX,
+            })
+            .to_vec(),
+        ),
+        ("bad_cursor_short.bin", mid[..mid.len() - 1].to_vec()),
+        ("bad_cursor_long.bin", [mid.as_slice(), &[0]].concat()),
+        ("bad_cursor_flipped.bin", flipped),
+        ("bad_cursor_version.bin", reseal_cursor(version)),
+        ("bad_cursor_magic.bin", reseal_cursor(magic)),
+    ]
+}
+
+/// Named corpus inputs.
+type Seeds = Vec<(&'static str, Vec<u8>)>;
+
+/// Objects shaped like a bucket log's: a v4 manifest with metadata and a
+/// snapshot pointer, and segments whose records are entry frames.
+fn bucket_log_seeds() -> (Seeds, Seeds) {
+    use weft::format::{
+        Compression, ManifestVersion, Metadata, SegmentVersion, SnapshotPointer, encode_segment,
+    };
+    use weft::wal::Manifest;
+    let mut m = Manifest::new(ManifestVersion::V4);
+    m.bump_epoch().unwrap();
+    m.bump_epoch().unwrap();
+    let meta = |start_index| Metadata {
+        start_index,
+        ingestion_ms: 1_700_000_000_000,
+        payload: bytes::Bytes::from_static(b"group"),
+    };
+    let run = "log/segments/01J00000000000000000000000";
+    m.append(format!("{run}/0000000000000000"), vec![meta(0), meta(2)], 3)
+        .unwrap();
+    m.append(format!("{run}/0000000000000001"), vec![], 1)
+        .unwrap();
+    m.set_snapshot(Some(SnapshotPointer {
+        location: "log/snapshots/2".into(),
+        through_seq: 2,
+        created_ms: 1_700_000_000_500,
+    }))
+    .unwrap();
+    let manifest = m.to_bytes().unwrap().to_vec();
+    let mut flipped_manifest = manifest.clone();
+    flipped_manifest[10] ^= 0x20;
+    let frames = vec![
+        frame_of(0, &["acct:1", "all"], b"opened", 0, false),
+        frame_of(1, &["acct:2"], b"opened", 1, true),
+        frame_of(2, &["acct:1"], b"deposit", 0, true),
+    ];
+    let segment = encode_segment(&frames, Compression::None, SegmentVersion::V2)
+        .unwrap()
+        .to_vec();
+    let zstd = encode_segment(&frames, Compression::Zstd, SegmentVersion::V2)
+        .unwrap()
+        .to_vec();
+    let mut flipped_segment = segment.clone();
+    flipped_segment[6] ^= 0x01;
+    (
+        vec![
+            ("manifest_v4_bucket_log.bin", manifest),
+            ("bad_manifest_v4_flipped.bin", flipped_manifest),
+        ],
+        vec![
+            ("segment_v2_frames.bin", segment),
+            ("segment_v2_zstd_frames.bin", zstd),
+            ("bad_segment_v2_flipped.bin", flipped_segment),
+        ],
+    )
+}
+
+#[test]
+fn generated_seed_inputs_are_in_the_corpus() {
+    let write = std::env::var("WEFT_WRITE_CORPUS").is_ok_and(|v| v == "1");
+    let (manifests, segments) = bucket_log_seeds();
+    for (target, seeds) in [
+        ("frame_decode", frame_seeds()),
+        ("cursor_decode", cursor_seeds()),
+        ("manifest_decode", manifests),
+        ("segment_decode", segments),
+    ] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus")
+            .join(target);
+        for (name, bytes) in seeds {
+            let path = dir.join(name);
+            if write {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &bytes).unwrap();
+            }
+            let stored = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!(
+                    "{} missing ({e}); run with WEFT_WRITE_CORPUS=1",
+                    path.display()
+                )
+            });
+            assert_eq!(
+                stored,
+                bytes,
+                "{}: regenerate with WEFT_WRITE_CORPUS=1",
+                path.display()
+            );
+        }
+    }
 }

@@ -750,3 +750,255 @@ async fn an_upstream_v1_manifest_is_continued_in_its_own_layout_or_upgraded() {
     assert_eq!(m.next_sequence(), 5);
     assert_eq!(m.entries()[3].count, Some(2));
 }
+
+/// Lets the next manifest put land, then keeps its caller waiting and
+/// reports a timeout: the "hears nothing" ambiguity, on one chosen request.
+#[derive(Debug)]
+struct HangNextManifestPut {
+    inner: Arc<dyn ObjectStore>,
+    armed: std::sync::atomic::AtomicBool,
+    hang: Duration,
+}
+
+impl std::fmt::Display for HangNextManifestPut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HangNextManifestPut({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for HangNextManifestPut {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        use std::sync::atomic::Ordering;
+        let hang = location.as_ref() == MANIFEST && self.armed.swap(false, Ordering::SeqCst);
+        let r = self.inner.put_opts(location, payload, opts).await;
+        if !hang {
+            return r;
+        }
+        tokio::time::sleep(self.hang).await;
+        Err(object_store::Error::Generic {
+            store: "test",
+            source: Box::new(object_store::client::HttpError::new(
+                object_store::client::HttpErrorKind::Timeout,
+                std::io::Error::other("no answer"),
+            )),
+        })
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    async fn delete(&self, location: &Path) -> object_store::Result<()> {
+        self.inner.delete(location).await
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy(from, to).await
+    }
+    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy_if_not_exists(from, to).await
+    }
+}
+
+/// Regression: a commit whose CAS landed but went unanswered, followed by a
+/// newer writer's claim, was reported `Fenced` ("not committed") although
+/// the batch is in the log the newer writer continues. Found by the
+/// simulation.
+#[tokio::test(start_paused = true)]
+async fn a_commit_that_landed_before_the_fence_is_acknowledged() {
+    use std::sync::atomic::Ordering;
+    let inner = memory();
+    let hanging = Arc::new(HangNextManifestPut {
+        inner: inner.clone(),
+        armed: false.into(),
+        hang: Duration::from_secs(30),
+    });
+    let first = builder(hanging.clone()).open().await.unwrap();
+    hanging.armed.store(true, Ordering::SeqCst);
+    let landed = first.append(batch(0, 2), None).await.unwrap();
+    // The commit lands; its answer is still outstanding.
+    while manifest(&inner, MANIFEST).await.is_empty() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let second = builder(inner.clone()).with_seed(8).open().await.unwrap();
+    assert_eq!(second.epoch(), 2);
+    assert_eq!(
+        landed.wait().await.unwrap(),
+        0,
+        "committed before the claim"
+    );
+    let late = first.append(batch(1, 1), None).await.unwrap();
+    assert_eq!(late.wait().await.unwrap_err().kind(), ErrorKind::Fenced);
+    let next = second.append(batch(2, 1), None).await.unwrap();
+    assert_eq!(next.wait().await.unwrap(), 2);
+    second.close().await.unwrap();
+    let log: Vec<Bytes> = records(&inner, MANIFEST)
+        .await
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(log, [batch(0, 2), batch(2, 1)].concat());
+}
+
+/// What the next manifest put meets, in order; puts past the script pass.
+#[derive(Debug, Clone, Copy)]
+enum ManifestPut {
+    /// Answered with a timeout at once, applied `after` later.
+    Late(Duration),
+    /// A 503: refused, nothing applied.
+    Refused,
+}
+
+#[derive(Debug)]
+struct ScriptedManifestPuts {
+    inner: Arc<dyn ObjectStore>,
+    script: Mutex<std::collections::VecDeque<ManifestPut>>,
+}
+
+impl std::fmt::Display for ScriptedManifestPuts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ScriptedManifestPuts({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for ScriptedManifestPuts {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let next = if location.as_ref() == MANIFEST {
+            self.script.lock().unwrap().pop_front()
+        } else {
+            None
+        };
+        match next {
+            None => self.inner.put_opts(location, payload, opts).await,
+            Some(ManifestPut::Late(after)) => {
+                let (inner, path) = (self.inner.clone(), location.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let _ = inner.put_opts(&path, payload, opts).await;
+                });
+                Err(object_store::Error::Generic {
+                    store: "test",
+                    source: Box::new(object_store::client::HttpError::new(
+                        object_store::client::HttpErrorKind::Timeout,
+                        std::io::Error::other("no answer"),
+                    )),
+                })
+            }
+            Some(ManifestPut::Refused) => Err(object_store::Error::Generic {
+                store: "test",
+                source: "503 Service Unavailable".into(),
+            }),
+        }
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    async fn delete(&self, location: &Path) -> object_store::Result<()> {
+        self.inner.delete(location).await
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy(from, to).await
+    }
+    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+        self.inner.copy_if_not_exists(from, to).await
+    }
+}
+
+/// Regression: a commit whose unanswered attempt had not landed (yet) when
+/// the retries ran out was reported `Unavailable` ("nothing committed"),
+/// but a server may still apply that attempt afterwards — its condition
+/// still held. It is now `Indeterminate`. Found by the simulation with
+/// late writes.
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_commit_that_may_still_land_is_indeterminate() {
+    let inner = memory();
+    let scripted = Arc::new(ScriptedManifestPuts {
+        inner: inner.clone(),
+        script: Mutex::new(Default::default()),
+    });
+    let p = builder(scripted.clone())
+        .with_retry_policy(RetryPolicy {
+            max_attempts: 3,
+            ..fast_retries()
+        })
+        .open()
+        .await
+        .unwrap();
+    scripted.script.lock().unwrap().extend([
+        ManifestPut::Late(Duration::from_secs(5)),
+        ManifestPut::Refused,
+        ManifestPut::Refused,
+    ]);
+    let d = p.append(batch(0, 2), None).await.unwrap();
+    let err = d.wait().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Indeterminate, "{err}");
+    assert!(
+        manifest(&inner, MANIFEST).await.is_empty(),
+        "not landed yet"
+    );
+    // The server finishes the request its client gave up on.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(records(&inner, MANIFEST).await.len(), 2, "it did land");
+
+    // Refusals alone (nothing unanswered) still prove nothing landed.
+    let p = builder(scripted.clone())
+        .with_seed(8)
+        .with_retry_policy(RetryPolicy {
+            max_attempts: 2,
+            ..fast_retries()
+        })
+        .open()
+        .await
+        .unwrap();
+    scripted
+        .script
+        .lock()
+        .unwrap()
+        .extend([ManifestPut::Refused, ManifestPut::Refused]);
+    let d = p.append(batch(1, 1), None).await.unwrap();
+    assert_eq!(d.wait().await.unwrap_err().kind(), ErrorKind::Unavailable);
+    assert_eq!(records(&inner, MANIFEST).await.len(), 2);
+}

@@ -362,3 +362,51 @@ async fn corrupt_segment_stops_the_replica_with_a_corrupt_error() {
     assert_eq!(datas(&seen), vec!["s0r0", "s0r1"]);
     assert_eq!(replica.cursor(), Some(Cursor::at_entry(2)));
 }
+
+/// Regression: a step that loaded a new manifest and then failed to fetch a
+/// segment kept the manifest's ETag, so every later step saw "unchanged"
+/// and applied nothing until the writer committed again; on a quiet log the
+/// replica stayed behind for good.
+#[tokio::test]
+async fn a_failed_segment_fetch_is_retried_even_if_the_manifest_is_unchanged() {
+    use weft::store::{FaultConfig, FaultStore};
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    write_log(&inner, 1, 2).await;
+    let faults = FaultStore::wrap(inner.clone(), FaultConfig::default());
+    let (seen, applier) = collecting();
+    let mut replica = Replica::builder(faults.clone(), MANIFEST, applier).build();
+    replica.poll().await.unwrap();
+    assert_eq!(datas(&seen), vec!["s0r0", "s0r1"]);
+
+    // The writer commits a second segment; fetching it fails once.
+    let mut manifest = Manifest::from_bytes(
+        &inner
+            .get(&Path::from(MANIFEST))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let loc = "wal/seg/run/0000000000000001";
+    let bytes = encode_segment(&["s1r0"], Compression::None, SegmentVersion::V2).unwrap();
+    inner.put(&Path::from(loc), bytes.into()).await.unwrap();
+    manifest.append(loc, vec![], 1).unwrap();
+    put_manifest(&inner, &manifest).await;
+    faults.fail_gets_under("wal/seg/");
+    assert_eq!(
+        replica.poll().await.unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+    faults.clear_get_failures();
+
+    // The manifest has not changed since, but its last entry is not applied.
+    let step = replica.poll().await.unwrap();
+    assert!(step.unchanged);
+    assert_eq!(step.applied, 1);
+    assert_eq!(datas(&seen), vec!["s0r0", "s0r1", "s1r0"]);
+    assert_eq!(replica.cursor(), Some(Cursor::at_entry(3)));
+    let quiet = replica.poll().await.unwrap();
+    assert_eq!((quiet.unchanged, quiet.applied), (true, 0));
+}

@@ -130,6 +130,9 @@ impl<E: Executor> Run<E> {
             match chunk.last() {
                 Some(last) if chunk.len() == REPLAY_CHUNK => {
                     from = Position::At(last.seqnum + 1);
+                    // Reads from memory complete without suspending; give
+                    // the other tasks on this worker a turn between chunks.
+                    tokio::task::yield_now().await;
                 }
                 _ => break,
             }

@@ -7,6 +7,8 @@
 //!   snapshot block, and a footer carrying the epoch and next sequence.
 //! * [`frame`] — the checksummed entry frame of the `dir` backend's
 //!   segment files (also the record layout of bucket segments).
+//! * [`log_state`] — the shared log's numbering state at a trim point, the
+//!   base snapshot a bucket log stores when it trims.
 //!
 //! The byte layouts are drawn in `docs/FORMATS.md`. Decoders report bad
 //! bytes as [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt); encoders
@@ -15,9 +17,11 @@
 
 mod cursor;
 pub mod frame;
+pub mod log_state;
 pub mod manifest;
 pub mod segment;
 
+pub use log_state::{LogState, decode_log_state, encode_log_state};
 pub use manifest::{
     MANIFEST_FOOTER_LEN, MANIFEST_V4_FOOTER_LEN, ManifestData, ManifestEntry, ManifestFooter,
     ManifestVersion, Metadata, SNAPSHOT_BLOCK_FIXED_LEN, SnapshotPointer, check_snapshot,

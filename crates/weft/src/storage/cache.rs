@@ -26,6 +26,19 @@ impl EntryCache {
         }
     }
 
+    /// An empty cache of a log trimmed before `first`, whose version
+    /// numbering goes on from `floors` (see
+    /// [`LogIndex::with_version_floors`]).
+    pub fn with_version_floors(
+        first: u64,
+        floors: impl IntoIterator<Item = (LogTag, u64)>,
+    ) -> Self {
+        EntryCache {
+            index: LogIndex::with_version_floors(first, floors),
+            entries: VecDeque::new(),
+        }
+    }
+
     /// The read index.
     pub fn index(&self) -> &LogIndex {
         &self.index

@@ -35,6 +35,41 @@ impl LogIndex {
         }
     }
 
+    /// An empty index whose first seqnum is `first`, for a log trimmed
+    /// before it: each `(tag, next_version)` sets where that tag's version
+    /// numbering goes on (its latest version is `next_version - 1`, and
+    /// versions below `next_version` read as trimmed).
+    pub fn with_version_floors(
+        first: u64,
+        floors: impl IntoIterator<Item = (LogTag, u64)>,
+    ) -> Self {
+        let mut index = LogIndex::starting_at(first);
+        for (tag, next) in floors {
+            index.by_version.insert(
+                tag,
+                VersionIndex {
+                    first_version: next,
+                    seqnums: VecDeque::new(),
+                },
+            );
+        }
+        index
+    }
+
+    /// For every primary tag with an entry `<= through` (or a floor from an
+    /// earlier trim), the version its next entry would get had the log
+    /// ended after `through`: the floors to keep when trimming there.
+    pub fn next_versions_through(&self, through: u64) -> Vec<(LogTag, u64)> {
+        self.by_version
+            .iter()
+            .filter_map(|(tag, stream)| {
+                let upto = stream.seqnums.partition_point(|&s| s <= through) as u64;
+                let next = stream.first_version + upto;
+                (next > 0).then(|| (tag.clone(), next))
+            })
+            .collect()
+    }
+
     /// The first live seqnum.
     pub fn first(&self) -> u64 {
         self.first

@@ -1,11 +1,13 @@
 //! Where a log lives, and how to build the object store that reaches it.
 //!
 //! [`Location::parse`] turns the text a user types (`s3://bucket/prefix`,
-//! `file:///path`, `/plain/dir`) into a [`Location`]; [`S3Settings`] holds
-//! the connection settings of an S3-compatible bucket, read from the
-//! standard AWS environment variables and overridable field by field;
-//! [`S3Settings::build`] returns an `Arc<dyn ObjectStore>` rooted at the
-//! prefix.
+//! `az://container/prefix`, `file:///path`, `/plain/dir`) into a
+//! [`Location`]; [`S3Settings`] holds the connection settings of an
+//! S3-compatible bucket, read from the standard AWS environment variables and
+//! overridable field by field; [`S3Settings::build`] returns an
+//! `Arc<dyn ObjectStore>` rooted at the prefix. The Azure counterpart is
+//! [`AzureSettings`](super::AzureSettings) (in [`azure`](super::azure));
+//! [`StoreSettings`] carries both, and [`build_store`] picks by location.
 //!
 //! Settings chosen for S3-compatible servers (SeaweedFS, MinIO, R2):
 //! path-style requests (the bucket in the path, not the host name), ETag
@@ -25,6 +27,7 @@ use object_store::prefix::PrefixStore;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 use serde::{Deserialize, Serialize};
 
+use super::azure::{AzureSettings, validate_container};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where a log lives.
@@ -36,6 +39,14 @@ pub enum Location {
         /// The bucket name.
         bucket: String,
         /// The key prefix inside the bucket.
+        prefix: String,
+    },
+    /// An Azure Blob container, with an optional blob-name prefix (no
+    /// leading or trailing `/`; empty for the container root).
+    Azure {
+        /// The container name.
+        container: String,
+        /// The blob-name prefix inside the container.
         prefix: String,
     },
     /// A local directory used as an object store (`file:///path`).
@@ -51,28 +62,31 @@ pub enum Location {
 }
 
 impl Location {
-    /// Parses `s3://bucket[/prefix]`, `file:///absolute/path` or a plain
-    /// path (absolute or relative).
+    /// Parses `s3://bucket[/prefix]`, `az://container[/prefix]`,
+    /// `file:///absolute/path` or a plain path (absolute or relative).
     ///
     /// Errors: [`ErrorKind::InvalidInput`] for an empty string, an unknown
-    /// scheme, a missing bucket, a `file://` URL that is not absolute or has
-    /// a host, or a prefix with empty segments (`a//b`).
+    /// scheme, a missing or invalid bucket or container name, a `file://`
+    /// URL that is not absolute or has a host, or a prefix with empty
+    /// segments (`a//b`).
     pub fn parse(text: &str) -> Result<Location> {
         let text = text.trim();
         if text.is_empty() {
             return Err(Error::invalid_input("location is empty"));
         }
         if let Some(rest) = text.strip_prefix("s3://") {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let (bucket, prefix) = split_prefix(text, rest)?;
             validate_bucket(bucket)?;
-            let prefix = prefix.trim_end_matches('/');
-            if !prefix.is_empty() && prefix.split('/').any(str::is_empty) {
-                return Err(Error::invalid_input(format!(
-                    "location {text:?}: the prefix has an empty path segment"
-                )));
-            }
             return Ok(Location::S3 {
                 bucket: bucket.to_string(),
+                prefix: prefix.to_string(),
+            });
+        }
+        if let Some(rest) = text.strip_prefix("az://") {
+            let (container, prefix) = split_prefix(text, rest)?;
+            validate_container(container)?;
+            return Ok(Location::Azure {
+                container: container.to_string(),
                 prefix: prefix.to_string(),
             });
         }
@@ -89,7 +103,8 @@ impl Location {
         }
         if let Some((scheme, _)) = text.split_once("://") {
             return Err(Error::invalid_input(format!(
-                "location {text:?}: unsupported scheme {scheme:?} (use s3://, file:// or a path)"
+                "location {text:?}: unsupported scheme {scheme:?} \
+                 (use s3://, az://, file:// or a path)"
             )));
         }
         Ok(Location::Dir {
@@ -103,10 +118,27 @@ impl fmt::Display for Location {
         match self {
             Location::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
             Location::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+            Location::Azure { container, prefix } if prefix.is_empty() => {
+                write!(f, "az://{container}")
+            }
+            Location::Azure { container, prefix } => write!(f, "az://{container}/{prefix}"),
             Location::File { path } => write!(f, "file://{}", path.display()),
             Location::Dir { path } => write!(f, "{}", path.display()),
         }
     }
+}
+
+/// Splits `rest` (a URL after its scheme) into the bucket or container and
+/// the prefix, without trailing `/`.
+fn split_prefix<'a>(text: &str, rest: &'a str) -> Result<(&'a str, &'a str)> {
+    let (name, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let prefix = prefix.trim_end_matches('/');
+    if !prefix.is_empty() && prefix.split('/').any(str::is_empty) {
+        return Err(Error::invalid_input(format!(
+            "location {text:?}: the prefix has an empty path segment"
+        )));
+    }
+    Ok((name, prefix))
 }
 
 fn validate_bucket(bucket: &str) -> Result<()> {
@@ -253,22 +285,8 @@ impl S3Settings {
                 "an access key id needs a secret access key, and the reverse",
             ));
         }
-        let mut client = ClientOptions::new();
-        if let Some(t) = self.request_timeout {
-            client = client.with_timeout(t);
-        }
-        if let Some(t) = self.connect_timeout {
-            client = client.with_connect_timeout(t);
-        }
-        let retry = RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: Duration::from_millis(50),
-                max_backoff: Duration::from_secs(1),
-                base: 2.0,
-            },
-            max_retries: self.http_retries.unwrap_or(2),
-            retry_timeout: self.http_retry_timeout.unwrap_or(Duration::from_secs(10)),
-        };
+        let client = client_options(self.request_timeout, self.connect_timeout);
+        let retry = retry_config(self.http_retries, self.http_retry_timeout);
         // `with_client_options` replaces the whole ClientOptions, allow_http
         // included, so the client options go first and allow_http after.
         let mut builder = AmazonS3Builder::new()
@@ -305,6 +323,102 @@ impl S3Settings {
     }
 }
 
+/// The HTTP client options every cloud store gets: the given timeouts, and
+/// object_store's defaults for the rest.
+pub(crate) fn client_options(
+    request_timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+) -> ClientOptions {
+    let mut client = ClientOptions::new();
+    if let Some(t) = request_timeout {
+        client = client.with_timeout(t);
+    }
+    if let Some(t) = connect_timeout {
+        client = client.with_connect_timeout(t);
+    }
+    client
+}
+
+/// object_store's own HTTP retries: few and short, because weft's callers
+/// retry with a [`RetryPolicy`](super::RetryPolicy) that knows which
+/// failures are ambiguous.
+pub(crate) fn retry_config(retries: Option<usize>, timeout: Option<Duration>) -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(1),
+            base: 2.0,
+        },
+        max_retries: retries.unwrap_or(2),
+        retry_timeout: timeout.unwrap_or(Duration::from_secs(10)),
+    }
+}
+
+/// The connection settings of every kind of object store a [`Location`]
+/// can name; [`build_store`] uses the part that matches the location (its
+/// bucket or container and prefix come from the location).
+///
+/// `&S3Settings` and `&AzureSettings` convert into it, so a caller that only
+/// deals with one cloud passes its settings as they are.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoreSettings {
+    /// Used for [`Location::S3`].
+    pub s3: S3Settings,
+    /// Used for [`Location::Azure`].
+    pub azure: AzureSettings,
+}
+
+impl StoreSettings {
+    /// Both clouds' settings from the process environment (see
+    /// [`S3Settings::from_env`] and [`AzureSettings::from_env`]).
+    ///
+    /// Errors: [`ErrorKind::InvalidInput`] for a boolean variable that is
+    /// not a boolean.
+    pub fn from_env() -> Result<Self> {
+        Ok(StoreSettings {
+            s3: S3Settings::from_env("", "")?,
+            azure: AzureSettings::from_env("", "")?,
+        })
+    }
+}
+
+impl From<S3Settings> for StoreSettings {
+    fn from(s3: S3Settings) -> Self {
+        StoreSettings {
+            s3,
+            ..StoreSettings::default()
+        }
+    }
+}
+
+impl From<&S3Settings> for StoreSettings {
+    fn from(s3: &S3Settings) -> Self {
+        StoreSettings::from(s3.clone())
+    }
+}
+
+impl From<AzureSettings> for StoreSettings {
+    fn from(azure: AzureSettings) -> Self {
+        StoreSettings {
+            azure,
+            ..StoreSettings::default()
+        }
+    }
+}
+
+impl From<&AzureSettings> for StoreSettings {
+    fn from(azure: &AzureSettings) -> Self {
+        StoreSettings::from(azure.clone())
+    }
+}
+
+impl From<&StoreSettings> for StoreSettings {
+    fn from(settings: &StoreSettings) -> Self {
+        settings.clone()
+    }
+}
+
 /// Roots `store` at `prefix` (returned unchanged when `prefix` is empty).
 pub fn with_prefix(store: Arc<dyn ObjectStore>, prefix: &str) -> Arc<dyn ObjectStore> {
     let prefix = prefix.trim_matches('/');
@@ -315,9 +429,9 @@ pub fn with_prefix(store: Arc<dyn ObjectStore>, prefix: &str) -> Arc<dyn ObjectS
     }
 }
 
-/// Builds the object store for an [`Location::S3`] (with `settings` for
-/// everything but bucket and prefix) or a [`Location::File`] (created if
-/// missing).
+/// Builds the object store for a [`Location::S3`] or [`Location::Azure`]
+/// (with the matching part of `settings` for everything but the bucket or
+/// container and the prefix) or a [`Location::File`] (created if missing).
 ///
 /// Note that object_store's local file store cannot do `If-Match` updates,
 /// so a `file://` store can be read but not written by the producer.
@@ -325,12 +439,22 @@ pub fn with_prefix(store: Arc<dyn ObjectStore>, prefix: &str) -> Arc<dyn ObjectS
 /// Errors: [`ErrorKind::InvalidInput`] for a [`Location::Dir`] (that is the
 /// `dir` backend, not an object store) and for bad settings; I/O errors
 /// creating the directory.
-pub fn build_store(location: &Location, settings: &S3Settings) -> Result<Arc<dyn ObjectStore>> {
+pub fn build_store(
+    location: &Location,
+    settings: impl Into<StoreSettings>,
+) -> Result<Arc<dyn ObjectStore>> {
+    let settings = settings.into();
     match location {
         Location::S3 { bucket, prefix } => S3Settings {
             bucket: bucket.clone(),
             prefix: prefix.clone(),
-            ..settings.clone()
+            ..settings.s3
+        }
+        .build(),
+        Location::Azure { container, prefix } => AzureSettings {
+            container: container.clone(),
+            prefix: prefix.clone(),
+            ..settings.azure
         }
         .build(),
         Location::File { path } => {
@@ -354,7 +478,7 @@ pub fn build_store(location: &Location, settings: &S3Settings) -> Result<Arc<dyn
     }
 }
 
-fn parse_bool(v: &str) -> Option<bool> {
+pub(crate) fn parse_bool(v: &str) -> Option<bool> {
     match v.to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Some(true),
         "0" | "false" | "no" | "off" => Some(false),
@@ -389,6 +513,29 @@ mod tests {
     }
 
     #[test]
+    fn parses_azure_locations() {
+        assert_eq!(
+            Location::parse("az://logs/team/orders/").unwrap(),
+            Location::Azure {
+                container: "logs".into(),
+                prefix: "team/orders".into()
+            }
+        );
+        let root = Location::parse("az://weft-test").unwrap();
+        assert_eq!(
+            root,
+            Location::Azure {
+                container: "weft-test".into(),
+                prefix: "".into()
+            }
+        );
+        assert_eq!(root.to_string(), "az://weft-test");
+        let loc = Location::parse("az://logs/a/b").unwrap();
+        assert_eq!(loc.to_string(), "az://logs/a/b");
+        assert_eq!(Location::parse(&loc.to_string()).unwrap(), loc);
+    }
+
+    #[test]
     fn parses_file_and_dir_locations() {
         assert_eq!(
             Location::parse("file:///var/lib/weft").unwrap(),
@@ -420,6 +567,14 @@ mod tests {
             "s3://Upper/x",
             "s3://b/a//c",
             "gs://bucket/x",
+            "az://",
+            "az:///prefix",
+            "az://ab/x",
+            "az://Logs/x",
+            "az://logs_x/y",
+            "az://a--b/c",
+            "az://logs/a//b",
+            "azure://logs/x",
             "http://host/x",
             "file://host/path",
             "file://relative",
@@ -480,13 +635,40 @@ mod tests {
     }
 
     #[test]
+    fn build_store_takes_either_clouds_settings() {
+        let azure = AzureSettings {
+            account: Some("acct".into()),
+            access_key: Some(super::super::azure::EMULATOR_ACCOUNT_KEY.into()),
+            endpoint: Some("http://127.0.0.1:9/acct".into()),
+            allow_http: true,
+            ..AzureSettings::default()
+        };
+        let s3 = S3Settings {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            allow_http: true,
+            ..S3Settings::default()
+        };
+        let az = Location::parse("az://logs/p").unwrap();
+        let bucket = Location::parse("s3://logs/p").unwrap();
+        build_store(&az, &azure).unwrap();
+        build_store(&bucket, &s3).unwrap();
+        let both = StoreSettings { s3, azure };
+        build_store(&az, &both).unwrap();
+        build_store(&bucket, &both).unwrap();
+        // Azure settings alone say nothing about an account for S3 and the
+        // reverse: an Azure location with only S3 settings has no account.
+        let err = build_store(&az, &both.s3).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    }
+
+    #[test]
     fn dir_locations_are_not_object_stores() {
         let err =
-            build_store(&Location::parse("/tmp/x").unwrap(), &S3Settings::default()).unwrap_err();
+            build_store(&Location::parse("/tmp/x").unwrap(), S3Settings::default()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         let dir = tempfile::tempdir().unwrap();
         let loc = Location::parse(&format!("file://{}/sub", dir.path().display())).unwrap();
-        build_store(&loc, &S3Settings::default()).unwrap();
+        build_store(&loc, S3Settings::default()).unwrap();
         assert!(dir.path().join("sub").is_dir());
     }
 }

@@ -2,9 +2,25 @@
 //!
 //! [`FaultStore`] stacks over any store and, per request, may add latency,
 //! fail cleanly (nothing written), answer 409, answer 412 to a conditional
-//! put (a "412 storm"), or perform the write and then report a timeout (an
-//! *ambiguous* failure: the caller cannot tell that the write landed). Every
-//! put under a chosen path prefix can also be made to fail.
+//! put (a "412 storm"), or leave the caller unsure what happened (an
+//! *ambiguous* failure, reported as a timeout):
+//!
+//! * `ambiguous` — the request is performed, then a timeout is reported at
+//!   once;
+//! * `hang` — the request is performed, then the caller hears nothing until
+//!   [`FaultConfig::hang_for`] has passed and gets a timeout;
+//! * `lost` — the request never reaches the store, and the caller hangs the
+//!   same way (a timeout that did not land);
+//! * `late` — the caller hangs and gets its timeout, and the write reaches
+//!   the store only afterwards ([`FaultConfig::late_by`] after the timeout),
+//!   as a request a server was still working on when the client gave up.
+//!   Puts and deletes only; other requests treat it like `lost`.
+//!
+//! Every put under a chosen path prefix can also be made to fail.
+//!
+//! Latency is drawn per request, so concurrent requests complete in a
+//! seeded order that differs from the order they were issued in: that is
+//! how the wrapper reorders concurrent completions.
 //!
 //! The injected errors have the same shape as the real ones (see
 //! [`outcome`](super::outcome)): a clean failure is a `Generic` error with
@@ -21,6 +37,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +69,15 @@ pub struct OpFaults {
     pub conflict_409: f64,
     /// Perform the request on the inner store, then report a timeout.
     pub ambiguous: f64,
+    /// Perform the request, then hang for [`FaultConfig::hang_for`] before
+    /// reporting a timeout (the caller hears nothing in between).
+    pub hang: f64,
+    /// Drop the request without performing it, hang for
+    /// [`FaultConfig::hang_for`], then report a timeout.
+    pub lost: f64,
+    /// Hang for [`FaultConfig::hang_for`] and report a timeout, then
+    /// perform the write [`FaultConfig::late_by`] later.
+    pub late: f64,
     /// Chance of adding latency to a request.
     pub latency: f64,
     /// Added latency is uniform in `latency_min..=latency_max`.
@@ -62,7 +88,7 @@ pub struct OpFaults {
 
 /// What [`FaultStore`] injects. Plain data (serde-able); all zero = a
 /// transparent wrapper.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct FaultConfig {
     /// Seed of every decision.
@@ -80,6 +106,35 @@ pub struct FaultConfig {
     pub precondition_storm: f64,
     /// Every put whose path starts with one of these prefixes fails cleanly.
     pub fail_put_prefixes: Vec<String>,
+    /// Every get (and head) whose path starts with one of these prefixes
+    /// fails cleanly.
+    pub fail_get_prefixes: Vec<String>,
+    /// How long a `hang` or `lost` request keeps its caller waiting before
+    /// the timeout (default 30 s, a typical client request timeout).
+    pub hang_for: Duration,
+    /// How long after its caller's timeout a `late` write lands (default
+    /// 1 s).
+    pub late_by: Duration,
+}
+
+/// The default of [`FaultConfig::hang_for`].
+pub const DEFAULT_HANG: Duration = Duration::from_secs(30);
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            seed: 0,
+            put: OpFaults::default(),
+            get: OpFaults::default(),
+            delete: OpFaults::default(),
+            list: OpFaults::default(),
+            precondition_storm: 0.0,
+            fail_put_prefixes: Vec::new(),
+            fail_get_prefixes: Vec::new(),
+            hang_for: DEFAULT_HANG,
+            late_by: Duration::from_secs(1),
+        }
+    }
 }
 
 /// Counts of injected faults, for assertions.
@@ -91,11 +146,17 @@ pub struct FaultStats {
     pub conflicts_409: u64,
     /// 412s injected.
     pub preconditions: u64,
-    /// Requests performed and then reported as timed out.
+    /// Requests performed and then reported as timed out at once.
     pub ambiguous: u64,
+    /// Requests performed, then left hanging until a timeout.
+    pub hung: u64,
+    /// Requests dropped without being performed, then timed out.
+    pub lost: u64,
+    /// Writes performed only after their caller timed out.
+    pub late: u64,
     /// Requests delayed.
     pub delayed: u64,
-    /// Puts refused by a failing prefix.
+    /// Puts and gets refused by a failing prefix.
     pub prefix_failures: u64,
 }
 
@@ -129,6 +190,9 @@ enum Decision {
     Conflict409,
     Precondition,
     Ambiguous,
+    Hang,
+    Lost,
+    Late,
 }
 
 #[derive(Debug, Default)]
@@ -137,6 +201,9 @@ struct Counters {
     conflicts_409: AtomicU64,
     preconditions: AtomicU64,
     ambiguous: AtomicU64,
+    hung: AtomicU64,
+    lost: AtomicU64,
+    late: AtomicU64,
     delayed: AtomicU64,
     prefix_failures: AtomicU64,
 }
@@ -205,6 +272,16 @@ impl FaultStore {
         self.lock().config.fail_put_prefixes.clear();
     }
 
+    /// Makes every get and head under `prefix` fail cleanly from now on.
+    pub fn fail_gets_under(&self, prefix: impl Into<String>) {
+        self.lock().config.fail_get_prefixes.push(prefix.into());
+    }
+
+    /// Stops failing gets by prefix.
+    pub fn clear_get_failures(&self) {
+        self.lock().config.fail_get_prefixes.clear();
+    }
+
     /// How many faults were injected so far.
     pub fn stats(&self) -> FaultStats {
         let c = &self.counters;
@@ -213,6 +290,9 @@ impl FaultStore {
             conflicts_409: c.conflicts_409.load(Ordering::Relaxed),
             preconditions: c.preconditions.load(Ordering::Relaxed),
             ambiguous: c.ambiguous.load(Ordering::Relaxed),
+            hung: c.hung.load(Ordering::Relaxed),
+            lost: c.lost.load(Ordering::Relaxed),
+            late: c.late.load(Ordering::Relaxed),
             delayed: c.delayed.load(Ordering::Relaxed),
             prefix_failures: c.prefix_failures.load(Ordering::Relaxed),
         }
@@ -226,46 +306,7 @@ impl FaultStore {
 
     /// Decides the fate of one request and sleeps its latency.
     async fn decide(&self, op: Op, path: &Path, conditional: bool) -> Decision {
-        let (decision, delay) = {
-            let mut state = self.lock();
-            let key = (op, path.to_string());
-            let n = {
-                let count = state.calls.entry(key).or_insert(0);
-                *count += 1;
-                *count - 1
-            };
-            let cfg = &state.config;
-            let faults = match op {
-                Op::Put => &cfg.put,
-                Op::Get => &cfg.get,
-                Op::Delete => &cfg.delete,
-                Op::List => &cfg.list,
-            };
-            let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, op, path.as_ref(), n));
-            let delay = latency(faults, &mut rng);
-            let prefixed = op == Op::Put
-                && cfg
-                    .fail_put_prefixes
-                    .iter()
-                    .any(|p| path.as_ref().starts_with(p.as_str()));
-            let decision = if prefixed {
-                self.counters
-                    .prefix_failures
-                    .fetch_add(1, Ordering::Relaxed);
-                Decision::Error
-            } else if chance(&mut rng, faults.error) {
-                Decision::Error
-            } else if op != Op::List && chance(&mut rng, faults.conflict_409) {
-                Decision::Conflict409
-            } else if conditional && chance(&mut rng, cfg.precondition_storm) {
-                Decision::Precondition
-            } else if op != Op::List && chance(&mut rng, faults.ambiguous) {
-                Decision::Ambiguous
-            } else {
-                Decision::Pass
-            };
-            (decision, delay)
-        };
+        let (decision, delay) = self.draw(op, path, conditional);
         if let Some(delay) = delay {
             self.counters.delayed.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(delay).await;
@@ -276,11 +317,126 @@ impl FaultStore {
             Decision::Conflict409 => Some(&self.counters.conflicts_409),
             Decision::Precondition => Some(&self.counters.preconditions),
             Decision::Ambiguous => Some(&self.counters.ambiguous),
+            Decision::Hang => Some(&self.counters.hung),
+            Decision::Lost => Some(&self.counters.lost),
+            Decision::Late => Some(&self.counters.late),
         };
         if let Some(c) = counter {
             c.fetch_add(1, Ordering::Relaxed);
         }
         decision
+    }
+
+    /// Draws the decision and the latency of one request.
+    fn draw(&self, op: Op, path: &Path, conditional: bool) -> (Decision, Option<Duration>) {
+        let mut state = self.lock();
+        let key = (op, path.to_string());
+        let n = {
+            let count = state.calls.entry(key).or_insert(0);
+            *count += 1;
+            *count - 1
+        };
+        let cfg = &state.config;
+        let faults = match op {
+            Op::Put => &cfg.put,
+            Op::Get => &cfg.get,
+            Op::Delete => &cfg.delete,
+            Op::List => &cfg.list,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(mix(cfg.seed, op, path.as_ref(), n));
+        let delay = latency(faults, &mut rng);
+        let failing = match op {
+            Op::Put => cfg.fail_put_prefixes.as_slice(),
+            Op::Get => cfg.fail_get_prefixes.as_slice(),
+            Op::Delete | Op::List => &[],
+        };
+        let prefixed = failing
+            .iter()
+            .any(|p| path.as_ref().starts_with(p.as_str()));
+        let decision = if prefixed {
+            self.counters
+                .prefix_failures
+                .fetch_add(1, Ordering::Relaxed);
+            Decision::Error
+        } else if chance(&mut rng, faults.error) {
+            Decision::Error
+        } else if op != Op::List && chance(&mut rng, faults.conflict_409) {
+            Decision::Conflict409
+        } else if conditional && chance(&mut rng, cfg.precondition_storm) {
+            Decision::Precondition
+        } else if op != Op::List && chance(&mut rng, faults.ambiguous) {
+            Decision::Ambiguous
+        } else if op != Op::List && chance(&mut rng, faults.hang) {
+            Decision::Hang
+        } else if op != Op::List && chance(&mut rng, faults.lost) {
+            Decision::Lost
+        } else if op != Op::List && chance(&mut rng, faults.late) {
+            if matches!(op, Op::Put | Op::Delete) {
+                Decision::Late
+            } else {
+                Decision::Lost
+            }
+        } else {
+            Decision::Pass
+        };
+        (decision, delay)
+    }
+
+    /// Runs a request under `decision`: refused ones never reach `inner`;
+    /// ambiguous, hanging and lost ones end in a timeout whatever happened.
+    async fn perform<T, F>(
+        &self,
+        decision: Decision,
+        path: &Path,
+        request: F,
+    ) -> object_store::Result<T>
+    where
+        F: Future<Output = object_store::Result<T>>,
+    {
+        if let Some(e) = refused(decision, path) {
+            return Err(e);
+        }
+        // `perform` is not used for late puts and deletes; for everything
+        // else a late request is a lost one.
+        if matches!(decision, Decision::Lost | Decision::Late) {
+            tokio::time::sleep(self.hang_for()).await;
+            return Err(timeout(path));
+        }
+        let result = request.await;
+        match decision {
+            // The request (or its own failure) happened; the caller hears
+            // nothing about it.
+            Decision::Ambiguous => Err(timeout(path)),
+            Decision::Hang => {
+                tokio::time::sleep(self.hang_for()).await;
+                Err(timeout(path))
+            }
+            _ => result,
+        }
+    }
+
+    fn hang_for(&self) -> Duration {
+        self.lock().config.hang_for
+    }
+
+    /// A `late` write: the caller waits out its timeout while `write` is
+    /// held back, and the write runs `late_by` after the timeout, on its
+    /// own task (the caller has long given up on it).
+    async fn late<T: Send + 'static>(
+        &self,
+        path: &Path,
+        write: impl Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> object_store::Result<T> {
+        let (hang, late_by) = {
+            let state = self.lock();
+            (state.config.hang_for, state.config.late_by)
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(hang + late_by).await;
+            let _ = write.await;
+        });
+        tokio::time::sleep(hang).await;
+        Err(timeout(path))
     }
 }
 
@@ -360,7 +516,9 @@ fn refused(decision: Decision, path: &Path) -> Option<object_store::Error> {
         Decision::Error => Some(clean_error(path)),
         Decision::Conflict409 => Some(conflict_409(path)),
         Decision::Precondition => Some(precondition(path)),
-        Decision::Pass | Decision::Ambiguous => None,
+        Decision::Pass | Decision::Ambiguous | Decision::Hang | Decision::Lost | Decision::Late => {
+            None
+        }
     }
 }
 
@@ -374,16 +532,17 @@ impl ObjectStore for FaultStore {
     ) -> object_store::Result<PutResult> {
         let conditional = !matches!(opts.mode, PutMode::Overwrite);
         let decision = self.decide(Op::Put, location, conditional).await;
-        if let Some(e) = refused(decision, location) {
-            return Err(e);
+        if decision == Decision::Late {
+            let (inner, path) = (self.inner.clone(), location.clone());
+            let write = async move { inner.put_opts(&path, payload, opts).await };
+            return self.late(location, write).await;
         }
-        let result = self.inner.put_opts(location, payload, opts).await;
-        if decision == Decision::Ambiguous {
-            // The write (or its own failure) happened; the caller hears
-            // nothing about it.
-            return Err(timeout(location));
-        }
-        result
+        self.perform(
+            decision,
+            location,
+            self.inner.put_opts(location, payload, opts),
+        )
+        .await
     }
 
     async fn put_multipart_opts(
@@ -392,10 +551,12 @@ impl ObjectStore for FaultStore {
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
         let decision = self.decide(Op::Put, location, false).await;
-        if let Some(e) = refused(decision, location) {
-            return Err(e);
-        }
-        self.inner.put_multipart_opts(location, opts).await
+        self.perform(
+            decision,
+            location,
+            self.inner.put_multipart_opts(location, opts),
+        )
+        .await
     }
 
     async fn get_opts(
@@ -404,26 +565,19 @@ impl ObjectStore for FaultStore {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let decision = self.decide(Op::Get, location, false).await;
-        if let Some(e) = refused(decision, location) {
-            return Err(e);
-        }
-        let result = self.inner.get_opts(location, options).await;
-        if decision == Decision::Ambiguous {
-            return Err(timeout(location));
-        }
-        result
+        self.perform(decision, location, self.inner.get_opts(location, options))
+            .await
     }
 
     async fn delete(&self, location: &Path) -> object_store::Result<()> {
         let decision = self.decide(Op::Delete, location, false).await;
-        if let Some(e) = refused(decision, location) {
-            return Err(e);
+        if decision == Decision::Late {
+            let (inner, path) = (self.inner.clone(), location.clone());
+            let write = async move { inner.delete(&path).await };
+            return self.late(location, write).await;
         }
-        let result = self.inner.delete(location).await;
-        if decision == Decision::Ambiguous {
-            return Err(timeout(location));
-        }
-        result
+        self.perform(decision, location, self.inner.delete(location))
+            .await
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
@@ -452,34 +606,19 @@ impl ObjectStore for FaultStore {
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         let path = prefix.cloned().unwrap_or_default();
         let decision = self.decide(Op::List, &path, false).await;
-        if let Some(e) = refused(decision, &path) {
-            return Err(e);
-        }
-        self.inner.list_with_delimiter(prefix).await
+        self.perform(decision, &path, self.inner.list_with_delimiter(prefix))
+            .await
     }
 
     async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
         let decision = self.decide(Op::Put, to, false).await;
-        if let Some(e) = refused(decision, to) {
-            return Err(e);
-        }
-        let result = self.inner.copy(from, to).await;
-        if decision == Decision::Ambiguous {
-            return Err(timeout(to));
-        }
-        result
+        self.perform(decision, to, self.inner.copy(from, to)).await
     }
 
     async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
         let decision = self.decide(Op::Put, to, true).await;
-        if let Some(e) = refused(decision, to) {
-            return Err(e);
-        }
-        let result = self.inner.copy_if_not_exists(from, to).await;
-        if decision == Decision::Ambiguous {
-            return Err(timeout(to));
-        }
-        result
+        self.perform(decision, to, self.inner.copy_if_not_exists(from, to))
+            .await
     }
 }
 
@@ -604,6 +743,13 @@ mod tests {
         s.clear_put_failures();
         s.put(&Path::from("wal/seg/a"), "x".into()).await.unwrap();
         assert_eq!(s.stats().prefix_failures, 1);
+        s.fail_gets_under("wal/seg/");
+        let r = s.get(&Path::from("wal/seg/a")).await;
+        assert_eq!(classify_result(StoreOp::Read, &r), Outcome::Transient);
+        s.get(&Path::from("wal/manifest")).await.unwrap();
+        s.clear_get_failures();
+        s.get(&Path::from("wal/seg/a")).await.unwrap();
+        assert_eq!(s.stats().prefix_failures, 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -624,6 +770,112 @@ mod tests {
         assert_eq!(s.stats().delayed, 1);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn hanging_writes_land_and_answer_only_after_the_hang() {
+        let (inner, s) = store(FaultConfig {
+            put: OpFaults {
+                hang: 1.0,
+                ..OpFaults::default()
+            },
+            hang_for: Duration::from_secs(12),
+            ..FaultConfig::default()
+        });
+        let path = Path::from("seg/1");
+        let start = tokio::time::Instant::now();
+        let mut put = Box::pin(s.put(&path, "data".into()));
+        // The write lands while the caller is still waiting for an answer.
+        tokio::select! {
+            _ = &mut put => panic!("a hanging put answered early"),
+            _ = tokio::time::sleep(Duration::from_secs(11)) => {}
+        }
+        assert!(inner.head(&path).await.is_ok(), "the write landed");
+        let r = put.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(12));
+        assert_eq!(classify_result(StoreOp::Put, &r), Outcome::Ambiguous);
+        assert_eq!(s.stats().hung, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_writes_time_out_without_landing() {
+        let (inner, s) = store(FaultConfig {
+            put: OpFaults {
+                lost: 1.0,
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        });
+        let path = Path::from("seg/1");
+        let start = tokio::time::Instant::now();
+        let r = s.put(&path, "data".into()).await;
+        assert_eq!(start.elapsed(), DEFAULT_HANG);
+        assert_eq!(classify_result(StoreOp::Put, &r), Outcome::Ambiguous);
+        assert!(inner.head(&path).await.is_err(), "nothing was written");
+        assert_eq!(s.stats().lost, 1);
+    }
+
+    /// Issues `n` concurrent puts and returns the order they completed in.
+    async fn completion_order(seed: u64, n: usize) -> Vec<usize> {
+        let (_, s) = store(FaultConfig {
+            seed,
+            put: OpFaults {
+                latency: 1.0,
+                latency_min: Duration::from_millis(1),
+                latency_max: Duration::from_millis(100),
+                ..OpFaults::default()
+            },
+            ..FaultConfig::default()
+        });
+        let s = Arc::new(s);
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let (s, done) = (s.clone(), done.clone());
+                tokio::spawn(async move {
+                    s.put(&Path::from(format!("k/{i}")), "x".into())
+                        .await
+                        .unwrap();
+                    done.lock().unwrap().push(i);
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        done.lock().unwrap().clone()
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn seeded_latency_reorders_concurrent_completions_the_same_way() {
+        let a = completion_order(4, 16).await;
+        assert_ne!(a, (0..16).collect::<Vec<_>>(), "completions were reordered");
+        assert_eq!(a, completion_order(4, 16).await, "same seed, same order");
+        assert_ne!(a, completion_order(5, 16).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn late_writes_land_after_the_callers_timeout() {
+        let (inner, s) = store(FaultConfig {
+            put: OpFaults {
+                late: 1.0,
+                ..OpFaults::default()
+            },
+            hang_for: Duration::from_secs(2),
+            late_by: Duration::from_secs(3),
+            ..FaultConfig::default()
+        });
+        let path = Path::from("manifest");
+        let start = tokio::time::Instant::now();
+        let r = s.put(&path, "late".into()).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(classify_result(StoreOp::Put, &r), Outcome::Ambiguous);
+        tokio::time::sleep(Duration::from_millis(2_999)).await;
+        assert!(inner.head(&path).await.is_err(), "not yet");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let got = inner.get(&path).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&got[..], b"late", "landed after the caller gave up");
+        assert_eq!(s.stats().late, 1);
+    }
+
     #[test]
     fn config_is_plain_serde_data() {
         let cfg = FaultConfig {
@@ -637,5 +889,6 @@ mod tests {
         assert_eq!(back, cfg);
         let partial: FaultConfig = serde_json::from_str(r#"{"seed": 9}"#).unwrap();
         assert_eq!(partial.seed, 9);
+        assert_eq!(partial.hang_for, DEFAULT_HANG);
     }
 }

@@ -5,14 +5,19 @@
 //!   (committed, conflict, transient, ambiguous, ...), and its weft error.
 //! * [`retry`] — bounded retries with seeded, jittered backoff.
 //! * [`config`] — parsing a log location and building the store for it.
+//! * [`azure`] — connection settings of an Azure Blob container.
 //! * [`fault`] — a seeded fault-injecting wrapper for tests and simulation.
 
+pub mod azure;
 pub mod config;
 pub mod fault;
 pub mod outcome;
 pub mod retry;
 
-pub use config::{Location, S3Settings, build_store, with_prefix};
-pub use fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
-pub use outcome::{Outcome, StoreOp, classify, classify_result, to_error};
+pub use azure::AzureSettings;
+pub use config::{Location, S3Settings, StoreSettings, build_store, with_prefix};
+pub use fault::{DEFAULT_HANG, FaultConfig, FaultStats, FaultStore, OpFaults};
+pub use outcome::{
+    Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
+};
 pub use retry::{Backoff, GaveUp, RetryPolicy, retry_store};

@@ -12,9 +12,12 @@
 //! |                    | connect errors, errors before the request left  |                             |
 //! | `Ambiguous`        | timeout / dropped connection after a write was  | re-read to learn whether    |
 //! |                    | sent: it may have landed                        | it landed, then decide      |
-//! | `NotFound`         | 404 (object or bucket)                          | caller decides              |
+//! | `NotFound`         | 404 (object or bucket), except on a delete      | caller decides              |
 //! | `PermissionDenied` | 401/403 (wrong key, bad signature, no grant)    | fix credentials             |
 //! | `Fatal`            | unsupported operation, invalid path, a bug      | stop                        |
+//!
+//! A delete whose object is already gone is `Committed`, on every store:
+//! the goal of a delete is absence (see below).
 //!
 //! # What object_store 0.12 exposes, and what we do with it
 //!
@@ -44,6 +47,40 @@
 //! a `get`/`head` first (the producer's open reads the manifest).
 //!
 //! No message string is ever inspected.
+//!
+//! # Where the stores differ, and how this module evens it out
+//!
+//! Measured against SeaweedFS (S3) and Azurite (Azure Blob) by
+//! `tests/s3_store.rs` and `tests/azure_store.rs`:
+//!
+//! * **Lost conditional create.** S3 answers 412, which the S3 client turns
+//!   into `AlreadyExists`; Azurite answers 409 `BlobAlreadyExists`
+//!   (`AlreadyExists`), Azure itself may answer 412 (`Precondition`). All
+//!   three are [`Outcome::Conflict`] for [`StoreOp::CreateIfAbsent`]. Only
+//!   a 409 on a *non-create* put stays transient (on S3 it is a concurrent
+//!   request on the same key).
+//! * **Stale or missing `If-Match`.** Both answer 412, also when the object
+//!   does not exist at all: [`Outcome::Conflict`], never `NotFound`.
+//! * **Delete of a missing object.** S3 answers 204 (success), Azure and
+//!   the local file store answer 404. [`classify`] calls that `Committed`
+//!   for [`StoreOp::Delete`], [`settle`] turns it into `Ok(())`, and
+//!   [`to_error`] keeps its kind `NotFound` for callers that convert first.
+//! * **ETag spelling.** A put, get or head returns the ETag quoted
+//!   (`"0x8D…"`); an Azure *list* returns it bare (`0x8D…`), while S3 lists
+//!   keep the quotes. Compare ETags with [`etags_match`], never with `==`.
+//!   Azurite accepts the bare spelling in `If-Match`.
+//! * **ETags are not content hashes on Azure.** S3 (and SeaweedFS) use the
+//!   MD5 of a single-part upload, so rewriting the same bytes keeps the
+//!   ETag; Azure makes a new ETag for every write. To learn whether an
+//!   ambiguous write landed, compare the bytes read back, not an ETag
+//!   computed in advance.
+//! * **Listing.** Both list in lexicographic order, after-offset and with
+//!   delimiter alike, and show a write to the next list at once. A list
+//!   with wrong credentials is `Generic` on both (see above), as is an
+//!   Azure list of a missing container, so they classify as transient.
+//! * **Missing bucket or container.** SeaweedFS creates a bucket on the
+//!   first write to it; Azure answers 404 `ContainerNotFound`, which is
+//!   [`Outcome::NotFound`] for reads and writes alike.
 
 use std::error::Error as StdError;
 
@@ -130,6 +167,54 @@ pub fn classify_result<T>(op: StoreOp, result: &Result<T, object_store::Error>) 
 
 /// Classifies an error returned by a request of kind `op`.
 pub fn classify(op: StoreOp, err: &object_store::Error) -> Outcome {
+    match classify_error(op, err) {
+        // The object a delete should remove is not there: S3 reports that as
+        // success, Azure and local files as 404. Either way it is absent.
+        Outcome::NotFound if op == StoreOp::Delete => Outcome::Committed,
+        outcome => outcome,
+    }
+}
+
+/// Turns an error that [`classify`] calls [`Outcome::Committed`] into
+/// `Ok(())` — today only a delete of an object that is already gone — and
+/// passes every other result through. Use it on deletes so that every store
+/// answers alike:
+///
+/// ```no_run
+/// # async fn gc(store: &dyn object_store::ObjectStore) -> Result<(), object_store::Error> {
+/// use weft::store::{StoreOp, settle};
+/// let path = object_store::path::Path::from("segments/00000001");
+/// settle(StoreOp::Delete, store.delete(&path).await)?;
+/// # Ok(()) }
+/// ```
+pub fn settle(
+    op: StoreOp,
+    result: Result<(), object_store::Error>,
+) -> Result<(), object_store::Error> {
+    match result {
+        Err(e) if classify(op, &e) == Outcome::Committed => Ok(()),
+        other => other,
+    }
+}
+
+/// The ETag without the spelling differences stores use for the same value:
+/// surrounding double quotes (kept by get/head, dropped by Azure lists) and
+/// the weak-validator prefix `W/`.
+pub fn etag_value(etag: &str) -> &str {
+    let etag = etag.trim();
+    let etag = etag.strip_prefix("W/").unwrap_or(etag);
+    etag.strip_prefix('"')
+        .and_then(|e| e.strip_suffix('"'))
+        .unwrap_or(etag)
+}
+
+/// True when two ETags name the same object version, whichever request
+/// (put, get, head, list) and store they came from.
+pub fn etags_match(a: &str, b: &str) -> bool {
+    etag_value(a) == etag_value(b)
+}
+
+fn classify_error(op: StoreOp, err: &object_store::Error) -> Outcome {
     use object_store::Error as E;
     match err {
         E::Precondition { .. } => Outcome::Conflict,
@@ -249,9 +334,14 @@ pub fn to_error(op: StoreOp, path: &str, err: object_store::Error) -> Error {
     let kind = match (&err, outcome) {
         (E::NotSupported { .. } | E::NotImplemented, _) => ErrorKind::Unsupported,
         (E::InvalidPath { .. } | E::UnknownConfigurationKey { .. }, _) => ErrorKind::InvalidInput,
+        // A delete of a missing object is not a failure (see `settle`); a
+        // caller that converts it anyway learns what happened.
+        (E::NotFound { .. }, _) => ErrorKind::NotFound,
         (_, outcome) => outcome.error_kind(),
     };
     let what = match outcome {
+        Outcome::Committed if op == StoreOp::Delete => "found nothing to delete",
+        // A 304 on a conditional read: the copy the caller has is current.
         Outcome::Committed => "succeeded",
         Outcome::Conflict => "lost a precondition",
         Outcome::Transient => "failed transiently",
@@ -388,6 +478,57 @@ mod tests {
         );
         let err = to_error(StoreOp::Put, "m", object_store::Error::NotImplemented);
         assert_eq!(err.kind(), ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn deleting_a_missing_object_is_committed_on_every_store() {
+        let missing = object_store::Error::NotFound {
+            path: "m".into(),
+            source: boxed("404"),
+        };
+        assert_eq!(classify(StoreOp::Delete, &missing), Outcome::Committed);
+        assert_eq!(classify(StoreOp::Read, &missing), Outcome::NotFound);
+        let local = generic(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(classify(StoreOp::Delete, &local), Outcome::Committed);
+
+        assert!(settle(StoreOp::Delete, Err(missing)).is_ok());
+        let denied = object_store::Error::PermissionDenied {
+            path: "m".into(),
+            source: boxed("403"),
+        };
+        let kept = settle(StoreOp::Delete, Err(denied)).unwrap_err();
+        assert_eq!(classify(StoreOp::Delete, &kept), Outcome::PermissionDenied);
+        let gone = object_store::Error::NotFound {
+            path: "m".into(),
+            source: boxed("404"),
+        };
+        assert!(
+            settle(StoreOp::Read, Err(gone)).is_err(),
+            "only deletes settle"
+        );
+
+        let err = to_error(
+            StoreOp::Delete,
+            "m",
+            object_store::Error::NotFound {
+                path: "m".into(),
+                source: boxed("404"),
+            },
+        );
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn etags_match_across_spellings() {
+        assert!(etags_match("\"0x8DC1\"", "0x8DC1"));
+        assert!(etags_match("0x8DC1", "\"0x8DC1\""));
+        assert!(etags_match("W/\"abc\"", "\"abc\""));
+        assert!(!etags_match("\"0x8DC1\"", "\"0x8DC2\""));
+        assert!(
+            !etags_match("\"abc", "abc"),
+            "an unbalanced quote is part of the value"
+        );
+        assert_eq!(etag_value("\"\""), "");
     }
 
     #[test]

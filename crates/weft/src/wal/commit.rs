@@ -4,7 +4,10 @@
 //!
 //! * **412 (conflict)**: someone else wrote the manifest. Reload it; a
 //!   different epoch means a newer writer claimed the log, so the producer
-//!   is *fenced* and commits nothing more; the same epoch (a snapshot or
+//!   is *fenced* and commits nothing more (but a batch whose earlier,
+//!   ambiguous attempt landed before the newer writer's claim is in the
+//!   newer manifest, and is reported committed, not fenced); the same
+//!   epoch (a snapshot or
 //!   retention pass rewrote it) means re-plan on the fresh copy and retry.
 //! * **409 / 5xx / connection errors (transient)**: nothing was written;
 //!   back off, reload, retry.
@@ -39,9 +42,10 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::Manifest;
 use super::flush::{UploadReport, Uploaded};
+use super::maintenance::ManifestEdit;
 use super::pipeline::{Halt, Shared, Waiter};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{ManifestVersion, SnapshotPointer};
+use crate::format::ManifestVersion;
 use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
 
 /// A failed store interaction: what it means and the error to report.
@@ -191,10 +195,7 @@ fn gave_up(err: Error, backoff: &crate::store::Backoff, what: &str) -> Error {
 /// applies it between commits, so it is ordered with them.
 #[derive(Debug)]
 pub(crate) struct Maintenance {
-    /// Drop every entry all of whose sequences are `<=` this.
-    pub(crate) truncate_through: Option<u64>,
-    /// Replace the snapshot pointer (`Some(None)` clears it).
-    pub(crate) snapshot: Option<Option<SnapshotPointer>>,
+    pub(crate) edit: ManifestEdit,
     pub(crate) reply: oneshot::Sender<Result<()>>,
 }
 
@@ -215,6 +216,10 @@ pub(crate) struct Committer {
     version: UpdateVersion,
     /// `manifest` holds uncommitted appends (a CAS failed); reload first.
     stale: bool,
+    /// The newer writer's manifest, once a reload found this producer
+    /// fenced: it tells which of our ambiguous commits landed before the
+    /// claim. Never written back.
+    fenced_by: Option<Manifest>,
     /// `next_sequence` of the last manifest state known to be committed:
     /// entries past it can only be this writer's.
     committed_next: u64,
@@ -244,6 +249,7 @@ impl Committer {
             manifest: claimed.manifest,
             version: claimed.version,
             stale: false,
+            fenced_by: None,
             shared,
             batch: batch.max(1),
             policy,
@@ -399,6 +405,10 @@ impl Committer {
     /// Returns the manifest sequence of each segment in `batch`.
     async fn commit_with_retries(&mut self, batch: &[Uploaded]) -> Result<Vec<u64>> {
         let mut backoff = self.policy.backoff(self.rng.random());
+        // The versions unanswered attempts were conditioned on: such an
+        // attempt may still be applied later (a server can finish a request
+        // its client gave up on), as long as the manifest is at that version.
+        let mut unanswered: Vec<UpdateVersion> = Vec::new();
         loop {
             if self.stale {
                 match self.reload().await {
@@ -427,7 +437,7 @@ impl Committer {
                         )
                         .with_source(f.error));
                     }
-                    Err(f) => return Err(f.error),
+                    Err(f) => return self.after_failed_reload(batch, f.error),
                 }
             }
             let mut sequences = Vec::with_capacity(batch.len());
@@ -440,7 +450,8 @@ impl Committer {
                 sequences.push(seq);
             }
             let bytes = self.manifest.to_bytes()?;
-            let mode = PutMode::Update(self.version.clone());
+            let attempted = self.version.clone();
+            let mode = PutMode::Update(attempted.clone());
             let result = self
                 .store
                 .put_opts(&self.path, PutPayload::from(bytes), PutOptions::from(mode))
@@ -454,6 +465,9 @@ impl Committer {
                 }
                 Err(e) => Failed::store(StoreOp::UpdateIfMatch, &self.path, e),
             };
+            if f.outcome == Outcome::Ambiguous {
+                unanswered.push(attempted);
+            }
             match f.outcome {
                 Outcome::Conflict => {
                     metrics::counter!("weft_producer_cas_conflicts_total").increment(1)
@@ -472,7 +486,22 @@ impl Committer {
                             self.committed_next = self.manifest.next_sequence();
                             return Ok(seqs);
                         }
-                        // The reload proves nothing landed.
+                        if unanswered.contains(&self.version) {
+                            // Nothing landed so far, but an unanswered
+                            // attempt against this very version still can.
+                            return Err(Error::new(
+                                ErrorKind::Indeterminate,
+                                format!(
+                                    "manifest commit gave up after {} attempts; an unanswered \
+                                     attempt may still be applied",
+                                    backoff.attempts()
+                                ),
+                            )
+                            .with_source(f.error));
+                        }
+                        // The reload proves nothing landed, and the manifest
+                        // moved past every unanswered attempt's version (or
+                        // there was none), so none can land any more.
                         let kind = match f.outcome {
                             Outcome::Conflict => ErrorKind::Conflict,
                             _ => ErrorKind::Unavailable,
@@ -488,7 +517,7 @@ impl Committer {
                         .with_source(f.error));
                     }
                     Err(reload) if reload.error.kind() == ErrorKind::Fenced => {
-                        return Err(reload.error);
+                        return self.after_failed_reload(batch, reload.error);
                     }
                     Err(_) => {}
                 }
@@ -526,13 +555,9 @@ impl Committer {
                     Err(f) => return Err(f.error),
                 }
             }
+            // Checked on a copy: a refused edit leaves the manifest as it was.
+            op.edit.apply(&mut self.manifest)?;
             self.stale = true;
-            if let Some(through) = op.truncate_through {
-                self.manifest.truncate_through(through);
-            }
-            if let Some(snapshot) = &op.snapshot {
-                self.manifest.set_snapshot(snapshot.clone())?;
-            }
             let bytes = self.manifest.to_bytes()?;
             let mode = PutMode::Update(self.version.clone());
             match self
@@ -579,6 +604,7 @@ impl Committer {
         };
         let theirs = loaded.manifest.epoch();
         if theirs != self.epoch {
+            self.fenced_by = Some(loaded.manifest);
             return Err(Failed {
                 outcome: Outcome::Fatal,
                 error: Error::fenced(self.epoch, theirs),
@@ -590,26 +616,56 @@ impl Committer {
         Ok(())
     }
 
+    /// A reload failed with `err`. When it found this producer fenced, an
+    /// earlier attempt of `batch` may still have landed before the newer
+    /// writer's claim: then the batch is committed (it is in the log the
+    /// newer writer continues) and its sequences are returned; otherwise
+    /// `err`.
+    fn after_failed_reload(&self, batch: &[Uploaded], err: Error) -> Result<Vec<u64>> {
+        if err.kind() == ErrorKind::Fenced
+            && let Some(newer) = &self.fenced_by
+            && let Some(seqs) = find_own_in(newer, self.committed_next, batch)?
+        {
+            info!(
+                epoch = self.epoch,
+                theirs = newer.epoch(),
+                "fenced, but the batch had landed before the newer writer's claim"
+            );
+            return Ok(seqs);
+        }
+        Err(err)
+    }
+
     /// The sequences of `batch`'s segments if the (freshly reloaded)
     /// manifest already lists them.
     fn find_own(&self, batch: &[Uploaded]) -> Result<Option<Vec<u64>>> {
-        let since: HashMap<&str, u64> = self
-            .manifest
-            .entries_from(self.committed_next)
-            .iter()
-            .map(|e| (e.location.as_str(), e.sequence))
-            .collect();
-        let found: Vec<Option<u64>> = batch
-            .iter()
-            .map(|u| since.get(u.location.as_str()).copied())
-            .collect();
-        match found.iter().filter(|f| f.is_some()).count() {
-            0 => Ok(None),
-            n if n == batch.len() => Ok(Some(found.into_iter().flatten().collect())),
-            n => Err(Error::internal(format!(
-                "manifest lists {n} of the {} segments of one commit",
-                batch.len()
-            ))),
-        }
+        find_own_in(&self.manifest, self.committed_next, batch)
+    }
+}
+
+/// The sequences of `batch`'s segments if `manifest` lists them among the
+/// entries from `committed_next` on (only this run can have added those
+/// locations, so a match is this run's own commit).
+fn find_own_in(
+    manifest: &Manifest,
+    committed_next: u64,
+    batch: &[Uploaded],
+) -> Result<Option<Vec<u64>>> {
+    let since: HashMap<&str, u64> = manifest
+        .entries_from(committed_next)
+        .iter()
+        .map(|e| (e.location.as_str(), e.sequence))
+        .collect();
+    let found: Vec<Option<u64>> = batch
+        .iter()
+        .map(|u| since.get(u.location.as_str()).copied())
+        .collect();
+    match found.iter().filter(|f| f.is_some()).count() {
+        0 => Ok(None),
+        n if n == batch.len() => Ok(Some(found.into_iter().flatten().collect())),
+        n => Err(Error::internal(format!(
+            "manifest lists {n} of the {} segments of one commit",
+            batch.len()
+        ))),
     }
 }

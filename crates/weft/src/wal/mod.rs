@@ -7,18 +7,28 @@
 //!   state, segment packing and uploads, and the manifest CAS loop.
 //! * [`replica`] — read replicas that tail the manifest and hand records
 //!   to an [`Applier`]; [`cursor`] keeps their place.
+//! * [`maintenance`] — truncation and the snapshot pointer, through the
+//!   producer or (for tools) by a CAS that fences nobody.
+//! * [`snapshot`] — storing base snapshots and recording their pointer.
+//! * [`gc`] — retention GC of objects no manifest references any more.
 
 pub mod applier;
 mod commit;
 pub mod cursor;
 mod flush;
+pub mod gc;
+pub mod maintenance;
 pub mod manifest;
 mod pipeline;
 pub mod producer;
 pub mod replica;
+pub mod snapshot;
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};
 pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};
+pub use gc::{Gc, GcReport};
+pub use maintenance::{ManifestEdit, edit_unowned};
 pub use manifest::Manifest;
 pub use producer::{Durability, Producer, ProducerBuilder, ProducerConfig};
 pub use replica::{PollOutcome, Replica, ReplicaBuilder};
+pub use snapshot::{SnapshotWriter, write_snapshot};

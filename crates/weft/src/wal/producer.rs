@@ -58,6 +58,7 @@ use ulid::Ulid;
 
 use super::commit::{Committer, Maintenance, claim};
 use super::flush::{FlushSettings, SegmentNamer, run_flusher};
+use super::maintenance::ManifestEdit;
 use super::pipeline::{Group, Halt, Shared};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
@@ -95,7 +96,11 @@ impl Default for ProducerConfig {
             flush_bytes: 8 << 20,
             segment_max_bytes: 8 << 20,
             upload_concurrency: 8,
-            max_inflight_bytes: 64 << 20,
+            // Room for two flushes' worth of full segments in flight
+            // (2 x upload_concurrency x segment_max_bytes): with less, one
+            // flush's uploads spend the budget and appenders stall until
+            // its commit frees it, so uploads and commits stop overlapping.
+            max_inflight_bytes: 128 << 20,
             manifest_batch: 64,
             retry: RetryPolicy::default(),
         }
@@ -468,18 +473,16 @@ impl Producer {
         self.closed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn maintain(
-        &self,
-        truncate_through: Option<u64>,
-        snapshot: Option<Option<SnapshotPointer>>,
-    ) -> Result<()> {
+    /// Applies `edit` in one manifest CAS, ordered after every commit so
+    /// far (see [`ManifestEdit::apply`] for the checks).
+    ///
+    /// Errors: those of [`ManifestEdit::apply`] (`InvalidInput`); otherwise
+    /// as for a commit (`Fenced`, `Unavailable`, `Closed`, ...). A refused
+    /// or failed edit does not halt the producer.
+    pub async fn edit_manifest(&self, edit: ManifestEdit) -> Result<()> {
         self.shared.check_open()?;
         let (reply, rx) = oneshot::channel();
-        let op = Maintenance {
-            truncate_through,
-            snapshot,
-            reply,
-        };
+        let op = Maintenance { edit, reply };
         if self.maintenance_tx.send(op).is_err() {
             return Err(self.shared.stopped_error());
         }
@@ -492,9 +495,13 @@ impl Producer {
     /// straddles `through` stays). The segment objects stay until retention
     /// GC deletes them.
     ///
-    /// Errors: as for a commit (`Fenced`, `Unavailable`, `Closed`, ...).
+    /// Errors: `InvalidInput` when the manifest has a snapshot pointer and
+    /// the truncation would leave a gap between it and the first live entry
+    /// (set a newer snapshot with [`set_snapshot`](Self::set_snapshot)
+    /// instead); otherwise as for a commit (`Fenced`, `Unavailable`,
+    /// `Closed`, ...).
     pub async fn truncate_through(&self, through: u64) -> Result<()> {
-        self.maintain(Some(through), None).await
+        self.edit_manifest(ManifestEdit::truncate(through)).await
     }
 
     /// Records `snapshot` as the manifest's snapshot pointer and, with
@@ -503,10 +510,11 @@ impl Producer {
     /// stored.
     ///
     /// Errors: `InvalidInput` for a manifest version without a snapshot
-    /// block (v1); otherwise as for a commit.
+    /// block (v1), a `through_seq` the log has not reached, or a snapshot
+    /// older than the first live entry; otherwise as for a commit.
     pub async fn set_snapshot(&self, snapshot: SnapshotPointer, truncate: bool) -> Result<()> {
-        let through = truncate.then_some(snapshot.through_seq);
-        self.maintain(through, Some(Some(snapshot))).await
+        self.edit_manifest(ManifestEdit::snapshot(snapshot, truncate))
+            .await
     }
 
     /// The epoch this producer claimed the log with.

@@ -17,6 +17,14 @@
 //! the first live entry (the records it needs were truncated) is a
 //! `Trimmed` error that names the snapshot to restore; it is never skipped
 //! silently.
+//!
+//! Retention GC may delete a segment or a superseded snapshot right after
+//! the manifest stops referencing it, so a replica can find an object it
+//! was told about gone. It then reads the manifest again: a segment that
+//! was truncated while the replica still needed it is the same `Trimmed`
+//! error as above; a superseded snapshot is replaced by the current one.
+//! Only an object the fresh manifest still references and the store does
+//! not have is `Corrupt`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -47,7 +55,8 @@ pub struct PollOutcome {
     pub restored_snapshot: bool,
     /// The manifest does not exist (yet): nothing was done.
     pub manifest_missing: bool,
-    /// The manifest was unchanged since the previous step.
+    /// The manifest was unchanged since the previous step (records it
+    /// lists that an earlier, failed step did not apply are still applied).
     pub unchanged: bool,
 }
 
@@ -110,6 +119,18 @@ pub struct Replica<A> {
     loaded_cursor: bool,
     etag: Option<String>,
     manifest: Option<ManifestData>,
+}
+
+/// Reads one whole object.
+async fn fetch(store: Arc<dyn ObjectStore>, location: String) -> Result<Bytes> {
+    let path = Path::from(location.as_str());
+    let got = store
+        .get(&path)
+        .await
+        .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))?;
+    got.bytes()
+        .await
+        .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))
 }
 
 /// The cursor just past `entry`'s last record.
@@ -207,17 +228,6 @@ impl<A: Applier> Replica<A> {
         Ok(Some(true))
     }
 
-    async fn fetch(store: Arc<dyn ObjectStore>, location: String) -> Result<Bytes> {
-        let path = Path::from(location.as_str());
-        let got = store
-            .get(&path)
-            .await
-            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))?;
-        got.bytes()
-            .await
-            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))
-    }
-
     /// Fixes the starting cursor on the first step: the saved one, or a
     /// snapshot restore, or the first live entry.
     async fn start_cursor(&mut self, outcome: &mut PollOutcome) -> Result<Cursor> {
@@ -231,12 +241,10 @@ impl<A: Applier> Replica<A> {
                 return Ok(c);
             }
         }
-        let manifest = self.manifest.as_ref().expect("manifest loaded");
-        let cursor = match &manifest.snapshot {
-            Some(snap) => {
-                let (location, through) = (snap.location.clone(), snap.through_seq);
+        let cursor = match self.snapshot_to_restore().await? {
+            Some((location, through, bytes)) => {
+                let manifest = self.manifest.as_ref().expect("manifest loaded");
                 let start = after_sequence(manifest, through);
-                let bytes = Self::fetch(self.store.clone(), location.clone()).await?;
                 self.applier
                     .restore(bytes, through)
                     .await
@@ -244,14 +252,98 @@ impl<A: Applier> Replica<A> {
                 outcome.restored_snapshot = true;
                 start
             }
-            None => match manifest.entries.first() {
-                Some(first) => Cursor::at_entry(first.sequence),
-                None => Cursor::at_entry(manifest.next_sequence),
-            },
+            None => {
+                let manifest = self.manifest.as_ref().expect("manifest loaded");
+                match manifest.entries.first() {
+                    Some(first) => Cursor::at_entry(first.sequence),
+                    None => Cursor::at_entry(manifest.next_sequence),
+                }
+            }
         };
         self.cursor_store.save(cursor).await?;
         self.cursor = Some(cursor);
         Ok(cursor)
+    }
+
+    /// The snapshot the loaded manifest points to, fetched: its location,
+    /// coverage and bytes; `None` when there is none.
+    ///
+    /// A snapshot object that is gone was superseded (and collected) after
+    /// this replica read the manifest; the manifest is read again and the
+    /// newer pointer followed, a few times at most.
+    async fn snapshot_to_restore(&mut self) -> Result<Option<(String, u64, Bytes)>> {
+        const ATTEMPTS: usize = 4;
+        for attempt in 1..=ATTEMPTS {
+            let manifest = self.manifest.as_ref().expect("manifest loaded");
+            let Some(snap) = &manifest.snapshot else {
+                return Ok(None);
+            };
+            let (location, through) = (snap.location.clone(), snap.through_seq);
+            match fetch(self.store.clone(), location.clone()).await {
+                Ok(bytes) => return Ok(Some((location, through, bytes))),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    self.etag = None;
+                    let still = match self.load_manifest().await? {
+                        None => false,
+                        Some(_) => self
+                            .manifest
+                            .as_ref()
+                            .and_then(|m| m.snapshot.as_ref())
+                            .is_some_and(|s| s.location == location),
+                    };
+                    if still || attempt == ATTEMPTS {
+                        return Err(Error::corrupt(format!(
+                            "the manifest points to snapshot {location}, which does not exist"
+                        ))
+                        .with_source(e));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+
+    /// The error for a segment that was not found: `Trimmed` when a fresh
+    /// manifest shows the entry was truncated meanwhile (its object then
+    /// may be collected), `Corrupt` when the manifest still lists it.
+    async fn missing_segment(
+        &mut self,
+        cursor: Cursor,
+        entry: &ManifestEntry,
+        err: Error,
+    ) -> Error {
+        self.etag = None;
+        match self.load_manifest().await {
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return err,
+        }
+        if let Err(trimmed) = self.pending(cursor)
+            && trimmed.kind() == ErrorKind::Trimmed
+        {
+            return trimmed;
+        }
+        let listed = self
+            .manifest
+            .as_ref()
+            .is_some_and(|m| m.entries.iter().any(|e| e.location == entry.location));
+        if listed {
+            return Error::corrupt(format!(
+                "the manifest lists segment {} (entry {}), which does not exist",
+                entry.location, entry.sequence
+            ))
+            .with_source(err);
+        }
+        // Gone from the manifest but the cursor is not behind: the next
+        // step re-plans on the fresh manifest.
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "segment {} disappeared while the manifest changed; poll again",
+                entry.location
+            ),
+        )
+        .with_source(err)
     }
 
     /// The entries still to apply from `cursor`, checked against the
@@ -327,27 +419,47 @@ impl<A: Applier> Replica<A> {
                 outcome.manifest_missing = true;
                 return Ok(outcome);
             }
-            Some(false) if self.cursor.is_some() => {
-                outcome.unchanged = true;
-                return Ok(outcome);
-            }
-            Some(_) => {}
+            Some(changed) => outcome.unchanged = !changed && self.cursor.is_some(),
         }
+        // Even an unchanged manifest may hold entries not applied yet: an
+        // earlier step can have failed (a segment fetch, the applier) after
+        // it loaded the manifest. So the cursor, not the ETag, decides.
         let cursor = self.start_cursor(&mut outcome).await?;
         let pending = self.pending(cursor)?;
+        if pending.is_empty() {
+            outcome.cursor = self.cursor;
+            metrics::gauge!("weft_replica_lag_entries").set(0.0);
+            return Ok(outcome);
+        }
         let store = self.store.clone();
+        // Each fetch runs as its own task, so the segments in flight keep
+        // downloading while records are being applied (a plain `buffered`
+        // of fetch futures only makes progress when the stream is polled).
+        // Dropping the stream aborts none of them, but a dropped task's
+        // result is simply discarded.
         let mut segments = futures::stream::iter(pending.clone())
             .map(move |e| {
                 let store = store.clone();
-                async move { Self::fetch(store, e.location.clone()).await }
+                let task = tokio::spawn(fetch(store, e.location.clone()));
+                async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(Error::internal(format!("segment fetch task failed: {e}")))
+                    })
+                }
             })
             .buffered(self.prefetch);
         let manifest_copy = self.manifest.clone().expect("manifest loaded");
         for entry in &pending {
-            let bytes = segments
-                .try_next()
-                .await?
-                .ok_or_else(|| Error::internal("segment stream ended early"))?;
+            let bytes = match segments.try_next().await {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return Err(Error::internal("segment stream ended early")),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    drop(segments);
+                    let at = self.cursor.expect("cursor set");
+                    return Err(self.missing_segment(at, entry, e).await);
+                }
+                Err(e) => return Err(e),
+            };
             let segment = decode_segment(bytes)
                 .map_err(|e| e.context(format!("segment {}", entry.location)))?;
             if let Some(count) = entry.count
@@ -365,12 +477,21 @@ impl<A: Applier> Replica<A> {
             } else {
                 0
             };
+            // Metadata items are sorted by start_index: walk them alongside
+            // the records instead of searching per record.
+            let mut meta_at = 0usize;
             for (index, data) in segment.records.into_iter().enumerate().skip(first) {
+                while entry
+                    .metadata
+                    .get(meta_at + 1)
+                    .is_some_and(|m| m.start_index as usize <= index)
+                {
+                    meta_at += 1;
+                }
                 let meta = entry
                     .metadata
-                    .iter()
-                    .rev()
-                    .find(|m| m.start_index as usize <= index);
+                    .get(meta_at)
+                    .filter(|m| m.start_index as usize <= index);
                 let record = Record {
                     entry_sequence: entry.sequence,
                     index: index as u32,

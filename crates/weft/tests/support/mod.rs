@@ -2,5 +2,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod azure;
+pub mod hook;
+pub mod producer_cases;
 pub mod s3;
+pub mod store_cases;
 pub mod wal;

@@ -8,11 +8,21 @@
 //! interval. Writes are refused with `ReadOnly`. The local copy lives in
 //! memory: a restarted follower rebuilds it from the bucket (a snapshot
 //! taken by the writer bounds that work once retention trims the log).
+//!
+//! Retention: a follower that starts on a trimmed log restores the log
+//! state the writer stored when it trimmed (first seqnum, every stream's
+//! next version) and reads on from there. While it runs, after every poll
+//! it drops from its copy whatever the manifest no longer holds — the
+//! entries through the snapshot, or below the first live entry — so its
+//! reads fail with `Trimmed` where the writer's do. A follower that falls
+//! so far behind that the entries it still needs were truncated stops with
+//! `Trimmed` (see [`BucketFollower::stopped`]); it never skips entries.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use object_store::ObjectStore;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -20,7 +30,9 @@ use tokio::task::JoinHandle;
 use super::BucketLayout;
 use super::kv::BucketKv;
 use super::records::BatchAssembler;
+use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
@@ -58,8 +70,37 @@ struct FollowerApplier {
     assembler: BatchAssembler,
 }
 
+impl Shared {
+    /// Drops what `manifest` no longer holds from the local copy.
+    fn honour_retention(&self, manifest: &ManifestData) {
+        let first_entry = manifest
+            .entries
+            .first()
+            .map_or(manifest.next_sequence, |e| e.sequence);
+        let after_snapshot = manifest
+            .snapshot
+            .as_ref()
+            .map_or(0, |s| s.through_seq.saturating_add(1));
+        let live_from = first_entry.max(after_snapshot);
+        let mut cache = self.cache.lock().expect("follower cache lock");
+        if live_from > cache.index().first() {
+            cache.trim(live_from - 1);
+        }
+    }
+}
+
 #[async_trait]
 impl Applier for FollowerApplier {
+    /// Starts the local copy over at the trim point the writer stored.
+    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
+        let state = decode_trim_state(&snapshot, through_seq)?;
+        let first = through_seq.saturating_add(1);
+        *self.shared.cache.lock().expect("follower cache lock") =
+            EntryCache::with_version_floors(first, state.next_versions);
+        self.assembler = BatchAssembler::starting_at(first);
+        Ok(())
+    }
+
     async fn apply(&mut self, record: &Record) -> Result<()> {
         if let Some(batch) = self.assembler.push(record)? {
             let mut cache = self.shared.cache.lock().expect("follower cache lock");
@@ -72,6 +113,40 @@ impl Applier for FollowerApplier {
             self.shared.feed.publish(batch.into());
         }
         Ok(())
+    }
+}
+
+/// Polls until `shutdown`, honouring retention after every poll. Transient
+/// store errors are retried after `interval`; any other error ends it.
+async fn tail(
+    replica: &mut Replica<FollowerApplier>,
+    shared: &Shared,
+    interval: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    tokio::pin!(shutdown);
+    loop {
+        let wait = match replica.poll().await {
+            Ok(outcome) => {
+                if let Some(m) = replica.manifest() {
+                    shared.honour_retention(m);
+                }
+                if outcome.applied > 0 {
+                    Duration::ZERO
+                } else {
+                    interval
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
+                tracing::warn!(error = %e, "follower poll failed; retrying");
+                interval
+            }
+            Err(e) => return Err(e),
+        };
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            _ = tokio::time::sleep(wait) => {}
+        }
     }
 }
 
@@ -116,13 +191,17 @@ impl BucketFollower {
             .with_poll_interval(options.poll_interval)
             .build();
         replica.poll().await?;
+        if let Some(m) = replica.manifest() {
+            shared.honour_retention(m);
+        }
         let (stop, mut stopped_rx) = watch::channel(false);
         let task_shared = shared.clone();
+        let interval = options.poll_interval;
         let task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped_rx.wait_for(|s| *s).await;
             };
-            if let Err(e) = replica.run(shutdown).await {
+            if let Err(e) = tail(&mut replica, &task_shared, interval, shutdown).await {
                 tracing::error!(error = %e, "bucket follower stopped");
                 *task_shared.stopped.lock().expect("follower lock") = Some(e);
                 task_shared.feed.close();

@@ -15,15 +15,30 @@
 //!   subscription, and refuses writes with `ReadOnly`.
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
-//! `kv/<scope>/<key>`.
+//! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
+//!
+//! # Retention
+//!
+//! [`Storage::trim`](crate::Storage::trim) on the writer stores the log's
+//! numbering state at the trim point ([`crate::format::log_state`]) as the
+//! WAL's base snapshot and drops the entries it supersedes, in one manifest
+//! CAS. A writer reopening the log and a follower starting on it restore
+//! that state — first seqnum, and every stream's next version, also of
+//! streams whose entries are all gone — and read on from the entry after
+//! it. A running follower drops from its local copy whatever the manifest
+//! no longer holds after each poll. [`gc`] deletes the objects nothing
+//! references any more; [`trim_unowned`] trims from a tool without fencing
+//! the writer.
 
 pub mod follower;
 pub mod kv;
 mod records;
+pub mod retention;
 pub mod writer;
 
 pub use follower::{BucketFollower, FollowerOptions};
 pub use kv::BucketKv;
+pub use retention::{gc, trim_unowned};
 pub use writer::{BucketOptions, BucketStorage};
 
 use object_store::path::Path;
@@ -57,6 +72,11 @@ impl BucketLayout {
     /// The prefix of segment objects.
     pub fn segments(&self) -> String {
         self.join("segments")
+    }
+
+    /// The prefix of snapshot objects.
+    pub fn snapshots(&self) -> String {
+        self.join("snapshots")
     }
 
     /// The prefix of KV objects.

@@ -45,6 +45,17 @@ impl BatchAssembler {
         }
     }
 
+    /// An assembler for a log trimmed through `first - 1`, where that trim
+    /// point may fall inside a batch: the first record must be entry
+    /// `first`, and the batch it ends is delivered without its trimmed
+    /// head.
+    pub(super) fn starting_at(first: u64) -> Self {
+        BatchAssembler {
+            next: Some(first),
+            pending: Vec::new(),
+        }
+    }
+
     /// Takes one record; returns a batch when the record completes one.
     ///
     /// Errors: `Corrupt` when the record is not a valid frame, or its seqnum

@@ -9,31 +9,46 @@
 //! plus the epoch make that check as strong as a check in storage: a
 //! writer that lost the epoch cannot commit anything, planned or not.
 //!
+//! On a trimmed log the rebuild starts from the log state the last trim
+//! stored as the WAL's snapshot (see the [module docs](super)), so seqnums
+//! and every stream's versions go on where they were, and the first
+//! readable entry is the one after the trim point.
+//!
+//! A conditional append that conflicts only with batches still in flight
+//! waits for them before answering `Conflict`: should one of them fail, the
+//! conflict would have been false, and the answer is the writer's failure
+//! instead.
+//!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
 //! every later append fails with the producer's error (`Fenced` when a newer
 //! writer took over); reads of what was committed keep working.
 
-use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use object_store::ObjectStore;
+use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
 use super::kv::BucketKv;
 use super::records::{BatchAssembler, encode_batch};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::ManifestVersion;
+use crate::format::{
+    LogState, ManifestData, ManifestVersion, decode_log_state, decode_manifest, encode_log_state,
+};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
-use crate::wal::{Applier, Producer, Record, Replica};
+use crate::store::RetryPolicy;
+use crate::wal::{Applier, Durability, Producer, Record, Replica, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -46,6 +61,15 @@ pub struct BucketOptions {
     pub max_entry_bytes: usize,
     /// Segments fetched concurrently while rebuilding on open.
     pub rebuild_prefetch: usize,
+    /// Retries of the claim, segment uploads and manifest commits, and of
+    /// the rebuild's reads on open. When a commit runs out of them the
+    /// writer halts (see the module docs), so this bounds the store outage
+    /// a writer rides out.
+    pub retry: RetryPolicy,
+    /// Seeds the writer's run id and backoff jitter, for reproducible tests
+    /// and simulation; `None` (the default) draws it from the operating
+    /// system, which keeps run ids unique across processes.
+    pub seed: Option<u64>,
 }
 
 impl Default for BucketOptions {
@@ -55,6 +79,8 @@ impl Default for BucketOptions {
             flush_bytes: 4 << 20,
             max_entry_bytes: MAX_ENTRY_BYTES,
             rebuild_prefetch: 8,
+            retry: RetryPolicy::default(),
+            seed: None,
         }
     }
 }
@@ -62,22 +88,41 @@ impl Default for BucketOptions {
 #[derive(Debug, Default)]
 struct Committed {
     cache: EntryCache,
-    /// Batches the producer confirmed out of order, by first seqnum.
-    early: BTreeMap<u64, Vec<LogEntry>>,
+}
+
+/// One planned batch on its way to visibility.
+struct InFlight {
+    planned: Vec<LogEntry>,
+    durability: Durability,
+    reply: oneshot::Sender<Result<()>>,
+}
+
+/// What the writer handle and its visibility task share.
+#[derive(Debug)]
+struct Shared {
+    committed: Mutex<Committed>,
+    feed: CommitFeed,
+    /// Set once the producer failed: every later append gets this error.
+    failed: Mutex<Option<(ErrorKind, String)>>,
+    closed: AtomicBool,
+    /// Ticks whenever a batch became visible or the writer failed.
+    settled: tokio::sync::watch::Sender<()>,
 }
 
 /// The writer of a bucket log.
 pub struct BucketStorage {
     producer: Producer,
+    snapshots: SnapshotWriter,
+    /// One trim at a time, so trim points (and snapshots) only move forward.
+    trim_lock: tokio::sync::Mutex<()>,
     sequencer: tokio::sync::Mutex<Sequencer>,
-    committed: Mutex<Committed>,
-    feed: CommitFeed,
+    /// Batches in planning order; the visibility task makes them readable
+    /// in that order, whether or not their callers are still waiting.
+    in_flight: mpsc::UnboundedSender<InFlight>,
+    shared: Arc<Shared>,
     kv: Arc<BucketKv>,
     clock: Arc<dyn Clock>,
     options: BucketOptions,
-    /// Set once the producer failed: every later append gets this error.
-    failed: Mutex<Option<(ErrorKind, String)>>,
-    closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for BucketStorage {
@@ -86,10 +131,12 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// Collects every committed batch during the rebuild on open.
+/// Collects every committed batch during the rebuild on open, after the
+/// log state of the last trim if there is one.
 struct Rebuild {
     assembler: BatchAssembler,
     batches: Vec<Vec<LogEntry>>,
+    state: Option<LogState>,
 }
 
 #[async_trait]
@@ -100,6 +147,153 @@ impl Applier for Rebuild {
         }
         Ok(())
     }
+
+    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
+        let state = decode_trim_state(&snapshot, through_seq)?;
+        self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
+        self.batches.clear();
+        self.state = Some(state);
+        Ok(())
+    }
+}
+
+/// Reads a bucket log's committed entries, from the log state of its last
+/// trim if there is one: the local copy and the counters that continue it.
+///
+/// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
+/// `Corrupt` for entries that do not continue each other or the stored
+/// state; store errors.
+pub(super) async fn read_log(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+    prefetch: usize,
+    retry: &RetryPolicy,
+    seed: u64,
+) -> Result<(EntryCache, Sequencer)> {
+    let rebuild = Rebuild {
+        assembler: BatchAssembler::new(),
+        batches: Vec::new(),
+        state: None,
+    };
+    let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
+        .with_prefetch(prefetch)
+        .build();
+    read_with_retries(&mut replica, retry, seed).await?;
+    if let Some(m) = replica.manifest() {
+        check_weft_log(&layout.manifest(), m)?;
+    }
+    let batches = std::mem::take(&mut replica.applier_mut().batches);
+    let (mut cache, mut sequencer) = match replica.applier_mut().state.take() {
+        // Trimmed: the numbering goes on from the stored state.
+        Some(state) => {
+            let first = state.through.saturating_add(1);
+            (
+                EntryCache::with_version_floors(first, state.next_versions.clone()),
+                Sequencer::resume(first, state.next_versions),
+            )
+        }
+        None => {
+            let first = batches
+                .first()
+                .map(|b| b[0].seqnum)
+                .or_else(|| replica.manifest().map(|m| m.next_sequence))
+                .unwrap_or(0);
+            (EntryCache::starting_at(first), Sequencer::new())
+        }
+    };
+    for batch in batches {
+        for entry in &batch {
+            sequencer.observe(entry)?;
+        }
+        cache.extend(batch)?;
+    }
+    let next = replica.manifest().map_or(0, |m| m.next_sequence);
+    sequencer.advance_to(next);
+    if sequencer.next_seqnum() != next {
+        return Err(Error::corrupt(format!(
+            "the log's entries end at seqnum {} but its manifest says {next}",
+            sequencer.next_seqnum()
+        )));
+    }
+    Ok((cache, sequencer))
+}
+
+/// Reads the whole log into the rebuild applier. A transient failure
+/// (one segment fetch of many) is retried within `policy`, resuming where
+/// the failed step stopped; the budget starts over whenever a step made
+/// progress, so a long log is read on a flaky store as long as the store
+/// answers now and then. (On open, giving up fails the open after the
+/// claim: the previous writer is fenced either way.)
+async fn read_with_retries(
+    replica: &mut Replica<Rebuild>,
+    policy: &RetryPolicy,
+    seed: u64,
+) -> Result<()> {
+    let mut backoff = policy.backoff(seed ^ 0x0072_6562_7569_6c64);
+    loop {
+        let before = replica.cursor();
+        let err = match replica.poll().await {
+            Ok(_) => return Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
+            Err(e) => return Err(e),
+        };
+        if replica.cursor() != before {
+            backoff.reset();
+        }
+        tracing::debug!(error = %err, "reading the bucket log: retrying");
+        if !backoff.wait().await {
+            return Err(err.context("reading the bucket log"));
+        }
+    }
+}
+
+/// A weft log's manifest numbers records (v3/v4) and every entry has
+/// records; segment-numbered entries (v1/v2, or legacy entries of a
+/// converted v1/v2 manifest) mean a WAL some other writer keeps.
+fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
+    if m.version.has_record_counts() && m.entries.iter().all(|e| e.count.is_some_and(|c| c > 0)) {
+        return Ok(());
+    }
+    Err(Error::invalid_input(format!(
+        "{path} is a {:?} manifest with segment-numbered entries, not a weft log \
+         (which numbers records: v3 or v4)",
+        m.version
+    )))
+}
+
+/// Refuses, before claiming it, a manifest that is not a weft log's: the
+/// claim would bump its epoch (fencing its own writer) and convert it.
+async fn refuse_foreign_wal(
+    store: &dyn ObjectStore,
+    path: &object_store::path::Path,
+) -> Result<()> {
+    let got = match store.get(path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(()),
+        // The claim reads the manifest again and reports store errors.
+        Err(_) => return Ok(()),
+    };
+    let Ok(bytes) = got.bytes().await else {
+        return Ok(());
+    };
+    let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
+    check_weft_log(path, &m)
+}
+
+/// Decodes the log state a trim stored as the WAL's snapshot.
+///
+/// Errors: `Corrupt` when the snapshot is not a log state, or covers
+/// another trim point than the manifest's pointer says.
+pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<LogState> {
+    let state = decode_log_state(snapshot)
+        .map_err(|e| e.context("the bucket log's snapshot is not a weft log state"))?;
+    if state.through != through_seq {
+        return Err(Error::corrupt(format!(
+            "the snapshot pointer says through {through_seq}, its log state says {}",
+            state.through
+        )));
+    }
+    Ok(state)
 }
 
 impl BucketStorage {
@@ -108,7 +302,10 @@ impl BucketStorage {
     ///
     /// Errors: `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
-    /// manifest is not a record-numbered (v3/v4) weft log.
+    /// manifest is not a record-numbered (v3/v4) weft log — refused before
+    /// anything is written. A WAL whose records are not entry frames is
+    /// only found out while rebuilding, after the claim (`Corrupt`); the
+    /// claim has then fenced that WAL's writer.
     pub async fn open(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
@@ -125,75 +322,83 @@ impl BucketStorage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
+        refuse_foreign_wal(store.as_ref(), &layout.manifest()).await?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
-        let producer = Producer::builder(store.clone(), layout.manifest(), layout.segments())
+        let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
             .with_flush_interval(options.flush_interval)
             .with_flush_bytes(options.flush_bytes)
             .with_manifest_version(ManifestVersion::V4)
-            .open()
-            .await?;
-        let rebuild = Rebuild {
-            assembler: BatchAssembler::new(),
-            batches: Vec::new(),
-        };
-        let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
-            .with_prefetch(options.rebuild_prefetch)
-            .build();
-        replica.poll().await?;
-        if let Some(m) = replica.manifest()
-            && m.entries.iter().any(|e| e.count.is_none())
-        {
-            return Err(Error::invalid_input(format!(
-                "{} is a {:?} manifest, which numbers segments, not records; \
-                 a weft log needs v3 or v4",
-                layout.manifest(),
-                m.version
-            )));
+            .with_retry_policy(options.retry.clone())
+            .with_clock(clock.clone());
+        if let Some(seed) = options.seed {
+            builder = builder.with_seed(seed);
         }
-        let mut sequencer = Sequencer::new();
-        let mut committed = Committed::default();
-        let batches = std::mem::take(&mut replica.applier_mut().batches);
-        let first = batches
-            .first()
-            .map(|b| b[0].seqnum)
-            .or_else(|| replica.manifest().map(|m| m.next_sequence))
-            .unwrap_or(0);
-        committed.cache = EntryCache::starting_at(first);
-        for batch in batches {
-            for entry in &batch {
-                sequencer.observe(entry)?;
-            }
-            committed.cache.extend(batch)?;
-        }
-        let next = replica.manifest().map_or(0, |m| m.next_sequence);
-        sequencer.advance_to(next);
-        if sequencer.next_seqnum() != next {
-            return Err(Error::corrupt(format!(
-                "the log's entries end at seqnum {} but its manifest says {next}",
-                sequencer.next_seqnum()
-            )));
-        }
-        Ok(BucketStorage {
-            producer,
-            sequencer: tokio::sync::Mutex::new(sequencer),
+        let producer = builder.open().await?;
+        let (cache, sequencer) = read_log(
+            &store,
+            &layout,
+            options.rebuild_prefetch,
+            &options.retry,
+            options.seed.unwrap_or(0),
+        )
+        .await?;
+        let committed = Committed { cache };
+        let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
+            .with_prefix(layout.snapshots())
+            .with_clock(clock.clone());
+        let shared = Arc::new(Shared {
             feed: CommitFeed::new(committed.cache.index().next()),
             committed: Mutex::new(committed),
+            failed: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            settled: tokio::sync::watch::Sender::new(()),
+        });
+        let (in_flight, rx) = mpsc::unbounded_channel();
+        tokio::spawn(make_visible(shared.clone(), rx));
+        Ok(BucketStorage {
+            producer,
+            snapshots,
+            trim_lock: tokio::sync::Mutex::new(()),
+            sequencer: tokio::sync::Mutex::new(sequencer),
+            in_flight,
+            shared,
             kv: Arc::new(BucketKv::new(store, layout.kv())),
             clock,
             options,
-            failed: Mutex::new(None),
-            closed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    fn committed(&self) -> Result<std::sync::MutexGuard<'_, Committed>> {
-        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(Error::closed("the bucket log is closed"));
-        }
-        Ok(self.committed.lock().expect("writer lock"))
+    /// The epoch this writer claimed the log with: a newer writer's is
+    /// higher, and fences this one.
+    pub fn epoch(&self) -> u64 {
+        self.producer.epoch()
     }
 
+    /// This writer's run id: the directory its segments are written under
+    /// (`<prefix>/segments/<run id>/`), so every manifest entry names the
+    /// writer that committed it.
+    pub fn run_id(&self) -> ulid::Ulid {
+        self.producer.run_id()
+    }
+
+    fn committed(&self) -> Result<std::sync::MutexGuard<'_, Committed>> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("the bucket log is closed"));
+        }
+        Ok(self.cache_lock())
+    }
+
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, Committed> {
+        self.shared.committed.lock().expect("writer lock")
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        self.shared.check_failed()
+    }
+}
+
+impl Shared {
     fn check_failed(&self) -> Result<()> {
         match &*self.failed.lock().expect("writer lock") {
             Some((kind, msg)) => Err(Error::new(*kind, msg.clone())),
@@ -202,6 +407,11 @@ impl BucketStorage {
     }
 
     fn fail(&self, err: &Error) {
+        self.record_failure(err);
+        self.settled.send_replace(());
+    }
+
+    fn record_failure(&self, err: &Error) {
         let mut failed = self.failed.lock().expect("writer lock");
         if failed.is_none() {
             let kind = match err.kind() {
@@ -215,20 +425,60 @@ impl BucketStorage {
         }
     }
 
-    /// Makes `batch` visible once every batch before it is.
-    fn commit(&self, batch: Vec<LogEntry>) -> Result<()> {
+    /// Makes a committed batch readable and tells subscribers.
+    fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
         let mut c = self.committed.lock().expect("writer lock");
-        let first = batch[0].seqnum;
-        c.early.insert(first, batch);
-        loop {
-            let next = c.cache.index().next();
-            let Some(batch) = c.early.remove(&next) else {
-                break;
-            };
-            c.cache.extend(batch.iter().cloned())?;
-            self.feed.publish(batch.into());
-        }
+        c.cache.extend(batch.iter().cloned())?;
+        // Under the cache lock, so the feed sees batches in order.
+        self.feed.publish(batch.into());
+        drop(c);
+        self.settled.send_replace(());
         Ok(())
+    }
+
+    /// Waits until every batch planned below seqnum `through` is visible,
+    /// or the writer failed.
+    async fn settle(&self, through: u64) {
+        let mut rx = self.settled.subscribe();
+        let _ = rx
+            .wait_for(|_| {
+                self.failed.lock().expect("writer lock").is_some()
+                    || self
+                        .committed
+                        .lock()
+                        .expect("writer lock")
+                        .cache
+                        .index()
+                        .next()
+                        >= through
+            })
+            .await;
+    }
+}
+
+/// Waits for each batch's commit in planning order (which is the WAL's
+/// commit order) and makes it visible before answering its caller, so an
+/// acknowledged append is readable at once and a caller that gave up
+/// waiting cannot leave a gap.
+async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFlight>) {
+    while let Some(InFlight {
+        planned,
+        durability,
+        reply,
+    }) = rx.recv().await
+    {
+        let result = match durability.wait().await {
+            Ok(seq) if seq == planned[0].seqnum => shared.publish(planned),
+            Ok(seq) => Err(Error::internal(format!(
+                "the WAL committed the batch at {seq}, planned at {}",
+                planned[0].seqnum
+            ))),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &result {
+            shared.fail(e);
+        }
+        let _ = reply.send(result);
     }
 }
 
@@ -241,34 +491,44 @@ impl Storage for BucketStorage {
             let mut sequencer = self.sequencer.lock().await;
             self.check_failed()?;
             let mut trial = sequencer.clone();
-            let planned = trial.plan(batch, now)?;
+            let planned = match trial.plan(batch, now) {
+                Ok(planned) => planned,
+                Err(e) if e.kind() == ErrorKind::Conflict => {
+                    // The check ran against every planned batch, committed
+                    // or not; should one still in flight fail, the conflict
+                    // would be false (and the writer stops). So answer only
+                    // once they are all settled: nothing is planned
+                    // meanwhile, as this holds the sequencer.
+                    self.shared.settle(sequencer.next_seqnum()).await;
+                    self.check_failed()?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             let records = encode_batch(&planned)?;
             let durability = match self.producer.append(records, None).await {
                 Ok(d) => d,
                 Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(e),
                 Err(e) => {
-                    self.fail(&e);
+                    self.shared.fail(&e);
                     return Err(e);
                 }
             };
             *sequencer = trial;
-            (planned, durability)
-        };
-        let committed_at = match durability.wait().await {
-            Ok(seq) => seq,
-            Err(e) => {
-                self.fail(&e);
-                return Err(e);
+            let (reply, answer) = oneshot::channel();
+            let in_flight = InFlight {
+                planned: planned.clone(),
+                durability,
+                reply,
+            };
+            if self.in_flight.send(in_flight).is_err() {
+                return Err(Error::closed("the bucket writer is closed"));
             }
+            (planned, answer)
         };
-        if committed_at != planned[0].seqnum {
-            let err = Error::internal(format!(
-                "the WAL committed the batch at {committed_at}, planned at {}",
-                planned[0].seqnum
-            ));
-            self.fail(&err);
-            return Err(err);
-        }
+        durability
+            .await
+            .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
         let results = planned
             .iter()
             .map(|e| AppendResult {
@@ -278,7 +538,6 @@ impl Storage for BucketStorage {
                 timestamp_ms: e.timestamp_ms,
             })
             .collect();
-        self.commit(planned)?;
         Ok(results)
     }
 
@@ -302,50 +561,43 @@ impl Storage for BucketStorage {
     }
 
     fn next_seqnum(&self) -> u64 {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .next()
+        self.cache_lock().cache.index().next()
     }
 
     fn first_seqnum(&self) -> u64 {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .first()
+        self.cache_lock().cache.index().first()
     }
 
     fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .index()
-            .latest_version(tag)
+        self.cache_lock().cache.index().latest_version(tag)
     }
 
+    /// Stores the numbering state as of `through` as the WAL's snapshot and
+    /// drops the entries it supersedes, in one manifest CAS; then forgets
+    /// them locally. A trim point at or below an earlier one changes
+    /// nothing.
     async fn trim(&self, through: u64) -> Result<()> {
         self.check_failed()?;
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .check_trim(through)?;
-        self.producer.truncate_through(through).await?;
-        self.committed
-            .lock()
-            .expect("writer lock")
-            .cache
-            .trim(through);
+        let _one_at_a_time = self.trim_lock.lock().await;
+        let floors = {
+            let c = self.committed()?;
+            c.cache.check_trim(through)?;
+            if through < c.cache.index().first() {
+                return Ok(());
+            }
+            c.cache.index().next_versions_through(through)
+        };
+        let state = encode_log_state(&LogState::new(through, floors)?)?;
+        self.snapshots
+            .write(&self.producer, state, through)
+            .await
+            .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
+        self.committed()?.cache.trim(through);
         Ok(())
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.feed
+        &self.shared.feed
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -361,16 +613,15 @@ impl Storage for BucketStorage {
     }
 
     async fn close(&self) -> Result<()> {
-        self.closed
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.shared.closed.store(true, Ordering::Release);
         {
-            let mut failed = self.failed.lock().expect("writer lock");
+            let mut failed = self.shared.failed.lock().expect("writer lock");
             if failed.is_none() {
                 *failed = Some((ErrorKind::Closed, "the bucket log is closed".into()));
             }
         }
         let result = self.producer.close().await;
-        self.feed.close();
+        self.shared.feed.close();
         result
     }
 }

@@ -1,0 +1,121 @@
+//! `weft append`: one entry, optionally conditional, durable before the
+//! command exits 0.
+
+use std::io::{IsTerminal, Read};
+use std::process::ExitCode;
+
+use clap::Args;
+use serde::Serialize;
+use weft::{AppendRequest, Error, LogTag, Result};
+
+use crate::location::{self, Create, StoreArgs};
+use crate::output;
+
+/// `weft append`
+#[derive(Debug, Args)]
+pub(crate) struct AppendArgs {
+    /// The log: a directory, s3://bucket/prefix or az://container/prefix
+    /// (see --create). Writing a bucket log claims its epoch, fencing any
+    /// other writer of it.
+    log: String,
+
+    /// A tag, `namespace` or `namespace:key` (the first `:` splits). Repeat
+    /// for several; the first is the primary tag, whose stream version the
+    /// entry gets.
+    #[arg(long = "tag", short = 't', value_name = "NS[:KEY]", required = true)]
+    tags: Vec<String>,
+
+    /// Append only if the new entry gets this version of its primary
+    /// stream (0 for an empty stream); otherwise fail with a conflict
+    /// (exit 5) and write nothing.
+    #[arg(long, value_name = "N")]
+    if_version: Option<u64>,
+
+    /// Create the log if it does not exist.
+    #[arg(long)]
+    create: bool,
+
+    /// Print exactly one line {"seqnum": N, "stream_version": V}.
+    #[arg(long)]
+    json: bool,
+
+    /// The payload; `-` (or nothing, when stdin is not a terminal) reads it
+    /// from stdin.
+    data: Option<String>,
+}
+
+/// `append --json`; the field order is part of the format.
+#[derive(Debug, Serialize)]
+struct AppendLine {
+    seqnum: u64,
+    stream_version: u64,
+}
+
+/// Parses `--tag` values into tags, primary first.
+///
+/// Errors: `InvalidInput` naming the bad tag (empty namespace or key, a
+/// control character, too long).
+pub(crate) fn parse_tags(texts: &[String]) -> Result<Vec<LogTag>> {
+    texts.iter().map(|t| parse_tag(t)).collect()
+}
+
+/// Parses one `--tag` value.
+pub(crate) fn parse_tag(text: &str) -> Result<LogTag> {
+    text.parse::<LogTag>()
+        .map_err(|e| e.context(format!("bad tag {text:?}")))
+}
+
+fn payload(data: Option<String>) -> Result<Vec<u8>> {
+    match data.as_deref() {
+        Some("-") => read_stdin(),
+        Some(text) => Ok(text.as_bytes().to_vec()),
+        None if !std::io::stdin().is_terminal() => read_stdin(),
+        None => Err(Error::invalid_input(
+            "no payload: give DATA, or `-` to read it from stdin",
+        )),
+    }
+}
+
+fn read_stdin() -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io("read the payload from stdin", e))?;
+    Ok(buf)
+}
+
+/// Runs `weft append`.
+pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode> {
+    let tags = parse_tags(&args.tags)?;
+    let location = location::parse(&args.log)?;
+    let data = payload(args.data)?;
+    let create = if args.create {
+        Create::IfMissing
+    } else {
+        Create::No
+    };
+    let log = location::open_log(&location, create, store).await?;
+    let request = AppendRequest::with_tags(tags, data);
+    let appended = match args.if_version {
+        Some(v) => log.append_if(request, v).await,
+        None => log.append(request).await,
+    };
+    // Close in every case, so the lock is released and nothing is left
+    // half-flushed; the append's own error wins over a close error.
+    let closed = log.close().await;
+    let result = appended?;
+    closed?;
+    if args.json {
+        output::json(&AppendLine {
+            seqnum: result.seqnum,
+            stream_version: result.stream_version,
+        })?;
+    } else {
+        output::line(&format!(
+            "appended seqnum {} ({} v{})",
+            result.seqnum, result.primary_tag, result.stream_version
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

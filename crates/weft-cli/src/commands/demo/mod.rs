@@ -1,0 +1,226 @@
+//! `weft demo`: a small but real system on the embedded default.
+//!
+//! It opens (or creates) a `dir` log, starts the shop's two executors
+//! ([`shop`]), restocks the warehouse, places a handful of orders with
+//! conditional appends, prints every entry as it commits, waits until every
+//! order is decided and every reserved order shipped, and ends with a
+//! summary. Everything is in the log: run it again on the same directory
+//! and it resumes from there (the executors replay, the order numbers go
+//! on), and says so.
+
+mod shop;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use futures::StreamExt;
+use weft::exec::{ExecutorEngine, ExecutorStatus};
+use weft::{AppendRequest, Error, ErrorKind, Log, Position, Result};
+
+use crate::location::{self, Create, StoreArgs};
+use crate::output;
+use shop::{Event, Inventory, RESTOCK_QTY, Shipping, Tags};
+
+/// How long the demo waits for its executors before it calls it a failure.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `weft demo`
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// The log directory (created if absent; re-running on it resumes).
+    #[arg(default_value = "weft-demo")]
+    dir: PathBuf,
+
+    /// How many orders this run places.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    orders: u64,
+}
+
+/// Runs `weft demo`.
+pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let location = weft::store::Location::Dir {
+        path: args.dir.clone(),
+    };
+    let log = location::open_log(&location, Create::IfMissing, &StoreArgs::default()).await?;
+    let outcome = run_on(&log, &args, started).await;
+    let closed = log.close().await;
+    outcome?;
+    closed?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_on(log: &Log, args: &DemoArgs, started: Instant) -> Result<()> {
+    let tags = Tags::new()?;
+    let start = log.storage().next_seqnum();
+    let run = log.next_version(&tags.stock) + 1;
+    let placed_before = log.next_version(&tags.orders);
+    output::line(&format!(
+        "weft demo: an order-fulfilment shop on the log in {}",
+        args.dir.display()
+    ))?;
+    if start == 0 {
+        output::line("new log: starting from seqnum 0")?;
+    } else {
+        output::line(&format!(
+            "resuming: {start} entries already in the log, continuing from seqnum {start} \
+             (run {run}, {placed_before} orders placed before)"
+        ))?;
+    }
+
+    // Print every entry from here on as it commits.
+    let mut feed = log.subscribe_log(Position::At(start));
+    let (printed_tx, mut printed_rx) = tokio::sync::watch::channel(start);
+    let printer = tokio::spawn(async move {
+        while let Some(entry) = feed.next().await {
+            let entry = entry?;
+            output::line(&shop::describe(&entry))?;
+            printed_tx.send_replace(entry.seqnum + 1);
+        }
+        Ok::<(), Error>(())
+    });
+
+    let mut engine = ExecutorEngine::new(log.clone());
+    let mut inventory = engine.register(Inventory { tags: tags.clone() })?;
+    let mut shipping = engine.register(Shipping { tags: tags.clone() })?;
+    let handle = engine.start()?;
+
+    let driven = async {
+        // The executors rebuild their state from the log before anything
+        // new is written: show what they found.
+        if start > 0 {
+            let inv = tokio::time::timeout(SETTLE_TIMEOUT, inventory.wait_for(|_| true))
+                .await
+                .map_err(|_| stuck("the inventory did not finish its replay"))??;
+            let ship = tokio::time::timeout(SETTLE_TIMEOUT, shipping.wait_for(|_| true))
+                .await
+                .map_err(|_| stuck("shipping did not finish its replay"))??;
+            output::line(&format!(
+                "replayed: inventory knows {} orders ({} reserved, {} rejected), \
+                 shipping has shipped {}",
+                inv.state.placed, inv.state.reserved, inv.state.rejected, ship.state.shipped
+            ))?;
+        }
+        let restock = Event::Restocked {
+            run,
+            qty: RESTOCK_QTY,
+        };
+        log.append(
+            AppendRequest::new(tags.stock.clone(), restock.encode()).with_tag(tags.orders.clone()),
+        )
+        .await?;
+        for n in placed_before..placed_before + args.orders {
+            let (order, item, qty) = shop::order_spec(n);
+            let event = Event::Placed {
+                order: order.clone(),
+                item: item.to_owned(),
+                qty,
+            };
+            let request = AppendRequest::new(tags.orders.clone(), event.encode())
+                .with_tag(tags.order(&order)?);
+            // Conditional: order n is version n of the `orders` stream, so a
+            // second customer racing on this log could not double-place it.
+            log.append_if(request, n).await?;
+        }
+        let placed = placed_before + args.orders;
+        let inv = tokio::time::timeout(
+            SETTLE_TIMEOUT,
+            inventory.wait_for(|s| s.state.placed == placed && s.state.settled()),
+        )
+        .await
+        .map_err(|_| stuck("the inventory did not decide every order"))??;
+        let reserved = inv.state.reserved;
+        tokio::time::timeout(
+            SETTLE_TIMEOUT,
+            shipping.wait_for(|s| s.state.reserved == reserved && s.state.waiting.is_empty()),
+        )
+        .await
+        .map_err(|_| stuck("shipping did not ship every reserved order"))??;
+        // Let the printer show the last entry before the summary.
+        let end = log.storage().next_seqnum();
+        tokio::time::timeout(SETTLE_TIMEOUT, printed_rx.wait_for(|p| *p >= end))
+            .await
+            .map_err(|_| stuck("the log's feed fell behind"))?
+            .map_err(|_| Error::internal("the demo's printer stopped"))?;
+        Ok::<_, Error>(inv.state)
+    }
+    .await;
+
+    let finals = handle.shutdown().await;
+    printer.abort();
+    let inv = driven?;
+    for (name, status) in finals {
+        if let ExecutorStatus::Failed(why) = status {
+            return Err(Error::internal(format!("executor {name} failed: {why}")));
+        }
+    }
+    summary(log, &tags, start, &inv, started).await
+}
+
+fn stuck(what: &str) -> Error {
+    Error::new(
+        ErrorKind::Unavailable,
+        format!("demo: {what} within {SETTLE_TIMEOUT:?}"),
+    )
+}
+
+async fn summary(
+    log: &Log,
+    tags: &Tags,
+    start: u64,
+    inv: &shop::InventoryState,
+    started: Instant,
+) -> Result<()> {
+    let mut per_tag: BTreeMap<String, u64> = BTreeMap::new();
+    let mut distinct = std::collections::BTreeSet::new();
+    let mut entries = 0u64;
+    let mut cursor = log.storage().first_seqnum();
+    loop {
+        let chunk = log.read_log(Position::At(cursor), 4096).await?;
+        let Some(last) = chunk.last() else { break };
+        cursor = last.seqnum + 1;
+        entries += chunk.len() as u64;
+        for e in &chunk {
+            for t in &e.tags {
+                distinct.insert(t.clone());
+                *per_tag.entry(t.namespace().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    let next = log.storage().next_seqnum();
+    let first = log.storage().first_seqnum();
+    output::line("")?;
+    output::line("summary")?;
+    output::line(&format!(
+        "  entries    {entries} in the log, {} appended by this run",
+        next - start
+    ))?;
+    if next > first {
+        output::line(&format!("  seqnums    {first}..={}", next - 1))?;
+    }
+    let streams: Vec<String> = [&tags.stock, &tags.orders, &tags.inventory, &tags.shipments]
+        .iter()
+        .map(|t| match log.latest_version(t) {
+            Some(v) => format!("{t} v{v}"),
+            None => format!("{t} (empty)"),
+        })
+        .collect();
+    output::line(&format!("  streams    {}", streams.join(", ")))?;
+    let tag_counts: Vec<String> = per_tag.iter().map(|(ns, n)| format!("{ns}: {n}")).collect();
+    output::line(&format!(
+        "  tags       {} distinct; entries per namespace: {}",
+        distinct.len(),
+        tag_counts.join(", ")
+    ))?;
+    output::line(&format!(
+        "  orders     {} placed, {} reserved and shipped, {} rejected (all runs)",
+        inv.placed, inv.reserved, inv.rejected
+    ))?;
+    let stock: Vec<String> = inv.stock.iter().map(|(i, n)| format!("{i} {n}")).collect();
+    output::line(&format!("  stock      {}", stock.join(", ")))?;
+    output::line(&format!("  elapsed    {:.2?}", started.elapsed()))?;
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! `weft inspect`: what a log holds.
+//!
+//! For a bucket: the manifest's format version, epoch, next sequence, live
+//! entries (sequence range, segment location and size, record count,
+//! metadata) and snapshot pointer. For a `dir` log: its segment files, the
+//! seqnum range, the trim point, and every tag with its entry count and
+//! latest version.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde::Serialize;
+use weft::Result;
+use weft::format::{ManifestEntry, Metadata};
+use weft::store::Location;
+
+use crate::bucket;
+use crate::dirlog;
+use crate::location::{self, StoreArgs};
+use crate::output;
+
+/// `weft inspect`
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// file:///path.
+    log: String,
+
+    /// Object path of the manifest in a bucket, relative to the prefix
+    /// (weft's bucket logs: `manifest`; the upstream buffer:
+    /// `ingest/manifest`; the seed's WAL: `wal/manifest`).
+    #[arg(long, value_name = "PATH", default_value = bucket::DEFAULT_MANIFEST)]
+    manifest: String,
+
+    /// Print one JSON object instead of a report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `weft inspect`.
+pub(crate) async fn run(args: InspectArgs, store_args: &StoreArgs) -> Result<ExitCode> {
+    let location = location::parse(&args.log)?;
+    match &location {
+        Location::Dir { path } => dirlog::inspect(path, args.json).await?,
+        _ => inspect_bucket(&location, &args, store_args).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `inspect --json` for a bucket; the field names are part of the format.
+#[derive(Debug, Serialize)]
+struct BucketReport {
+    kind: &'static str,
+    location: String,
+    manifest: String,
+    manifest_size: usize,
+    format_version: u16,
+    epoch: u64,
+    next_sequence: u64,
+    /// The first sequence still listed (`next_sequence` when empty).
+    first_sequence: u64,
+    snapshot: Option<SnapshotReport>,
+    entries: Vec<EntryReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct SnapshotReport {
+    location: String,
+    through_seq: u64,
+    created_ms: i64,
+}
+
+#[derive(Debug, Serialize)]
+struct EntryReport {
+    sequence: u64,
+    /// One past the last sequence the entry occupies.
+    end_sequence: u64,
+    /// Records in the segment: the manifest's count (v3/v4) or the
+    /// segment footer's (v1/v2); `null` when the segment is missing.
+    count: Option<u32>,
+    location: String,
+    /// Bytes of the segment object; `null` when it is missing.
+    size: Option<u64>,
+    /// The segment's format version (1, or 2 with a checksum), from its
+    /// footer; `null` when it is missing.
+    segment_version: Option<u16>,
+    /// `none` or `zstd`; `null` when the segment is missing.
+    compression: Option<&'static str>,
+    metadata: Vec<MetadataReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct MetadataReport {
+    start_index: u32,
+    ingestion_ms: i64,
+    payload: String,
+}
+
+impl From<&Metadata> for MetadataReport {
+    fn from(m: &Metadata) -> Self {
+        MetadataReport {
+            start_index: m.start_index,
+            ingestion_ms: m.ingestion_ms,
+            payload: output::base64(&m.payload),
+        }
+    }
+}
+
+async fn describe_entry(
+    store: &std::sync::Arc<dyn object_store::ObjectStore>,
+    entry: &ManifestEntry,
+) -> Result<EntryReport> {
+    let size = bucket::size(store, &entry.location).await?;
+    let footer = match size {
+        Some(size) => Some(bucket::segment_footer(store, &entry.location, size).await?),
+        None => None,
+    };
+    let count = bucket::manifest_count(entry).or(footer.map(|f| f.record_count));
+    Ok(EntryReport {
+        sequence: entry.sequence,
+        end_sequence: entry.end_sequence(),
+        count,
+        location: entry.location.clone(),
+        size,
+        segment_version: footer.map(|f| f.version.as_u16()),
+        compression: footer.map(|f| match f.compression {
+            weft::format::Compression::None => "none",
+            weft::format::Compression::Zstd => "zstd",
+        }),
+        metadata: entry.metadata.iter().map(MetadataReport::from).collect(),
+    })
+}
+
+async fn inspect_bucket(
+    location: &Location,
+    args: &InspectArgs,
+    store_args: &StoreArgs,
+) -> Result<()> {
+    let store = location::open_store(location, store_args)?;
+    let manifest = bucket::load_manifest(&store, &args.manifest).await?;
+    let data = &manifest.data;
+    let bar = output::progress(data.entries.len() as u64, "inspecting");
+    let mut entries = Vec::with_capacity(data.entries.len());
+    for entry in &data.entries {
+        entries.push(describe_entry(&store, entry).await?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let report = BucketReport {
+        kind: "bucket",
+        location: location.to_string(),
+        manifest: manifest.path.clone(),
+        manifest_size: manifest.size,
+        format_version: data.version.as_u16(),
+        epoch: data.epoch,
+        next_sequence: data.next_sequence,
+        first_sequence: data
+            .entries
+            .first()
+            .map_or(data.next_sequence, |e| e.sequence),
+        snapshot: data.snapshot.as_ref().map(|s| SnapshotReport {
+            location: s.location.clone(),
+            through_seq: s.through_seq,
+            created_ms: s.created_ms,
+        }),
+        entries,
+    };
+    if args.json {
+        return output::json(&report);
+    }
+    print_bucket(&report)
+}
+
+fn print_bucket(r: &BucketReport) -> Result<()> {
+    let numbering = if r.format_version >= 3 {
+        "records"
+    } else {
+        "segments"
+    };
+    output::line(&format!("log        {}", r.location))?;
+    output::line(&format!(
+        "manifest   {} (format v{}, {} bytes; sequences number {numbering})",
+        r.manifest, r.format_version, r.manifest_size
+    ))?;
+    output::line(&format!("epoch      {}", r.epoch))?;
+    output::line(&format!(
+        "sequences  [{}, {}) live, next {}",
+        r.first_sequence, r.next_sequence, r.next_sequence
+    ))?;
+    match &r.snapshot {
+        Some(s) => output::line(&format!(
+            "snapshot   {} through {} (created at {} ms)",
+            s.location, s.through_seq, s.created_ms
+        ))?,
+        None => output::line("snapshot   none")?,
+    }
+    output::line(&format!("entries    {}", r.entries.len()))?;
+    for e in &r.entries {
+        let count = e.count.map_or("?".to_owned(), |n| n.to_string());
+        let size = match (e.size, e.segment_version, e.compression) {
+            (Some(n), Some(v), Some(c)) => format!("{n} bytes, segment v{v}, {c}"),
+            _ => "MISSING".to_owned(),
+        };
+        output::line(&format!(
+            "  [{}, {})  {}  {size}, {count} records, {} metadata",
+            e.sequence,
+            e.end_sequence,
+            e.location,
+            e.metadata.len()
+        ))?;
+        for m in &e.metadata {
+            output::line(&format!(
+                "      from record {}: ingested at {} ms, payload (base64) {}",
+                m.start_index, m.ingestion_ms, m.payload
+            ))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! One module per subcommand: its clap arguments and its `run`.
+
+pub(crate) mod admin;
+pub(crate) mod append;
+pub(crate) mod demo;
+pub(crate) mod inspect;
+pub(crate) mod read;
+pub(crate) mod tail;
+pub(crate) mod verify;
+pub(crate) mod wal;

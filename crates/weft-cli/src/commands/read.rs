@@ -1,0 +1,75 @@
+//! `weft read`: entries of a log, or of one tag, in seqnum order.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use weft::Result;
+
+use crate::commands::append::parse_tag;
+use crate::location::{self, StoreArgs};
+use crate::output::{self, EntryLine};
+use crate::source::Source;
+
+/// How many entries one storage read fetches.
+const CHUNK: usize = 1024;
+
+/// `weft read`
+#[derive(Debug, Args)]
+pub(crate) struct ReadArgs {
+    /// The log: a directory (read from its files, no lock taken),
+    /// s3://bucket/prefix, az://container/prefix or file:///path (read by a
+    /// follower, which never fences the writer).
+    log: String,
+
+    /// Only entries carrying this tag (`ns` or `ns:key`).
+    #[arg(long, short = 't', value_name = "NS[:KEY]")]
+    tag: Option<String>,
+
+    /// Start at this seqnum (default: the first entry still in the log; a
+    /// seqnum below the trim point is an error).
+    #[arg(long, value_name = "SEQ")]
+    from: Option<u64>,
+
+    /// Print at most this many entries.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+
+    /// One JSON object per entry and line: {"seqnum", "stream_version",
+    /// "tags", "timestamp_ms", "data" (standard base64)}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `weft read`.
+pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
+    let tag = args.tag.as_deref().map(parse_tag).transpose()?;
+    let location = location::parse(&args.log)?;
+    let source = Source::open(&location, store).await?;
+    let mut cursor = match args.from {
+        Some(from) => from,
+        None => source.first_seqnum()?,
+    };
+    let mut left = args.limit.unwrap_or(usize::MAX);
+    let outcome = async {
+        while left > 0 {
+            let want = left.min(CHUNK);
+            let chunk = source.read(tag.as_ref(), cursor, want).await?;
+            for entry in &chunk {
+                if args.json {
+                    output::json(&EntryLine::from(entry))?;
+                } else {
+                    output::line(&output::entry_text(entry))?;
+                }
+            }
+            left -= chunk.len();
+            match chunk.last() {
+                Some(last) if chunk.len() == want => cursor = last.seqnum + 1,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+    .await;
+    source.close().await;
+    outcome.map(|()| ExitCode::SUCCESS)
+}

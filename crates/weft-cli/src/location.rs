@@ -1,0 +1,191 @@
+//! From a `LOG` argument to something to work on: a [`Log`] (through the
+//! one function [`open_log`]) or a read-only object store (for the commands
+//! that read manifests and segments directly).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::store::{AzureSettings, Location, S3Settings};
+use weft::{Error, ErrorKind, Log, Result};
+
+/// Connection flags for `s3://` and `az://` locations; each overrides the
+/// matching environment variable (`AWS_*` for S3, `AZURE_*` for Azure).
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct StoreArgs {
+    /// Endpoint URL: for S3 the service (default: $AWS_ENDPOINT_URL, else
+    /// AWS itself); for Azure the account URL (default:
+    /// $AZURE_STORAGE_ENDPOINT, else https://ACCOUNT.blob.core.windows.net).
+    #[arg(long, global = true, value_name = "URL")]
+    endpoint: Option<String>,
+
+    /// S3 region (default: $AWS_REGION, else us-east-1).
+    #[arg(long, global = true)]
+    region: Option<String>,
+
+    /// Allow a plain http:// endpoint (default: $AWS_ALLOW_HTTP /
+    /// $AZURE_ALLOW_HTTP).
+    #[arg(long, global = true)]
+    allow_http: bool,
+}
+
+impl StoreArgs {
+    fn settings(&self, bucket: &str, prefix: &str) -> Result<S3Settings> {
+        let mut settings = S3Settings::from_env(bucket, prefix)?;
+        if let Some(endpoint) = &self.endpoint {
+            settings.endpoint = Some(endpoint.clone());
+        }
+        if let Some(region) = &self.region {
+            settings.region = Some(region.clone());
+        }
+        if self.allow_http {
+            settings.allow_http = true;
+        }
+        // A command line tool should answer quickly when the server is away.
+        settings
+            .connect_timeout
+            .get_or_insert(std::time::Duration::from_secs(5));
+        settings.http_retries.get_or_insert(1);
+        Ok(settings)
+    }
+
+    fn azure_settings(&self, container: &str, prefix: &str) -> Result<AzureSettings> {
+        let mut settings = AzureSettings::from_env(container, prefix)?;
+        if let Some(endpoint) = &self.endpoint {
+            settings.endpoint = Some(endpoint.clone());
+        }
+        if self.allow_http {
+            settings.allow_http = true;
+        }
+        settings
+            .connect_timeout
+            .get_or_insert(std::time::Duration::from_secs(5));
+        settings.http_retries.get_or_insert(1);
+        Ok(settings)
+    }
+}
+
+/// Parses a `LOG` / `STORE` argument.
+pub(crate) fn parse(text: &str) -> Result<Location> {
+    Location::parse(text)
+}
+
+/// Whether a command may create the log when it does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Create {
+    /// A missing log is a `NotFound` error.
+    No,
+    /// Create an empty log.
+    IfMissing,
+}
+
+/// Opens the shared log at `location` for reading and writing: the one
+/// place that picks a backend.
+///
+/// * A plain directory opens the `dir` backend, which takes an exclusive
+///   lock on it.
+/// * `s3://` and `az://` open the bucket writer ([`BucketStorage`]), which
+///   claims the log's epoch: any other writer of that log is fenced from
+///   then on.
+/// * `file://` cannot be written: object_store's local files have no
+///   conditional update, which the writer's manifest CAS needs.
+///
+/// Errors: `NotFound` (no log there and `create` is [`Create::No`]),
+/// `Locked` (another process has a `dir` log open), `Unsupported`
+/// (`file://`), `PermissionDenied`, `Unavailable`, `Corrupt`, and the
+/// backend's I/O kinds.
+pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
+    match location {
+        Location::Dir { path } => crate::dirlog::open(path, create).await,
+        Location::S3 { .. } | Location::Azure { .. } => {
+            let store = open_store(location, args)?;
+            if create == Create::No {
+                require_bucket_log(&store, location).await?;
+            }
+            let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
+            Ok(Log::new(storage))
+        }
+        Location::File { .. } => Err(Error::unsupported(format!(
+            "{location}: a file:// store can be read (inspect, wal dump, verify, read, tail) \
+             but not written: local files have no conditional update for the manifest"
+        ))),
+    }
+}
+
+/// Opens a read-only follower of the bucket log at `location` (`s3://`,
+/// `az://` or `file://`): it serves reads and tails the bucket, and never writes.
+///
+/// Errors: `NotFound` (no log), and the store's kinds.
+pub(crate) async fn follow_bucket(location: &Location, args: &StoreArgs) -> Result<Log> {
+    let store = open_store(location, args)?;
+    require_bucket_log(&store, location).await?;
+    let follower = BucketFollower::open(store, "", FollowerOptions::default()).await?;
+    Ok(Log::new(follower))
+}
+
+/// `NotFound` unless the store holds a bucket log's manifest.
+async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -> Result<()> {
+    match crate::bucket::size(store, crate::bucket::DEFAULT_MANIFEST).await? {
+        Some(_) => Ok(()),
+        None => Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no log at {location}: there is no {} object (create one with `weft append --create`)",
+                crate::bucket::DEFAULT_MANIFEST
+            ),
+        )),
+    }
+}
+
+/// A read-only view of the object store at `location` (`s3://`, `az://` or
+/// `file://`). Nothing is created: a missing `file://` directory is
+/// `NotFound`.
+///
+/// Errors: `InvalidInput` for a plain directory (that is a `dir` log) or
+/// bad S3 settings; `NotFound`.
+pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dyn ObjectStore>> {
+    match location {
+        Location::S3 { bucket, prefix } => args.settings(bucket, prefix)?.build(),
+        Location::Azure { container, prefix } => args.azure_settings(container, prefix)?.build(),
+        Location::File { path } => {
+            require_dir(path)?;
+            let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("cannot use {} as an object store", path.display()),
+                )
+                .with_source(e)
+            })?;
+            Ok(Arc::new(fs))
+        }
+        Location::Dir { path } => Err(Error::invalid_input(format!(
+            "{} is a plain directory, which names a `dir` log; a bucket is s3://bucket/prefix \
+             or file://{}",
+            path.display(),
+            absolute(path).display()
+        ))),
+    }
+}
+
+/// `NotFound` unless `path` is an existing directory.
+pub(crate) fn require_dir(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(Error::invalid_input(format!(
+            "{} is not a directory",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("no log at {}: the directory does not exist", path.display()),
+        )),
+        Err(e) => Err(Error::io(format!("stat {}", path.display()), e)),
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

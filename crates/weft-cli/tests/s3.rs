@@ -1,0 +1,472 @@
+//! `weft inspect`, `verify` and `wal dump` on a real S3-compatible server
+//! (the SeaweedFS test server that `scripts/test.sh` starts), over a log
+//! the real bucket `Producer` wrote and over the upstream buffer's objects.
+//!
+//! Every test FAILS (never skips) when the server's env is missing.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+use serde_json::Value;
+use weft::store::S3Settings;
+use weft::wal::Producer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_weft");
+const NO_SERVER: &str = "run scripts/test.sh (it starts SeaweedFS and exports its env)";
+
+fn required(key: &str) -> String {
+    match std::env::var(key) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!("{key} is not set: {NO_SERVER}"),
+    }
+}
+
+/// A fresh prefix on the test server: its settings and the `s3://` URL.
+fn bucket(test: &str) -> (S3Settings, String) {
+    let bucket = required("WEFT_TEST_S3_BUCKET");
+    let endpoint = required("WEFT_TEST_S3_ENDPOINT");
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let prefix = format!("weft-cli-tests/{test}/{}-{nanos}", std::process::id());
+    let mut s = S3Settings::from_env(&bucket, &prefix).expect("S3 env");
+    s.endpoint = Some(endpoint);
+    s.allow_http = true;
+    s.region.get_or_insert_with(|| "us-east-1".to_owned());
+    let url = format!("s3://{bucket}/{prefix}");
+    (s, url)
+}
+
+fn weft(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .args([
+            "--endpoint",
+            &required("WEFT_TEST_S3_ENDPOINT"),
+            "--allow-http",
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run weft")
+}
+
+fn ok(out: Output) -> String {
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "weft failed ({:?}): {text} {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+fn one_line_error(out: &Output, code: i32, kind: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("weft: ") && err.trim_end().ends_with(&format!("({kind})")),
+        "{err}"
+    );
+}
+
+fn b64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+async fn put(store: &Arc<dyn ObjectStore>, path: &str, bytes: Vec<u8>) {
+    store
+        .put(&ObjectPath::parse(path).unwrap(), bytes.into())
+        .await
+        .expect("put to the test server");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_written_log_inspects_verifies_and_dumps() {
+    let (settings, url) = bucket("producer_log");
+    let store = settings.build().unwrap();
+    let producer = Producer::builder(store.clone(), "wal/manifest", "wal/seg")
+        .with_flush_interval(Duration::from_millis(5))
+        .open()
+        .await
+        .unwrap();
+    let first = producer
+        .append(
+            vec![Bytes::from_static(b"one"), Bytes::from_static(b"two")],
+            Some(Bytes::from_static(b"meta")),
+        )
+        .await
+        .unwrap();
+    first.wait().await.unwrap();
+    let second = producer
+        .append(vec![Bytes::from_static(b"three")], None)
+        .await
+        .unwrap();
+    second.wait().await.unwrap();
+    let version = producer.manifest_version().as_u16();
+    producer.close().await.unwrap();
+
+    let v: Value = serde_json::from_str(
+        ok(weft(&[
+            "inspect",
+            &url,
+            "--manifest",
+            "wal/manifest",
+            "--json",
+        ]))
+        .trim(),
+    )
+    .unwrap();
+    assert_eq!(v["epoch"], 1);
+    assert_eq!(v["format_version"], version);
+    let entries = v["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{v}");
+    assert_eq!(entries[0]["sequence"], 0);
+    assert_eq!(entries[0]["count"], 2);
+    assert_eq!(entries[0]["metadata"][0]["payload"], b64(b"meta"));
+    assert!(
+        entries[1]["location"]
+            .as_str()
+            .unwrap()
+            .starts_with("wal/seg")
+    );
+    assert!(entries[1]["size"].as_u64().unwrap() > 0);
+
+    let out = ok(weft(&["verify", &url, "--manifest", "wal/manifest"]));
+    assert!(out.contains("no problems"), "{out}");
+
+    let dump = ok(weft(&[
+        "wal",
+        "dump",
+        &url,
+        "--manifest",
+        "wal/manifest",
+        "--json",
+    ]));
+    let data: Vec<String> = dump
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["data"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(data, [b64(b"one"), b64(b"two"), b64(b"three")]);
+
+    // Damage the first segment in place: verify finds it, dump refuses.
+    let loc = entries[0]["location"].as_str().unwrap();
+    let path = ObjectPath::parse(loc).unwrap();
+    let mut bytes = store
+        .get(&path)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    bytes[2] ^= 0x01;
+    put(&store, loc, bytes).await;
+    let out = weft(&["verify", &url, "--manifest", "wal/manifest"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("problem:"));
+    one_line_error(
+        &weft(&["wal", "dump", &url, "--manifest", "wal/manifest"]),
+        6,
+        "corrupt",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_buffer_objects_dump_from_a_bucket() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let a = here
+        .ancestors()
+        .map(|d| d.join("shared/compat/opendata-buffer-0.3/A"))
+        .find(|p| p.join("expected.json").is_file())
+        .expect("shared/compat/opendata-buffer-0.3/A next to the repository");
+    let (settings, url) = bucket("upstream");
+    let store = settings.build().unwrap();
+    for name in [
+        "manifest",
+        "01M8R78R162CKXDFM04D3KMGZ1.batch",
+        "01M8R78R17MPSNZRYF3VK32HQ6.batch",
+    ] {
+        put(
+            &store,
+            &format!("ingest/{name}"),
+            std::fs::read(a.join("ingest").join(name)).unwrap(),
+        )
+        .await;
+    }
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("expected.json")).unwrap()).unwrap();
+    let want: Vec<(u64, String)> = expected["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| {
+            let seq = e["sequence"].as_u64().unwrap();
+            e["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |r| (seq, r.as_str().unwrap().to_owned()))
+        })
+        .collect();
+    let dump = ok(weft(&[
+        "wal",
+        "dump",
+        &url,
+        "--manifest",
+        "ingest/manifest",
+        "--json",
+    ]));
+    let got: Vec<(u64, String)> = dump
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["sequence"].as_u64().unwrap(),
+                v["data"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    ok(weft(&["verify", &url, "--manifest", "ingest/manifest"]));
+}
+
+#[test]
+fn store_failures_are_one_line_errors() {
+    let (_, url) = bucket("failures");
+    // Nothing at this prefix.
+    one_line_error(&weft(&["inspect", &url]), 3, "not_found");
+    // A wrong secret.
+    let out = Command::new(BIN)
+        .args([
+            "inspect",
+            &url,
+            "--endpoint",
+            &required("WEFT_TEST_S3_ENDPOINT"),
+            "--allow-http",
+        ])
+        .env("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    one_line_error(&out, 7, "permission_denied");
+    // Nobody listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new(BIN)
+        .args([
+            "verify",
+            &url,
+            "--endpoint",
+            &format!("http://127.0.0.1:{port}"),
+            "--allow-http",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    one_line_error(&out, 9, "unavailable");
+}
+
+fn append(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["append", url, "--json"];
+    all.extend_from_slice(args);
+    let out = ok(weft(&all));
+    assert_eq!(out.lines().count(), 1, "{out}");
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
+    let (settings, url) = bucket("shared_log");
+    one_line_error(&weft(&["read", &url]), 3, "not_found");
+    one_line_error(
+        &weft(&["append", &url, "-t", "orders", "x"]),
+        3,
+        "not_found",
+    );
+
+    let first = append(
+        &url,
+        &["--create", "-t", "orders", "-t", "orders:o-1", "placed"],
+    );
+    assert_eq!(
+        (first["seqnum"].as_u64(), first["stream_version"].as_u64()),
+        (Some(0), Some(0))
+    );
+    append(&url, &["-t", "audit", "seen"]);
+    one_line_error(
+        &weft(&["append", &url, "-t", "orders", "--if-version", "0", "again"]),
+        5,
+        "conflict",
+    );
+    let third = append(&url, &["-t", "orders", "--if-version", "1", "shipped"]);
+    assert_eq!(
+        (third["seqnum"].as_u64(), third["stream_version"].as_u64()),
+        (Some(2), Some(1))
+    );
+
+    let read = ok(weft(&["read", &url, "--json"]));
+    let lines: Vec<Value> = read
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{read}");
+    assert_eq!(
+        lines[0]["tags"],
+        serde_json::json!(["orders", "orders:o-1"])
+    );
+    assert_eq!(lines[2]["data"], b64(b"shipped"));
+    let orders = ok(weft(&["read", &url, "--tag", "orders", "--json"]));
+    assert_eq!(orders.lines().count(), 2);
+
+    // A tail follows appends made by other processes (each one a new writer).
+    let tail = Command::new(BIN)
+        .args([
+            "tail",
+            &url,
+            "--json",
+            "--from",
+            "3",
+            "--max",
+            "1",
+            "--timeout",
+            "30",
+        ])
+        .args([
+            "--endpoint",
+            &required("WEFT_TEST_S3_ENDPOINT"),
+            "--allow-http",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    append(&url, &["-t", "audit", "late"]);
+    let out = tail.wait_with_output().unwrap();
+    let tailed = ok(out);
+    let v: Value = serde_json::from_str(tailed.trim()).unwrap();
+    assert_eq!(
+        (v["seqnum"].as_u64(), v["data"].as_str()),
+        (Some(3), Some(b64(b"late").as_str()))
+    );
+
+    // The default manifest is the bucket log's own.
+    let v: Value = serde_json::from_str(ok(weft(&["inspect", &url, "--json"])).trim()).unwrap();
+    assert_eq!(v["format_version"], 4);
+    assert_eq!(v["next_sequence"], 4);
+    assert!(
+        v["epoch"].as_u64().unwrap() >= 4,
+        "every append claimed the log: {v}"
+    );
+    assert!(ok(weft(&["verify", &url])).contains("no problems"));
+
+    // The same objects, copied to a directory, read the same through file://.
+    let store = settings.build().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut listing = store.list(None);
+    use futures::StreamExt;
+    while let Some(meta) = listing.next().await {
+        let meta = meta.unwrap();
+        let bytes = store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let target = tmp.path().join(meta.location.as_ref());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(target, bytes).unwrap();
+    }
+    let file_url = format!("file://{}", tmp.path().canonicalize().unwrap().display());
+    let from_files = ok(weft(&["read", &file_url, "--json"]));
+    assert_eq!(from_files.lines().count(), 4);
+    assert!(from_files.starts_with(&read), "{from_files}");
+    ok(weft(&["verify", &file_url]));
+}
+
+#[test]
+fn snapshot_trims_and_gc_collects_what_it_superseded() {
+    let (_, url) = bucket("snapshot_gc");
+    for i in 0..5 {
+        ok(weft(&[
+            "append",
+            &url,
+            "--create",
+            "--tag",
+            "acct:1",
+            &format!("op{i}"),
+        ]));
+    }
+    let pointer: Value =
+        serde_json::from_str(&ok(weft(&["snapshot", &url, "--through", "2", "--json"]))).unwrap();
+    assert_eq!(pointer["through_seq"], 2);
+    assert!(pointer["location"].as_str().unwrap().contains("snapshots"));
+    let read = ok(weft(&["read", &url, "--json"]));
+    let seqnums: Vec<u64> = read
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seqnum"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqnums, vec![3, 4]);
+    // Numbering goes on where it was.
+    let next: Value = serde_json::from_str(&ok(weft(&[
+        "append",
+        &url,
+        "--tag",
+        "acct:1",
+        "--if-version",
+        "5",
+        "--json",
+        "op5",
+    ])))
+    .unwrap();
+    assert_eq!(
+        (next["seqnum"].as_u64(), next["stream_version"].as_u64()),
+        (Some(5), Some(5))
+    );
+
+    let dry: Value = serde_json::from_str(&ok(weft(&[
+        "gc",
+        &url,
+        "--dry-run",
+        "--grace-secs",
+        "0",
+        "--json",
+    ])))
+    .unwrap();
+    let would = dry["deleted"].as_array().unwrap().len();
+    assert_eq!(would, 3, "the segments of seqnums 0..=2: {dry}");
+    let young: Value = serde_json::from_str(&ok(weft(&["gc", &url, "--json"]))).unwrap();
+    assert!(
+        young["deleted"].as_array().unwrap().is_empty(),
+        "grace keeps young objects"
+    );
+    let done: Value =
+        serde_json::from_str(&ok(weft(&["gc", &url, "--grace-secs", "0", "--json"]))).unwrap();
+    assert_eq!(done["deleted"].as_array().unwrap().len(), would);
+    ok(weft(&["verify", &url]));
+    assert_eq!(ok(weft(&["read", &url, "--json"])).lines().count(), 3);
+}

@@ -1,0 +1,506 @@
+//! Retention GC with real producers: truncated segments, superseded
+//! snapshots and a fenced writer's late upload are collected once older
+//! than the grace period; referenced objects, uploads that may still be
+//! committed, young objects and foreign names are kept; a dry run deletes
+//! nothing; a commit that lands during a pass is respected; replicas that
+//! find an object collected say `Trimmed`, not something vaguer.
+//!
+//! Ages: object stores stamp `last_modified` with their own clock (the
+//! in-memory store with the system time), so a test makes objects "old"
+//! by handing GC a clock that reads hours later.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{FutureExt, TryStreamExt};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, PutPayload};
+use support::hook::{HookStore, Op};
+use support::wal::manifest;
+use weft::clock::{Clock, ManualClock, SystemClock};
+use weft::store::RetryPolicy;
+use weft::wal::gc::KeepReason;
+use weft::wal::{
+    Cursor, CursorStore, FnApplier, Gc, GcReport, Manifest, MemoryCursorStore, Producer,
+    ProducerBuilder, Record, Replica, SnapshotWriter,
+};
+use weft::{ErrorKind, Result};
+
+const MANIFEST: &str = "wal/manifest";
+const SEGMENTS: &str = "wal/seg";
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
+    Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_flush_interval(Duration::from_millis(5))
+        .with_retry_policy(RetryPolicy {
+            max_attempts: 4,
+            base_backoff: Duration::from_millis(2),
+            max_backoff: Duration::from_millis(20),
+            jitter: 0.5,
+        })
+}
+
+/// A clock reading the system time shifted by `ahead`.
+fn later(ahead: Duration) -> Arc<dyn Clock> {
+    ManualClock::new(SystemClock.now_ms() + ahead.as_millis() as u64)
+}
+
+fn gc(store: &Arc<dyn ObjectStore>, clock: Arc<dyn Clock>) -> Gc {
+    Gc::new(store.clone(), MANIFEST, SEGMENTS)
+        .with_grace(HOUR)
+        .with_clock(clock)
+}
+
+async fn list(store: &Arc<dyn ObjectStore>, prefix: &str) -> BTreeSet<String> {
+    store
+        .list(Some(&Path::from(prefix)))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+async fn append(p: &Producer, text: &str) -> u64 {
+    p.append(vec![Bytes::from(text.to_owned())], None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap()
+}
+
+fn deleted(r: &GcReport) -> BTreeSet<String> {
+    r.deleted.iter().map(|o| o.location.clone()).collect()
+}
+
+fn kept(r: &GcReport, reason: KeepReason) -> BTreeSet<String> {
+    r.kept
+        .iter()
+        .filter(|k| k.reason == reason)
+        .map(|k| k.object.location.clone())
+        .collect()
+}
+
+type Seen = Arc<std::sync::Mutex<Vec<String>>>;
+
+fn texts(seen: &Seen) -> Vec<String> {
+    seen.lock().unwrap().clone()
+}
+
+fn collecting() -> (Seen, impl weft::wal::Applier) {
+    let seen: Seen = Arc::default();
+    let sink = seen.clone();
+    let applier = FnApplier::new(move |r: &Record| {
+        sink.lock()
+            .unwrap()
+            .push(String::from_utf8(r.data.to_vec()).unwrap());
+        Ok(())
+    });
+    (seen, applier)
+}
+
+/// A restoring applier whose state is the list of records seen, snapshot
+/// included (a snapshot's bytes are its records joined by commas).
+struct Joined(Vec<String>);
+
+#[async_trait::async_trait]
+impl weft::wal::Applier for Joined {
+    async fn apply(&mut self, r: &Record) -> Result<()> {
+        self.0.push(String::from_utf8(r.data.to_vec()).unwrap());
+        Ok(())
+    }
+    async fn restore(&mut self, s: Bytes, _through: u64) -> Result<()> {
+        self.0 = String::from_utf8(s.to_vec())
+            .unwrap()
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        Ok(())
+    }
+}
+
+async fn gc_collects_what_no_manifest_needs(store: Arc<dyn ObjectStore>) {
+    // Writer 1 commits two segments, then writer 2 fences it.
+    let w1 = builder(store.clone()).open().await.unwrap();
+    append(&w1, "a").await;
+    append(&w1, "b").await;
+    let w2 = builder(store.clone()).open().await.unwrap();
+    // The fenced writer still uploads; its commit fails: a zombie object.
+    let zombie = w1
+        .append(vec![Bytes::from("zombie")], None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap_err();
+    assert_eq!(zombie.kind(), ErrorKind::Fenced);
+    let zombie_path = format!("{SEGMENTS}/{}/{:016x}", w1.run_id(), 2);
+    append(&w2, "c").await;
+    append(&w2, "d").await;
+    // A replica that tails everything, before retention.
+    let (seen, applier) = collecting();
+    let mut tail = Replica::builder(store.clone(), MANIFEST, applier).build();
+    tail.poll().await.unwrap();
+    assert_eq!(texts(&seen), ["a", "b", "c", "d"]);
+
+    // Snapshot through b (drops a, b), then through c (drops c): the first
+    // snapshot is superseded.
+    let snaps = SnapshotWriter::new(store.clone(), MANIFEST);
+    let s1 = snaps.write(&w2, Bytes::from("a,b"), 1).await.unwrap();
+    let s2 = snaps.write(&w2, Bytes::from("a,b,c"), 2).await.unwrap();
+    // An upload of the current writer above its last commit: in flight.
+    let in_flight = format!("{SEGMENTS}/{}/{:016x}", w2.run_id(), 9);
+    store
+        .put(
+            &Path::from(in_flight.as_str()),
+            PutPayload::from_static(b"x"),
+        )
+        .await
+        .unwrap();
+    // Something GC did not write and does not understand.
+    let foreign = format!("{SEGMENTS}/README");
+    store
+        .put(
+            &Path::from(foreign.as_str()),
+            PutPayload::from_static(b"hi"),
+        )
+        .await
+        .unwrap();
+
+    let m = manifest(&store, MANIFEST).await;
+    let live: BTreeSet<String> = m.entries().iter().map(|e| e.location.clone()).collect();
+    assert_eq!(live.len(), 1, "only d's segment is live");
+    let all_segments = list(&store, SEGMENTS).await;
+    let garbage: BTreeSet<String> = all_segments
+        .iter()
+        .filter(|l| !live.contains(*l) && **l != in_flight && **l != foreign)
+        .cloned()
+        .chain([s1.location.clone()])
+        .collect();
+    assert!(garbage.contains(&zombie_path), "{garbage:?}");
+    assert_eq!(garbage.len(), 5, "a, b, zombie, c and the first snapshot");
+
+    // Now: everything is young; nothing goes.
+    let report = gc(&store, later(Duration::ZERO)).run().await.unwrap();
+    assert!(report.deleted.is_empty(), "{report:?}");
+    assert_eq!(kept(&report, KeepReason::Young), garbage);
+    assert_eq!(report.referenced, 2, "d's segment and the current snapshot");
+    assert_eq!(report.epoch, w2.epoch());
+
+    // Two hours on, a dry run names the garbage and deletes nothing.
+    let before = list(&store, "wal").await;
+    let dry = gc(&store, later(2 * HOUR))
+        .dry_run(true)
+        .run()
+        .await
+        .unwrap();
+    assert!(dry.dry_run);
+    assert_eq!(deleted(&dry), garbage);
+    assert_eq!(
+        kept(&dry, KeepReason::InFlight),
+        BTreeSet::from([in_flight.clone()])
+    );
+    assert_eq!(
+        kept(&dry, KeepReason::Unrecognised),
+        BTreeSet::from([foreign.clone()])
+    );
+    assert_eq!(list(&store, "wal").await, before);
+
+    // The real pass deletes exactly that.
+    let real = gc(&store, later(2 * HOUR)).run().await.unwrap();
+    assert_eq!(deleted(&real), garbage);
+    assert_eq!(real.deleted_bytes, dry.deleted_bytes);
+    let after = list(&store, "wal").await;
+    let expect: BTreeSet<String> = before.difference(&garbage).cloned().collect();
+    assert_eq!(after, expect);
+    assert!(after.contains(&s2.location) && after.contains(MANIFEST));
+    // Running it again finds nothing more.
+    assert!(
+        gc(&store, later(2 * HOUR))
+            .run()
+            .await
+            .unwrap()
+            .deleted
+            .is_empty()
+    );
+
+    // The log still works for everyone: the tailing replica goes on, a new
+    // one bootstraps from the current snapshot.
+    append(&w2, "e").await;
+    tail.poll().await.unwrap();
+    assert_eq!(texts(&seen), ["a", "b", "c", "d", "e"]);
+    let mut fresh = Replica::builder(store.clone(), MANIFEST, Joined(Vec::new())).build();
+    fresh.poll().await.unwrap();
+    assert_eq!(fresh.applier().0, ["a", "b", "c", "d", "e"]);
+    // A replica whose cursor was in the collected part is told it was
+    // trimmed.
+    let stale = MemoryCursorStore::new();
+    stale.save(Cursor::at_entry(0)).await.unwrap();
+    let (_, applier) = collecting();
+    let mut behind = Replica::builder(store.clone(), MANIFEST, applier)
+        .with_cursor_store(stale)
+        .build();
+    assert_eq!(behind.poll().await.unwrap_err().kind(), ErrorKind::Trimmed);
+    w2.close().await.unwrap();
+    assert_eq!(w1.close().await.unwrap_err().kind(), ErrorKind::Fenced);
+}
+
+#[tokio::test]
+async fn gc_collects_what_no_manifest_needs_in_memory() {
+    gc_collects_what_no_manifest_needs(Arc::new(InMemory::new())).await;
+}
+
+#[tokio::test]
+async fn gc_collects_what_no_manifest_needs_on_seaweedfs() {
+    let (store, _) = support::s3::store("gc_collects");
+    gc_collects_what_no_manifest_needs(store).await;
+}
+
+#[tokio::test]
+async fn gc_without_a_manifest_deletes_nothing() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let orphan = format!("{SEGMENTS}/{}/{:016x}", ulid::Ulid::from_parts(1, 1), 0);
+    store
+        .put(&Path::from(orphan.as_str()), PutPayload::from_static(b"x"))
+        .await
+        .unwrap();
+    let err = gc(&store, later(10 * HOUR)).run().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(list(&store, SEGMENTS).await.contains(&orphan));
+    // A corrupt manifest is no better.
+    store
+        .put(&Path::from(MANIFEST), PutPayload::from_static(b"garbage"))
+        .await
+        .unwrap();
+    let err = gc(&store, later(10 * HOUR)).run().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt);
+    assert!(list(&store, SEGMENTS).await.contains(&orphan));
+}
+
+/// Writes a log whose only writer run left `old` (two hours old in GC's
+/// eyes) unreferenced, then returns the path of `old` and a manifest that
+/// references it, for a hook to commit at the worst moment.
+async fn log_with_a_late_commit(store: &Arc<dyn ObjectStore>) -> (String, Manifest) {
+    let p = builder(store.clone()).open().await.unwrap();
+    append(&p, "a").await;
+    p.close().await.unwrap();
+    let m = manifest(store, MANIFEST).await;
+    // An upload of an older run that a (slow) writer commits late; it
+    // belongs to no rule that would keep it, except being referenced.
+    let old = format!("{SEGMENTS}/{}/{:016x}", ulid::Ulid::from_parts(1, 1), 0);
+    let seg = weft::format::encode_segment(
+        &["late"],
+        weft::format::Compression::None,
+        weft::format::SegmentVersion::V2,
+    )
+    .unwrap();
+    store
+        .put(&Path::from(old.as_str()), PutPayload::from(seg))
+        .await
+        .unwrap();
+    let mut committed = m.clone();
+    committed.append(old.clone(), vec![], 1).unwrap();
+    (old, committed)
+}
+
+#[tokio::test]
+async fn a_commit_that_lands_during_the_pass_is_respected() {
+    // Landing between the listing and the decision.
+    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let store: Arc<dyn ObjectStore> = hooked.clone();
+    let (old, committed) = log_with_a_late_commit(&store).await;
+    let bytes = committed.to_bytes().unwrap();
+    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+        let bytes = bytes.clone();
+        async move {
+            if op == Op::List && path.as_ref() == SEGMENTS {
+                inner
+                    .put(&Path::from(MANIFEST), bytes.into())
+                    .await
+                    .unwrap();
+            }
+        }
+        .boxed()
+    })));
+    let report = gc(&store, later(2 * HOUR)).run().await.unwrap();
+    assert!(report.deleted.is_empty(), "{report:?}");
+    assert!(list(&store, SEGMENTS).await.contains(&old));
+
+    // Landing after the decision, just before the deletes: the third read
+    // of the manifest sees it.
+    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let store: Arc<dyn ObjectStore> = hooked.clone();
+    let (old, committed) = log_with_a_late_commit(&store).await;
+    let bytes = committed.to_bytes().unwrap();
+    let manifest_reads = Arc::new(AtomicUsize::new(0));
+    let reads = manifest_reads.clone();
+    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+        let bytes = bytes.clone();
+        let n = if op == Op::Get && path.as_ref() == MANIFEST {
+            reads.fetch_add(1, Ordering::SeqCst) + 1
+        } else {
+            0
+        };
+        async move {
+            if n == 3 {
+                inner
+                    .put(&Path::from(MANIFEST), bytes.into())
+                    .await
+                    .unwrap();
+            }
+        }
+        .boxed()
+    })));
+    let dry = gc(&store, later(2 * HOUR))
+        .dry_run(true)
+        .run()
+        .await
+        .unwrap();
+    assert!(
+        deleted(&dry).contains(&old),
+        "without the commit it is garbage"
+    );
+    manifest_reads.store(0, Ordering::SeqCst);
+    let report = gc(&store, later(2 * HOUR)).run().await.unwrap();
+    assert_eq!(manifest_reads.load(Ordering::SeqCst), 3);
+    assert!(!deleted(&report).contains(&old), "{report:?}");
+    assert!(list(&store, SEGMENTS).await.contains(&old));
+}
+
+#[tokio::test]
+async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
+    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let store: Arc<dyn ObjectStore> = hooked.clone();
+    let p = builder(store.clone()).open().await.unwrap();
+    for t in ["a", "b", "c"] {
+        append(&p, t).await;
+    }
+    let first_segment = manifest(&store, MANIFEST).await.entries()[0]
+        .location
+        .clone();
+    // While the replica fetches the first segment, the writer truncates it
+    // and GC deletes it.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let target = first_segment.clone();
+    let done_rx = Arc::new(std::sync::Mutex::new(done_rx));
+    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+        let hit = op == Op::Get && path.as_ref() == target;
+        let tx = tx.clone();
+        let done_rx = done_rx.clone();
+        async move {
+            if hit {
+                tx.send(()).unwrap();
+                // Wait (bounded) for the truncation and delete.
+                tokio::task::spawn_blocking(move || {
+                    done_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(10))
+                })
+                .await
+                .unwrap()
+                .expect("the test truncated in time");
+                let _ = inner;
+            }
+        }
+        .boxed()
+    })));
+    let (seen, applier) = collecting();
+    let mut replica = Replica::builder(store.clone(), MANIFEST, applier)
+        .with_prefetch(1)
+        .build();
+    let poll = tokio::spawn(async move {
+        let r = replica.poll().await;
+        (r, replica)
+    });
+    rx.recv().await.unwrap();
+    p.truncate_through(0).await.unwrap();
+    hooked
+        .inner()
+        .delete(&Path::from(first_segment.as_str()))
+        .await
+        .unwrap();
+    done_tx.send(()).unwrap();
+    let (result, _replica) = poll.await.unwrap();
+    let err = result.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Trimmed, "{err}");
+    assert!(texts(&seen).is_empty());
+    hooked.set(None);
+
+    // A segment the manifest still lists but the store lost: corrupt.
+    let second = manifest(&store, MANIFEST).await.entries()[0]
+        .location
+        .clone();
+    store.delete(&Path::from(second.as_str())).await.unwrap();
+    let (_, applier) = collecting();
+    let mut replica = Replica::builder(store.clone(), MANIFEST, applier).build();
+    assert_eq!(replica.poll().await.unwrap_err().kind(), ErrorKind::Corrupt);
+    p.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_replica_bootstrapping_from_a_collected_snapshot_follows_the_new_one() {
+    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let store: Arc<dyn ObjectStore> = hooked.clone();
+    let p = builder(store.clone()).open().await.unwrap();
+    for t in ["a", "b", "c"] {
+        append(&p, t).await;
+    }
+    let snaps = SnapshotWriter::new(store.clone(), MANIFEST);
+    let s1 = snaps.write(&p, Bytes::from("a"), 0).await.unwrap();
+    // When the replica goes for the first snapshot, a newer one replaces
+    // it and the old one is collected.
+    let target = s1.location.clone();
+    let fired = Arc::new(AtomicUsize::new(0));
+    let once = fired.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let done_rx = Arc::new(std::sync::Mutex::new(done_rx));
+    hooked.set(Some(Arc::new(move |op, path: Path, _inner| {
+        let hit =
+            op == Op::Get && path.as_ref() == target && once.fetch_add(1, Ordering::SeqCst) == 0;
+        let tx = tx.clone();
+        let done_rx = done_rx.clone();
+        async move {
+            if hit {
+                tx.send(()).unwrap();
+                tokio::task::spawn_blocking(move || {
+                    done_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(10))
+                })
+                .await
+                .unwrap()
+                .expect("the test replaced the snapshot in time");
+            }
+        }
+        .boxed()
+    })));
+    let mut replica = Replica::builder(store.clone(), MANIFEST, Joined(Vec::new())).build();
+    let poll = tokio::spawn(async move {
+        let r = replica.poll().await;
+        (r, replica)
+    });
+    rx.recv().await.unwrap();
+    snaps.write(&p, Bytes::from("a,b"), 1).await.unwrap();
+    hooked
+        .inner()
+        .delete(&Path::from(s1.location.as_str()))
+        .await
+        .unwrap();
+    done_tx.send(()).unwrap();
+    let (result, replica) = poll.await.unwrap();
+    let out = result.unwrap();
+    assert!(out.restored_snapshot);
+    assert_eq!(replica.applier().0, ["a", "b", "c"]);
+    p.close().await.unwrap();
+}
