@@ -76,9 +76,9 @@ enum Command {
     /// Read everything and check every checksum and invariant (exit 1 on a
     /// problem).
     Verify(commands::verify::VerifyArgs),
-    /// Delete objects no manifest references any more (not available yet).
+    /// Delete segment and snapshot objects no manifest references any more (after a grace period).
     Gc(commands::admin::GcArgs),
-    /// Write a snapshot and point the manifest at it (not available yet).
+    /// Trim a bucket log through a seqnum: store its state as the snapshot, drop what it supersedes.
     Snapshot(commands::admin::SnapshotArgs),
 }
 
@@ -113,7 +113,7 @@ async fn run(cli: Cli) -> weft::Result<ExitCode> {
         Command::Inspect(args) => commands::inspect::run(args, &store).await,
         Command::Wal { command } => commands::wal::run(command, &store).await,
         Command::Verify(args) => commands::verify::run(args, &store).await,
-        Command::Gc(args) => commands::admin::gc(args).await,
-        Command::Snapshot(args) => commands::admin::snapshot(args).await,
+        Command::Gc(args) => commands::admin::gc(args, &store).await,
+        Command::Snapshot(args) => commands::admin::snapshot(args, &store).await,
     }
 }

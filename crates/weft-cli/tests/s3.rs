@@ -403,3 +403,70 @@ async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
     assert!(from_files.starts_with(&read), "{from_files}");
     ok(weft(&["verify", &file_url]));
 }
+
+#[test]
+fn snapshot_trims_and_gc_collects_what_it_superseded() {
+    let (_, url) = bucket("snapshot_gc");
+    for i in 0..5 {
+        ok(weft(&[
+            "append",
+            &url,
+            "--create",
+            "--tag",
+            "acct:1",
+            &format!("op{i}"),
+        ]));
+    }
+    let pointer: Value =
+        serde_json::from_str(&ok(weft(&["snapshot", &url, "--through", "2", "--json"]))).unwrap();
+    assert_eq!(pointer["through_seq"], 2);
+    assert!(pointer["location"].as_str().unwrap().contains("snapshots"));
+    let read = ok(weft(&["read", &url, "--json"]));
+    let seqnums: Vec<u64> = read
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seqnum"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqnums, vec![3, 4]);
+    // Numbering goes on where it was.
+    let next: Value = serde_json::from_str(&ok(weft(&[
+        "append",
+        &url,
+        "--tag",
+        "acct:1",
+        "--if-version",
+        "5",
+        "--json",
+        "op5",
+    ])))
+    .unwrap();
+    assert_eq!(
+        (next["seqnum"].as_u64(), next["stream_version"].as_u64()),
+        (Some(5), Some(5))
+    );
+
+    let dry: Value = serde_json::from_str(&ok(weft(&[
+        "gc",
+        &url,
+        "--dry-run",
+        "--grace-secs",
+        "0",
+        "--json",
+    ])))
+    .unwrap();
+    let would = dry["deleted"].as_array().unwrap().len();
+    assert_eq!(would, 3, "the segments of seqnums 0..=2: {dry}");
+    let young: Value = serde_json::from_str(&ok(weft(&["gc", &url, "--json"]))).unwrap();
+    assert!(
+        young["deleted"].as_array().unwrap().is_empty(),
+        "grace keeps young objects"
+    );
+    let done: Value =
+        serde_json::from_str(&ok(weft(&["gc", &url, "--grace-secs", "0", "--json"]))).unwrap();
+    assert_eq!(done["deleted"].as_array().unwrap().len(), would);
+    ok(weft(&["verify", &url]));
+    assert_eq!(ok(weft(&["read", &url, "--json"])).lines().count(), 3);
+}

@@ -52,7 +52,13 @@ fn mix(parts: &[u64]) -> u64 {
 fn payload(round: u64, w: u64, c: u64, idx: u64) -> Vec<u8> {
     let m = mix(&[round, w, c, idx]);
     let mut out = format!("r{round} w{w} c{c} i{idx}|").into_bytes();
-    let filler = (m % 3000) as usize;
+    // Mostly small payloads, and now and then one large enough for the
+    // writer's vectored (uncopied) path.
+    let filler = if m.is_multiple_of(23) {
+        (65_536 + m % 100_000) as usize
+    } else {
+        (m % 3000) as usize
+    };
     out.extend((0..filler).map(|i| (m.wrapping_add(i as u64 * 31) >> 7) as u8));
     out
 }

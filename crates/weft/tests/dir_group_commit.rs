@@ -61,6 +61,7 @@ async fn appends_arriving_during_a_sync_share_the_next_without_linger() {
     let tmp = tempfile::tempdir().unwrap();
     let options = DirOptions {
         linger_micros: 0,
+        spin_micros: 0,
         ..DirOptions::default()
     };
     let (storage, log) = open_with(tmp.path(), options).await;

@@ -391,3 +391,69 @@ async fn relaxed_segments_are_cut_at_the_first_damage() {
     let storage = assert_holds(tmp.path(), 3).await;
     drop(storage);
 }
+
+#[tokio::test]
+async fn random_damage_never_yields_anything_but_a_prefix_or_corrupt() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (s, log) = open_with(tmp.path(), small_segments()).await;
+        for i in 0..60u64 {
+            if i % 7 == 0 {
+                let reqs = (0..3)
+                    .map(|k| AppendRequest::new(tag("b"), payload(i * 10 + k)))
+                    .collect();
+                log.append_batch(reqs).await.unwrap();
+            } else {
+                log.append(AppendRequest::new(tag(&format!("s{}", i % 3)), payload(i)))
+                    .await
+                    .unwrap();
+            }
+        }
+        s.close().await.unwrap();
+    }
+    let original = {
+        let s = DirStorage::open(tmp.path()).await.unwrap();
+        s.read(None, 0, 1000).await.unwrap()
+    };
+    let segs = segments(tmp.path());
+    let mut rng = StdRng::seed_from_u64(0xd1_5ea5e);
+    let (mut prefixes, mut corrupt) = (0, 0);
+    for round in 0..80 {
+        let copy = copy_dir(tmp.path());
+        let seg = seg_in(copy.path(), &segs[rng.random_range(0..segs.len())]);
+        let mut bytes = std::fs::read(&seg).unwrap();
+        match rng.random_range(0..3) {
+            0 => {
+                for _ in 0..rng.random_range(1..4) {
+                    let at = rng.random_range(0..bytes.len());
+                    bytes[at] = rng.random();
+                }
+            }
+            1 => bytes.truncate(rng.random_range(0..bytes.len())),
+            _ => bytes.extend((0..rng.random_range(1..300)).map(|_| rng.random::<u8>())),
+        }
+        std::fs::write(&seg, &bytes).unwrap();
+        match DirStorage::open(copy.path()).await {
+            Ok(s) => {
+                let got = s.read(None, 0, 1000).await.unwrap();
+                assert!(
+                    got.len() <= original.len() && got[..] == original[..got.len()],
+                    "round {round}: recovery produced entries that are not a prefix"
+                );
+                prefixes += 1;
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Corrupt, "round {round}: {e}");
+                corrupt += 1;
+            }
+        }
+    }
+    // Both outcomes occurred, so the test exercised both paths.
+    assert!(
+        prefixes > 0 && corrupt > 0,
+        "{prefixes} prefixes, {corrupt} corrupt"
+    );
+}

@@ -238,3 +238,47 @@ async fn many_reopens_keep_appending_densely() {
             .all(|e| e.data[..] == payload(e.seqnum)[..] && e.stream_version == e.seqnum)
     );
 }
+
+#[tokio::test]
+async fn large_and_small_payloads_mixed_in_batches_survive_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = |i: u64| -> Vec<u8> {
+        (0..(100_000 + i as usize * 777))
+            .map(|j| (j as u64 * 31 + i) as u8)
+            .collect()
+    };
+    let mut expected = Vec::new();
+    {
+        let (_s, log) = open(tmp.path()).await;
+        let mut tasks = Vec::new();
+        for w in 0..4u64 {
+            let log = log.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..5u64 {
+                    let k = w * 100 + i;
+                    let reqs = vec![
+                        AppendRequest::new(tag(&format!("w{w}")), payload(k)),
+                        AppendRequest::new(tag(&format!("w{w}")), big(k)),
+                        AppendRequest::new(tag(&format!("w{w}")), payload(k + 50)),
+                    ];
+                    log.append_batch(reqs).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        expected.extend(everything(&log).await);
+        log.storage().close().await.unwrap();
+    }
+    assert_eq!(expected.len(), 60);
+    for chunk in expected.chunks(3) {
+        assert!(
+            chunk[0].data.len() < 300
+                && chunk[1].data.len() >= 100_000
+                && chunk[2].data.len() < 300
+        );
+    }
+    let (_s, log) = open(tmp.path()).await;
+    assert_eq!(everything(&log).await, expected);
+}

@@ -1,40 +1,113 @@
-//! `weft gc` and `weft snapshot`: present so scripts and `--help` see them,
-//! refusing until the replica work brings retention GC and snapshots to the
-//! library.
+//! `weft gc` and `weft snapshot`: retention of a bucket log from outside
+//! its writer. Neither claims the log, so a running writer is not fenced.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
-use weft::{Error, Result};
+use weft::Result;
+use weft::clock;
+use weft::storage::bucket::retention;
+
+use crate::location::{self, StoreArgs};
+use crate::output;
 
 /// `weft gc`
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// The bucket: s3://bucket/prefix, az://container/prefix or
-    /// file:///path.
+    /// The bucket: s3://bucket/prefix or az://container/prefix (file:// only
+    /// with --dry-run: local files are not deleted through a copy).
     log: String,
+    /// List what would be deleted, delete nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Keep unreferenced objects younger than this many seconds (an upload
+    /// not committed yet, a snapshot just superseded).
+    #[arg(long, default_value_t = 3600)]
+    grace_secs: u64,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `weft snapshot`
 #[derive(Debug, Args)]
 pub(crate) struct SnapshotArgs {
-    /// The bucket: s3://bucket/prefix, az://container/prefix or
-    /// file:///path.
+    /// The bucket: s3://bucket/prefix or az://container/prefix.
     log: String,
+    /// Trim the log through this seqnum: its state as of there (every
+    /// stream's numbering) becomes the manifest's snapshot, and the entries
+    /// it supersedes are dropped from the manifest in the same CAS.
+    #[arg(long)]
+    through: u64,
+    /// Print the snapshot pointer as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `weft gc`.
-pub(crate) async fn gc(args: GcArgs) -> Result<ExitCode> {
-    Err(Error::unsupported(format!(
-        "{}: garbage collection arrives with the read-replica work; nothing was deleted",
-        args.log
-    )))
+pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode> {
+    let location = location::parse(&args.log)?;
+    if matches!(location, weft::store::Location::File { .. }) && !args.dry_run {
+        return Err(weft::Error::unsupported(format!(
+            "{location}: gc deletes objects; on a file:// copy only --dry-run is offered"
+        )));
+    }
+    let store = location::open_store(&location, store_args)?;
+    let report = retention::gc(store, "")
+        .with_grace(Duration::from_secs(args.grace_secs))
+        .dry_run(args.dry_run)
+        .run()
+        .await?;
+    if args.json {
+        output::json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if report.dry_run {
+        "would delete"
+    } else {
+        "deleted"
+    };
+    for object in &report.deleted {
+        output::line(&format!(
+            "{verb} {} ({} bytes)",
+            object.location, object.size
+        ))?;
+    }
+    output::line(&format!(
+        "{} objects listed, {} referenced by the manifest (epoch {}), {verb} {} ({} bytes), \
+         kept {} unreferenced (grace {} s)",
+        report.listed,
+        report.referenced,
+        report.epoch,
+        report.deleted.len(),
+        report.deleted_bytes,
+        report.kept.len(),
+        args.grace_secs
+    ))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `weft snapshot`.
-pub(crate) async fn snapshot(args: SnapshotArgs) -> Result<ExitCode> {
-    Err(Error::unsupported(format!(
-        "{}: snapshots arrive with the read-replica work; nothing was written",
-        args.log
-    )))
+pub(crate) async fn snapshot(args: SnapshotArgs, store_args: &StoreArgs) -> Result<ExitCode> {
+    let location = location::parse(&args.log)?;
+    let store = location::open_store(&location, store_args)?;
+    let pointer = retention::trim_unowned(store, "", args.through, clock::system()).await?;
+    match (pointer, args.json) {
+        (Some(p), true) => output::json(&serde_json::json!({
+            "location": p.location,
+            "through_seq": p.through_seq,
+            "created_ms": p.created_ms,
+        }))?,
+        (Some(p), false) => output::line(&format!(
+            "snapshot {} covers seqnums through {}; the manifest now starts after it",
+            p.location, p.through_seq
+        ))?,
+        (None, true) => output::json(&serde_json::json!({ "location": null }))?,
+        (None, false) => output::line(&format!(
+            "the log is already trimmed through {} or further; nothing written",
+            args.through
+        ))?,
+    }
+    Ok(ExitCode::SUCCESS)
 }

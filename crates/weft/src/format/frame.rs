@@ -178,6 +178,46 @@ pub fn encode(
     group_offset: u32,
     batch_end: bool,
 ) -> Result<(), Error> {
+    let start = out.len();
+    write_head(out, entry, group_offset, batch_end)?;
+    out.extend_from_slice(&entry.data);
+    let crc = checksum(&out[start..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Appends the frame of `entry` *without its payload*, which the caller
+/// writes right after these bytes (for large payloads, so they need not be
+/// copied). `data_crc` is the CRC-32C of `entry.data`, which the caller may
+/// have computed elsewhere, in parallel; the frame's checksum is derived
+/// from it.
+///
+/// Errors: as [`encode`].
+pub fn encode_head(
+    out: &mut Vec<u8>,
+    entry: &LogEntry,
+    group_offset: u32,
+    batch_end: bool,
+    data_crc: u32,
+) -> Result<(), Error> {
+    let start = out.len();
+    write_head(out, entry, group_offset, batch_end)?;
+    let head = crc32c::crc32c_append(
+        crc32c::crc32c(&out[start..start + 4]),
+        &out[start + PREFIX_LEN..],
+    );
+    let crc = crc32c::crc32c_combine(head, data_crc, entry.data.len());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Writes every field up to the payload, with a zero checksum.
+fn write_head(
+    out: &mut Vec<u8>,
+    entry: &LogEntry,
+    group_offset: u32,
+    batch_end: bool,
+) -> Result<(), Error> {
     if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
         return Err(Error::invalid_input(format!(
             "an entry needs 1 to {MAX_TAGS_PER_ENTRY} tags, this one has {}",
@@ -194,8 +234,7 @@ pub fn encode(
     let body_len = u32::try_from(total - PREFIX_LEN).map_err(|_| {
         Error::invalid_input(format!("entry of {total} bytes is too large for a frame"))
     })?;
-    let start = out.len();
-    out.reserve(total);
+    out.reserve(total - entry.data.len());
     out.extend_from_slice(&body_len.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&entry.seqnum.to_le_bytes());
@@ -214,10 +253,6 @@ pub fn encode(
         out.extend_from_slice(&(key.len() as u16).to_le_bytes());
         out.extend_from_slice(key);
     }
-    out.extend_from_slice(&entry.data);
-    let frame = &out[start..];
-    let crc = checksum(frame);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
     Ok(())
 }
 
@@ -255,6 +290,22 @@ pub fn claimed_position(buf: &[u8]) -> Option<(u64, u32)> {
     Some((u64_at(buf, 8)?, u32_at(buf, 32)?))
 }
 
+/// A frame whose checksum and fixed fields were verified, with its tags
+/// still encoded (for callers that decode or cache tags themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHead<'a> {
+    /// The fixed fields.
+    pub meta: FrameMeta,
+    /// How many tags `raw_tags` holds.
+    pub tag_count: usize,
+    /// The encoded tags; decode them with [`decode_tags`].
+    pub raw_tags: &'a [u8],
+    /// The payload, borrowed from the input.
+    pub data: &'a [u8],
+    /// Total bytes of the frame, prefix included.
+    pub frame_len: usize,
+}
+
 /// Decodes the frame at the start of `buf` (which may hold more bytes after
 /// it). Never panics, whatever the input.
 ///
@@ -262,6 +313,21 @@ pub fn claimed_position(buf: &[u8]) -> Option<(u64, u32)> {
 /// [`FrameError::Checksum`] when the bytes are damaged,
 /// [`FrameError::Malformed`] when a checksummed field is invalid.
 pub fn decode(buf: &[u8]) -> Result<FrameRef<'_>, FrameError> {
+    let head = decode_head(buf)?;
+    Ok(FrameRef {
+        meta: head.meta,
+        tags: decode_tags(head.raw_tags, head.tag_count)?,
+        raw_tags: head.raw_tags,
+        data: head.data,
+        frame_len: head.frame_len,
+    })
+}
+
+/// Verifies the checksum and fixed fields of the frame at the start of
+/// `buf` and locates its tags and payload, without decoding the tags.
+///
+/// Errors: as [`decode`], except that tag contents are not checked.
+pub fn decode_head(buf: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     let frame_len = claimed_len(buf).ok_or(FrameError::Incomplete { needed: PREFIX_LEN })?;
     if frame_len < FIXED_LEN {
         // A length this small can only be damage; report it as a checksum
@@ -286,8 +352,9 @@ fn malformed(why: impl Into<String>) -> FrameError {
     FrameError::Malformed(why.into())
 }
 
-/// Parses a frame whose checksum already matched.
-fn parse_checked(frame: &[u8]) -> Result<FrameRef<'_>, FrameError> {
+/// Parses the fixed fields of a frame whose checksum already matched and
+/// finds where its tags end.
+fn parse_checked(frame: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     let field = |v: Option<u64>| v.ok_or_else(|| malformed("fixed fields truncated"));
     let seqnum = field(u64_at(frame, 8))?;
     let stream_version = field(u64_at(frame, 16))?;
@@ -311,10 +378,42 @@ fn parse_checked(frame: &[u8]) -> Result<FrameRef<'_>, FrameError> {
         return Err(malformed(format!("tag count {tag_count} out of range")));
     }
     let mut at = FIXED_LEN;
-    let mut tags = Vec::with_capacity(tag_count);
-    for _ in 0..tag_count {
-        let (ns, next) = text_at(frame, at)?;
-        let (key, next) = text_at(frame, next)?;
+    for _ in 0..2 * tag_count {
+        let len =
+            u16_at(frame, at).ok_or_else(|| malformed("tag length overruns the frame"))? as usize;
+        at += 2 + len;
+    }
+    let raw_tags = frame
+        .get(FIXED_LEN..at)
+        .ok_or_else(|| malformed("tags overrun the frame"))?;
+    let data = frame
+        .get(at..)
+        .ok_or_else(|| malformed("tags overrun the frame"))?;
+    Ok(FrameHead {
+        meta: FrameMeta {
+            seqnum,
+            stream_version,
+            timestamp_ms,
+            group_offset,
+            batch_end: flags & FLAG_BATCH_END != 0,
+        },
+        tag_count,
+        raw_tags,
+        data,
+        frame_len: frame.len(),
+    })
+}
+
+/// Decodes `count` encoded tags (a frame's `raw_tags`), checking each as
+/// [`LogTag`] does and refusing duplicates.
+///
+/// Errors: [`FrameError::Malformed`].
+pub fn decode_tags(raw: &[u8], count: usize) -> Result<Vec<LogTag>, FrameError> {
+    let mut at = 0;
+    let mut tags = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (ns, next) = text_at(raw, at)?;
+        let (key, next) = text_at(raw, next)?;
         at = next;
         let tag = if key.is_empty() {
             LogTag::new(ns)
@@ -327,25 +426,10 @@ fn parse_checked(frame: &[u8]) -> Result<FrameRef<'_>, FrameError> {
         }
         tags.push(tag);
     }
-    let raw_tags = frame
-        .get(FIXED_LEN..at)
-        .ok_or_else(|| malformed("tags overrun the frame"))?;
-    let data = frame
-        .get(at..)
-        .ok_or_else(|| malformed("tags overrun the frame"))?;
-    Ok(FrameRef {
-        meta: FrameMeta {
-            seqnum,
-            stream_version,
-            timestamp_ms,
-            group_offset,
-            batch_end: flags & FLAG_BATCH_END != 0,
-        },
-        tags,
-        raw_tags,
-        data,
-        frame_len: frame.len(),
-    })
+    if at != raw.len() {
+        return Err(malformed("trailing bytes after the tags"));
+    }
+    Ok(tags)
 }
 
 /// A `[len u16][utf-8]` string at `at`; returns it and the offset after it.
@@ -390,6 +474,20 @@ mod tests {
         assert_eq!(frame.frame_len, encoded_len(&e.tags, e.data.len()));
         assert_eq!(claimed_len(&buf), Some(frame.frame_len));
         assert_eq!(claimed_position(&buf), Some((42, 3)));
+    }
+
+    #[test]
+    fn encode_head_plus_payload_equals_encode() {
+        for len in [0usize, 1, 100, 70_000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
+            let e = entry(77, &["big", "x:y"], &data);
+            let mut whole = Vec::new();
+            encode(&mut whole, &e, 5, true).unwrap();
+            let mut split = Vec::new();
+            encode_head(&mut split, &e, 5, true, crc32c::crc32c(&data)).unwrap();
+            split.extend_from_slice(&data);
+            assert_eq!(split, whole, "payload of {len} bytes");
+        }
     }
 
     #[test]

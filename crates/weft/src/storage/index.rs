@@ -98,19 +98,26 @@ impl LogIndex {
                 format!("entry {seqnum} is not the next entry {}", self.next),
             ));
         }
+        // Look up before cloning: replaying a large log on open inserts
+        // millions of entries whose tags are almost always known already.
         for tag in tags {
-            self.by_tag
-                .entry(tag.clone())
-                .or_default()
-                .push_back(seqnum);
+            match self.by_tag.get_mut(tag) {
+                Some(list) => list.push_back(seqnum),
+                None => {
+                    self.by_tag.insert(tag.clone(), VecDeque::from([seqnum]));
+                }
+            }
         }
-        let stream = self
-            .by_version
-            .entry(tags[0].clone())
-            .or_insert_with(|| VersionIndex {
-                first_version: version,
-                seqnums: VecDeque::new(),
-            });
+        let stream = match self.by_version.get_mut(&tags[0]) {
+            Some(stream) => stream,
+            None => self
+                .by_version
+                .entry(tags[0].clone())
+                .or_insert_with(|| VersionIndex {
+                    first_version: version,
+                    seqnums: VecDeque::new(),
+                }),
+        };
         let expected = stream.first_version + stream.seqnums.len() as u64;
         if version != expected {
             return Err(Error::corrupt(format!(

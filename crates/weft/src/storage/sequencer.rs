@@ -98,9 +98,11 @@ impl Sequencer {
             ));
         }
         // First pass: check every expectation against versions that include
-        // the batch's own earlier entries, without touching the counters.
+        // the batch's own earlier entries, without touching the counters
+        // (nothing to check for unconditional batches, the common case).
+        let conditional = batch.iter().any(|e| e.expected_version.is_some());
         let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
-        for entry in &batch {
+        for entry in batch.iter().filter(|_| conditional) {
             let primary = &entry.tags[0];
             let next = overlay
                 .get(primary)
@@ -116,9 +118,17 @@ impl Sequencer {
         // Second pass: assign.
         let mut out = Vec::with_capacity(batch.len());
         for entry in batch {
-            let primary = entry.tags[0].clone();
-            let version = self.next_version(&primary);
-            self.next_versions.insert(primary, version + 1);
+            // Clone the tag only for a stream's first entry.
+            let version = match self.next_versions.get_mut(&entry.tags[0]) {
+                Some(next) => {
+                    *next += 1;
+                    *next - 1
+                }
+                None => {
+                    self.next_versions.insert(entry.tags[0].clone(), 1);
+                    0
+                }
+            };
             out.push(LogEntry {
                 seqnum: self.next_seqnum,
                 stream_version: version,

@@ -96,7 +96,11 @@ impl Default for ProducerConfig {
             flush_bytes: 8 << 20,
             segment_max_bytes: 8 << 20,
             upload_concurrency: 8,
-            max_inflight_bytes: 64 << 20,
+            // Room for two flushes' worth of full segments in flight
+            // (2 x upload_concurrency x segment_max_bytes): with less, one
+            // flush's uploads spend the budget and appenders stall until
+            // its commit frees it, so uploads and commits stop overlapping.
+            max_inflight_bytes: 128 << 20,
             manifest_batch: 64,
             retry: RetryPolicy::default(),
         }

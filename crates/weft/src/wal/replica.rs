@@ -121,6 +121,18 @@ pub struct Replica<A> {
     manifest: Option<ManifestData>,
 }
 
+/// Reads one whole object.
+async fn fetch(store: Arc<dyn ObjectStore>, location: String) -> Result<Bytes> {
+    let path = Path::from(location.as_str());
+    let got = store
+        .get(&path)
+        .await
+        .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))?;
+    got.bytes()
+        .await
+        .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))
+}
+
 /// The cursor just past `entry`'s last record.
 fn after_entry(manifest: &ManifestData, entry: &ManifestEntry) -> Cursor {
     match entry.count {
@@ -216,17 +228,6 @@ impl<A: Applier> Replica<A> {
         Ok(Some(true))
     }
 
-    async fn fetch(store: Arc<dyn ObjectStore>, location: String) -> Result<Bytes> {
-        let path = Path::from(location.as_str());
-        let got = store
-            .get(&path)
-            .await
-            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))?;
-        got.bytes()
-            .await
-            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))
-    }
-
     /// Fixes the starting cursor on the first step: the saved one, or a
     /// snapshot restore, or the first live entry.
     async fn start_cursor(&mut self, outcome: &mut PollOutcome) -> Result<Cursor> {
@@ -278,7 +279,7 @@ impl<A: Applier> Replica<A> {
                 return Ok(None);
             };
             let (location, through) = (snap.location.clone(), snap.through_seq);
-            match Self::fetch(self.store.clone(), location.clone()).await {
+            match fetch(self.store.clone(), location.clone()).await {
                 Ok(bytes) => return Ok(Some((location, through, bytes))),
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     self.etag = None;
@@ -431,10 +432,20 @@ impl<A: Applier> Replica<A> {
             return Ok(outcome);
         }
         let store = self.store.clone();
+        // Each fetch runs as its own task, so the segments in flight keep
+        // downloading while records are being applied (a plain `buffered`
+        // of fetch futures only makes progress when the stream is polled).
+        // Dropping the stream aborts none of them, but a dropped task's
+        // result is simply discarded.
         let mut segments = futures::stream::iter(pending.clone())
             .map(move |e| {
                 let store = store.clone();
-                async move { Self::fetch(store, e.location.clone()).await }
+                let task = tokio::spawn(fetch(store, e.location.clone()));
+                async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(Error::internal(format!("segment fetch task failed: {e}")))
+                    })
+                }
             })
             .buffered(self.prefetch);
         let manifest_copy = self.manifest.clone().expect("manifest loaded");
@@ -466,12 +477,21 @@ impl<A: Applier> Replica<A> {
             } else {
                 0
             };
+            // Metadata items are sorted by start_index: walk them alongside
+            // the records instead of searching per record.
+            let mut meta_at = 0usize;
             for (index, data) in segment.records.into_iter().enumerate().skip(first) {
+                while entry
+                    .metadata
+                    .get(meta_at + 1)
+                    .is_some_and(|m| m.start_index as usize <= index)
+                {
+                    meta_at += 1;
+                }
                 let meta = entry
                     .metadata
-                    .iter()
-                    .rev()
-                    .find(|m| m.start_index as usize <= index);
+                    .get(meta_at)
+                    .filter(|m| m.start_index as usize <= index);
                 let record = Record {
                     entry_sequence: entry.sequence,
                     index: index as u32,

@@ -68,6 +68,7 @@ mod fsutil;
 mod kv;
 mod lock;
 mod options;
+mod queue;
 mod recovery;
 mod segment;
 mod trim;
@@ -78,7 +79,6 @@ use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -98,6 +98,7 @@ pub use kv::DirKv;
 pub use options::{DirOptions, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, SyncMode};
 
 use lock::DirLock;
+use queue::Queue;
 use writer::{Command, Counters, Shared, Visible, Writer};
 
 /// Counters of a [`DirStorage`] since it was opened.
@@ -125,7 +126,7 @@ pub struct DirStats {
 /// first is closed or dropped (or its process died).
 pub struct DirStorage {
     shared: Arc<Shared>,
-    tx: Option<Sender<Command>>,
+    queue: Arc<Queue<Command>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     kv: Arc<DirKv>,
     options: DirOptions,
@@ -201,8 +202,12 @@ impl DirStorage {
             dir: dir.clone(),
             feed: CommitFeed::new(recovered.index.next()),
             state: RwLock::new(Visible {
+                gone_versions: recovered
+                    .versions
+                    .into_iter()
+                    .filter(|(tag, _)| recovered.index.next_version_at(tag, 0).is_none())
+                    .collect(),
                 index: recovered.index,
-                versions: recovered.versions,
                 segments,
             }),
             counters: Counters::default(),
@@ -210,10 +215,10 @@ impl DirStorage {
             failure: Mutex::new(None),
             fail_next_sync: AtomicBool::new(false),
         });
-        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(Queue::new());
         let writer = Writer::new(
             Arc::clone(&shared),
-            rx,
+            Arc::clone(&queue),
             options.clone(),
             clock,
             sequencer,
@@ -226,7 +231,7 @@ impl DirStorage {
         tracing::debug!(dir = %dir.display(), next = shared.read_state().index.next(), "opened log directory");
         Ok(DirStorage {
             shared,
-            tx: Some(tx),
+            queue,
             thread: Mutex::new(Some(thread)),
             kv: Arc::new(kv),
             options,
@@ -281,11 +286,8 @@ impl DirStorage {
     async fn call<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Result<T> {
         self.shared.check_writable()?;
         let (reply, rx) = oneshot::channel();
-        let tx = self
-            .tx
-            .as_ref()
-            .ok_or_else(|| Error::closed("the log directory is closed"))?;
-        tx.send(make(reply))
+        self.queue
+            .send(make(reply))
             .map_err(|_| Error::closed("the log directory's writer has stopped"))?;
         rx.await
             .map_err(|_| Error::closed("the log directory's writer has stopped"))?
@@ -389,7 +391,15 @@ fn read_spans(spans: Vec<Span>) -> Result<Vec<LogEntry>> {
 impl Storage for DirStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         writer::validate(&batch, self.options.max_entry_bytes)?;
-        self.call(|reply| Command::Append { batch, reply }).await
+        // Checksum large payloads here, on the appender's thread, so the
+        // single writer thread only combines checksums.
+        let data_crcs = writer::payload_crcs(&batch);
+        self.call(|reply| Command::Append {
+            batch,
+            data_crcs,
+            reply,
+        })
+        .await
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
@@ -413,7 +423,7 @@ impl Storage for DirStorage {
             if seqnums.is_empty()
                 && state.index.next_version_at(tag, 0).is_none()
                 && state
-                    .versions
+                    .gone_versions
                     .get(tag)
                     .is_some_and(|&next| from_version < next)
             {
@@ -446,11 +456,11 @@ impl Storage for DirStorage {
     }
 
     fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.shared
-            .read_state()
-            .versions
-            .get(tag)
-            .and_then(|v| v.checked_sub(1))
+        let state = self.shared.read_state();
+        state
+            .index
+            .latest_version(tag)
+            .or_else(|| state.gone_versions.get(tag).and_then(|v| v.checked_sub(1)))
     }
 
     async fn trim(&self, through: u64) -> Result<()> {
@@ -478,15 +488,10 @@ impl Storage for DirStorage {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let result = match &self.tx {
-            Some(tx) => {
-                let (reply, rx) = oneshot::channel();
-                match tx.send(Command::Close { reply }) {
-                    Ok(()) => rx.await.unwrap_or(Ok(())),
-                    Err(_) => Ok(()),
-                }
-            }
-            None => Ok(()),
+        let (reply, rx) = oneshot::channel();
+        let result = match self.queue.send(Command::Close { reply }) {
+            Ok(()) => rx.await.unwrap_or(Ok(())),
+            Err(_) => Ok(()),
         };
         self.shared.feed.close();
         result
@@ -495,9 +500,9 @@ impl Storage for DirStorage {
 
 impl Drop for DirStorage {
     fn drop(&mut self) {
-        // Closing the channel stops the writer; wait for it so the
-        // directory lock is free once the handle is gone.
-        self.tx.take();
+        // Closing the queue stops the writer; wait for it so the directory
+        // lock is free once the handle is gone.
+        self.queue.close_senders();
         let thread = self
             .thread
             .get_mut()

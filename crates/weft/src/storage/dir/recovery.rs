@@ -37,6 +37,7 @@ use std::collections::HashMap;
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use tracing::{info, warn};
@@ -55,6 +56,104 @@ const MAX_FRAME_LEN: usize =
 
 /// How much of a segment the scan reads at once.
 const CHUNK: usize = 4 << 20;
+
+/// Distinct tag lists the scan keeps decoded; past this it starts over.
+const TAG_CACHE_LIMIT: usize = 1 << 16;
+
+/// Hashes the `u64` it is given through a multiplicative mix (the keys
+/// are CRC-32C values already).
+#[derive(Default)]
+struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type MixMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<MixHasher>>;
+
+/// One decoded tag list, with the stream number of its primary tag.
+struct Cached {
+    raw: Box<[u8]>,
+    tags: Rc<[LogTag]>,
+    primary: usize,
+}
+
+/// Decoded tag lists by their encoded bytes, and the version counter of
+/// every primary tag by a small number. Most entries of a log repeat a few
+/// tag lists; decoding (validating, allocating) and hashing each one again
+/// would dominate the scan of a log of small entries.
+struct TagCache {
+    lists: MixMap<Vec<Cached>>,
+    cached: usize,
+    ids: HashMap<LogTag, usize>,
+    /// Per stream number: the tag and its next version.
+    streams: Vec<(LogTag, u64)>,
+}
+
+impl TagCache {
+    fn new(base: HashMap<LogTag, u64>) -> Self {
+        let streams: Vec<(LogTag, u64)> = base.into_iter().collect();
+        let ids = streams
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| (t.clone(), i))
+            .collect();
+        TagCache {
+            lists: MixMap::default(),
+            cached: 0,
+            ids,
+            streams,
+        }
+    }
+
+    fn get(&mut self, raw: &[u8], count: usize) -> Result<(Rc<[LogTag]>, usize), FrameError> {
+        let key = u64::from(crc32c::crc32c(raw));
+        if let Some(hit) = self
+            .lists
+            .get(&key)
+            .and_then(|bucket| bucket.iter().find(|c| &*c.raw == raw))
+        {
+            return Ok((Rc::clone(&hit.tags), hit.primary));
+        }
+        let tags: Rc<[LogTag]> = frame::decode_tags(raw, count)?.into();
+        let primary = match self.ids.get(&tags[0]) {
+            Some(&id) => id,
+            None => {
+                self.streams.push((tags[0].clone(), 0));
+                self.ids.insert(tags[0].clone(), self.streams.len() - 1);
+                self.streams.len() - 1
+            }
+        };
+        if self.cached >= TAG_CACHE_LIMIT {
+            self.lists.clear();
+            self.cached = 0;
+        }
+        self.cached += 1;
+        self.lists.entry(key).or_default().push(Cached {
+            raw: raw.into(),
+            tags: Rc::clone(&tags),
+            primary,
+        });
+        Ok((tags, primary))
+    }
+
+    /// The next version of every primary tag that has one.
+    fn into_versions(self) -> HashMap<LogTag, u64> {
+        self.streams.into_iter().filter(|(_, v)| *v > 0).collect()
+    }
+}
 
 /// What a directory holds after recovery.
 #[derive(Debug)]
@@ -118,9 +217,10 @@ pub(super) fn recover(dir: &Path) -> Result<Recovered> {
         live_from,
         next: firsts.first().copied().unwrap_or(live_from),
         index: LogIndex::starting_at(live_from),
-        versions: trim
-            .map(|t| t.next_versions.into_iter().collect())
-            .unwrap_or_default(),
+        tags: TagCache::new(
+            trim.map(|t| t.next_versions.into_iter().collect())
+                .unwrap_or_default(),
+        ),
     };
     let mut segments = Vec::with_capacity(firsts.len());
     for (i, &first) in firsts.iter().enumerate() {
@@ -133,7 +233,7 @@ pub(super) fn recover(dir: &Path) -> Result<Recovered> {
     Ok(Recovered {
         segments,
         index: scan.index,
-        versions: scan.versions,
+        versions: scan.tags.into_versions(),
         next_seqnum,
     })
 }
@@ -143,13 +243,15 @@ struct Scan {
     /// The seqnum the next frame must carry.
     next: u64,
     index: LogIndex,
-    versions: HashMap<LogTag, u64>,
+    tags: TagCache,
 }
 
 /// A frame read during the scan (its payload is not kept).
 struct Scanned {
     meta: FrameMeta,
-    tags: Vec<LogTag>,
+    tags: Rc<[LogTag]>,
+    /// Stream number of the primary tag in the [`TagCache`].
+    primary: usize,
     offset: u64,
 }
 
@@ -209,10 +311,10 @@ impl Scan {
                     .then(|| (pos, "the file ends inside a batch".to_owned()));
             }
             let frame = reader
-                .frame(pos)
+                .frame(pos, &mut self.tags)
                 .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
             match frame {
-                Ok((meta, tags, frame_len)) => {
+                Ok((meta, (tags, primary), frame_len)) => {
                     let want = self.next + pending.len() as u64;
                     if meta.seqnum != want {
                         return Err(corrupt(format!(
@@ -223,6 +325,7 @@ impl Scan {
                     pending.push(Scanned {
                         meta,
                         tags,
+                        primary,
                         offset: pos,
                     });
                     pos += frame_len as u64;
@@ -251,7 +354,7 @@ impl Scan {
                     )));
                 }
                 if let Some(p) = reader
-                    .later_group(at, torn_from)
+                    .later_group(at, torn_from, &mut self.tags)
                     .map_err(|e| Error::io(format!("read {}", path.display()), e))?
                 {
                     return Err(corrupt(format!(
@@ -296,20 +399,16 @@ impl Scan {
             if seqnum < self.live_from {
                 continue;
             }
-            let primary = &entry.tags[0];
             let version = entry.meta.stream_version;
-            match self.versions.get_mut(primary) {
-                Some(next) if *next == version => *next += 1,
-                None if version == 0 => {
-                    self.versions.insert(primary.clone(), 1);
-                }
-                other => {
-                    return Err(Error::corrupt(format!(
-                        "entry {seqnum} has version {version} of {primary}, expected {}",
-                        other.map_or(0, |v| *v)
-                    )));
-                }
+            let Some((primary, next)) = self.tags.streams.get_mut(entry.primary) else {
+                return Err(Error::internal("scan lost a stream number"));
+            };
+            if *next != version {
+                return Err(Error::corrupt(format!(
+                    "entry {seqnum} has version {version} of {primary}, expected {next}"
+                )));
             }
+            *next += 1;
             self.index.insert(seqnum, &entry.tags, version)?;
         }
         Ok(())
@@ -355,20 +454,33 @@ impl<'f> Chunks<'f> {
     fn frame(
         &mut self,
         at: u64,
-    ) -> std::io::Result<Result<(FrameMeta, Vec<LogTag>, usize), FrameError>> {
+        cache: &mut TagCache,
+    ) -> std::io::Result<Result<(FrameMeta, (Rc<[LogTag]>, usize), usize), FrameError>> {
         let len = self.len;
         let head = self.window(at, FIXED_LEN)?;
         let need = frame::claimed_len(head).unwrap_or(FIXED_LEN);
         if at.saturating_add(need as u64) > len {
             return Ok(Err(FrameError::Incomplete { needed: need }));
         }
-        let bytes = self.window(at, need)?;
-        Ok(frame::decode(bytes).map(|f| (f.meta, f.tags, f.frame_len)))
+        self.window(at, need)?;
+        let bytes = self.buf.get((at - self.start) as usize..).unwrap_or(&[]);
+        let head = match frame::decode_head(bytes) {
+            Ok(head) => head,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(cache
+            .get(head.raw_tags, head.tag_count)
+            .map(|tags| (head.meta, tags, head.frame_len)))
     }
 
     /// The offset of a valid frame after `damage` whose group started after
     /// `torn_from`, if there is one.
-    fn later_group(&mut self, damage: u64, torn_from: u64) -> std::io::Result<Option<u64>> {
+    fn later_group(
+        &mut self,
+        damage: u64,
+        torn_from: u64,
+        cache: &mut TagCache,
+    ) -> std::io::Result<Option<u64>> {
         let end = self.len;
         let mut p = damage + 1;
         while p + MIN_FRAME_LEN as u64 <= end {
@@ -384,7 +496,7 @@ impl<'f> Chunks<'f> {
                 _ => false,
             };
             if plausible
-                && matches!(self.frame(p)?, Ok((meta, _, _)) if meta.group_first() > torn_from)
+                && matches!(self.frame(p, cache)?, Ok((meta, _, _)) if meta.group_first() > torn_from)
             {
                 return Ok(Some(p));
             }

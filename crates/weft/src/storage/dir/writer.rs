@@ -20,20 +20,23 @@
 //! dirty pages, so retrying the sync could report success for lost data.
 
 use std::collections::HashMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
+use std::io::{IoSlice, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use std::{collections::BTreeMap, fs::File};
 
+use bytes::Bytes;
 use tokio::sync::oneshot;
 use tracing::{error, warn};
 
 use super::fsutil;
 use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
+use super::queue::Queue;
 use super::segment::{self, HEADER_LEN, Segment};
 use super::trim::TrimPoint;
 use crate::clock::Clock;
@@ -48,6 +51,21 @@ use crate::storage::sequencer::Sequencer;
 /// The largest encoded size of one append batch.
 const MAX_BATCH_FRAME_BYTES: usize = 1 << 30;
 
+/// Payloads this large are written straight from the caller's buffer
+/// (vectored write) instead of being copied into the group buffer, with
+/// their checksum computed by the appender.
+pub(super) const LARGE_PAYLOAD: usize = 64 << 10;
+
+/// The CRC-32C of each payload of `batch` if any payload is large, else
+/// nothing (small payloads are checksummed while being copied).
+pub(super) fn payload_crcs(batch: &[NewEntry]) -> Vec<u32> {
+    if batch.iter().any(|e| e.data.len() >= LARGE_PAYLOAD) {
+        batch.iter().map(|e| crc32c::crc32c(&e.data)).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// A reply channel for one command.
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -55,6 +73,9 @@ pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
 pub(super) enum Command {
     Append {
         batch: Vec<NewEntry>,
+        /// CRC-32C of each payload, computed by the appender when the batch
+        /// holds a payload of at least [`LARGE_PAYLOAD`] bytes (else empty).
+        data_crcs: Vec<u32>,
         reply: Reply<Vec<AppendResult>>,
     },
     Trim {
@@ -74,8 +95,9 @@ pub(super) enum Command {
 #[derive(Debug)]
 pub(super) struct Visible {
     pub(super) index: LogIndex,
-    /// Next version of every primary tag ever written.
-    pub(super) versions: HashMap<LogTag, u64>,
+    /// Next version of the primary tags the index has no stream for: those
+    /// whose every entry was trimmed before this handle opened.
+    pub(super) gone_versions: HashMap<LogTag, u64>,
     /// Live segments by first seqnum.
     pub(super) segments: BTreeMap<u64, Segment>,
 }
@@ -150,18 +172,26 @@ type Planned = (Reply<Vec<AppendResult>>, Result<Vec<LogEntry>>);
 
 struct Pending {
     batch: Vec<NewEntry>,
+    data_crcs: Vec<u32>,
     reply: Reply<Vec<AppendResult>>,
 }
 
 /// The writer thread's state.
 pub(super) struct Writer {
     shared: Arc<Shared>,
-    rx: Receiver<Command>,
+    queue: Arc<Queue<Command>>,
+    /// Commands taken from the queue, not yet handled.
+    inbox: VecDeque<Command>,
     options: DirOptions,
     clock: Arc<dyn Clock>,
     sequencer: Sequencer,
     active: Option<Active>,
+    /// The group being written: copied bytes...
     buf: Vec<u8>,
+    /// ...and large payloads written in place: each goes after `buf[..at]`.
+    large: Vec<(usize, Bytes)>,
+    /// Bytes of the group: `buf` plus the large payloads.
+    group_len: usize,
     /// Relaxed mode: bytes were written since the last sync.
     dirty: bool,
     lock: Option<DirLock>,
@@ -171,7 +201,7 @@ pub(super) struct Writer {
 impl Writer {
     pub(super) fn new(
         shared: Arc<Shared>,
-        rx: Receiver<Command>,
+        queue: Arc<Queue<Command>>,
         options: DirOptions,
         clock: Arc<dyn Clock>,
         sequencer: Sequencer,
@@ -189,12 +219,15 @@ impl Writer {
         };
         Writer {
             shared,
-            rx,
+            queue,
+            inbox: VecDeque::new(),
             options,
             clock,
             sequencer,
             active,
             buf: Vec::new(),
+            large: Vec::new(),
+            group_len: 0,
             dirty: false,
             lock: Some(lock),
             failed: false,
@@ -208,23 +241,28 @@ impl Writer {
     /// Runs until closed or until every handle is gone.
     pub(super) fn run(mut self) {
         let linger = Duration::from_micros(self.options.linger_micros);
-        let mut stash: Option<Command> = None;
         // Appenders answered by the last group, and when.
         let mut answered = 0usize;
         let mut answered_at = Instant::now();
         loop {
-            let cmd = match stash.take() {
-                Some(cmd) => cmd,
-                None => match self.rx.recv() {
-                    Ok(cmd) => cmd,
-                    Err(_) => break,
-                },
+            if self.inbox.is_empty() && !self.queue.recv_all(&mut self.inbox) {
+                break;
+            }
+            let Some(cmd) = self.inbox.pop_front() else {
+                continue;
             };
             match cmd {
-                Command::Append { batch, reply } => {
-                    let mut group = vec![Pending { batch, reply }];
-                    let deadline = answered_at + linger;
-                    stash = self.gather(&mut group, answered, deadline);
+                Command::Append {
+                    batch,
+                    data_crcs,
+                    reply,
+                } => {
+                    let mut group = vec![Pending {
+                        batch,
+                        data_crcs,
+                        reply,
+                    }];
+                    self.gather(&mut group, answered, answered_at + linger);
                     answered = group.len();
                     self.commit(group);
                     answered_at = Instant::now();
@@ -250,51 +288,52 @@ impl Writer {
         }
     }
 
-    /// Adds queued appends to `group` within the batch limits. Waits (until
-    /// `deadline`) only while fewer than `expect` appends are in the group.
-    /// Returns a command that could not join the group.
-    fn gather(
-        &mut self,
-        group: &mut Vec<Pending>,
-        expect: usize,
-        deadline: Instant,
-    ) -> Option<Command> {
+    /// Adds queued appends to `group` within the batch limits, stopping at
+    /// any other command. Waits (until `deadline`) only while fewer than
+    /// `expect` appends are in the group.
+    fn gather(&mut self, group: &mut Vec<Pending>, expect: usize, deadline: Instant) {
         let mut entries: usize = group.iter().map(|p| p.batch.len()).sum();
         let mut bytes: usize = group.iter().map(|p| payload_bytes(&p.batch)).sum();
         loop {
-            if entries >= self.options.max_batch_entries || bytes >= self.options.max_batch_bytes {
-                return None;
+            while let Some(Command::Append { batch, .. }) = self.inbox.front() {
+                let (n, b) = (batch.len(), payload_bytes(batch));
+                if entries + n > self.options.max_batch_entries
+                    || bytes + b > self.options.max_batch_bytes
+                {
+                    return;
+                }
+                let Some(Command::Append {
+                    batch,
+                    data_crcs,
+                    reply,
+                }) = self.inbox.pop_front()
+                else {
+                    return;
+                };
+                entries += n;
+                bytes += b;
+                group.push(Pending {
+                    batch,
+                    data_crcs,
+                    reply,
+                });
             }
-            let cmd = match self.rx.try_recv() {
-                Ok(cmd) => cmd,
-                Err(TryRecvError::Disconnected) => return None,
-                Err(TryRecvError::Empty) => {
-                    let now = Instant::now();
-                    if group.len() >= expect || now >= deadline {
-                        return None;
-                    }
-                    match self.rx.recv_timeout(deadline - now) {
-                        Ok(cmd) => cmd,
-                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                            return None;
-                        }
-                    }
-                }
-            };
-            match cmd {
-                Command::Append { batch, reply } => {
-                    let n = batch.len();
-                    let b = payload_bytes(&batch);
-                    if entries + n > self.options.max_batch_entries
-                        || bytes + b > self.options.max_batch_bytes
-                    {
-                        return Some(Command::Append { batch, reply });
-                    }
-                    entries += n;
-                    bytes += b;
-                    group.push(Pending { batch, reply });
-                }
-                other => return Some(other),
+            if !self.inbox.is_empty()
+                || group.len() >= expect
+                || entries >= self.options.max_batch_entries
+                || bytes >= self.options.max_batch_bytes
+                || Instant::now() >= deadline
+            {
+                return;
+            }
+            self.queue.recv_until(
+                expect - group.len(),
+                deadline,
+                Duration::from_micros(self.options.spin_micros),
+                &mut self.inbox,
+            );
+            if self.inbox.is_empty() {
+                return;
             }
         }
     }
@@ -324,18 +363,28 @@ impl Writer {
         let timestamp_ms = self.clock.now_ms();
         let group_first = self.sequencer.next_seqnum();
         self.buf.clear();
+        self.large.clear();
+        let mut referenced = 0usize;
         let mut planned: Vec<Planned> = Vec::with_capacity(group.len());
         let mut frame_starts: Vec<usize> = Vec::new();
         for p in group {
-            let outcome = validate(&p.batch, self.options.max_entry_bytes)
-                .and_then(|()| self.sequencer.plan(p.batch, timestamp_ms));
+            // `DirStorage::append` validated the batch before sending it.
+            let outcome = self.sequencer.plan(p.batch, timestamp_ms);
             if let Ok(entries) = &outcome {
                 for (i, entry) in entries.iter().enumerate() {
-                    frame_starts.push(self.buf.len());
+                    frame_starts.push(self.buf.len() + referenced);
                     let offset = (entry.seqnum - group_first) as u32;
-                    if let Err(e) =
-                        frame::encode(&mut self.buf, entry, offset, i + 1 == entries.len())
-                    {
+                    let end = i + 1 == entries.len();
+                    let encoded = match p.data_crcs.get(i) {
+                        Some(&crc) if entry.data.len() >= LARGE_PAYLOAD => {
+                            frame::encode_head(&mut self.buf, entry, offset, end, crc).map(|()| {
+                                self.large.push((self.buf.len(), entry.data.clone()));
+                                referenced += entry.data.len();
+                            })
+                        }
+                        _ => frame::encode(&mut self.buf, entry, offset, end),
+                    };
+                    if let Err(e) = encoded {
                         // Validation makes this unreachable; never write a
                         // group whose numbering the sequencer already moved.
                         let e = Error::internal(format!("encoding a validated entry failed: {e}"));
@@ -350,7 +399,8 @@ impl Writer {
             }
             planned.push((p.reply, outcome));
         }
-        if self.buf.is_empty() {
+        self.group_len = self.buf.len() + referenced;
+        if self.group_len == 0 {
             for (reply, outcome) in planned {
                 let _ = reply.send(outcome.map(|_| Vec::new()));
             }
@@ -414,14 +464,6 @@ impl Writer {
                         error!(error = %e, "index rejected a committed entry");
                     }
                     let primary = &entry.tags[0];
-                    match state.versions.get_mut(primary) {
-                        Some(v) => *v = entry.stream_version + 1,
-                        None => {
-                            state
-                                .versions
-                                .insert(primary.clone(), entry.stream_version + 1);
-                        }
-                    }
                     results.push(AppendResult {
                         seqnum: entry.seqnum,
                         stream_version: entry.stream_version,
@@ -432,14 +474,14 @@ impl Writer {
                 }
                 answers.push((reply, Ok(results)));
             }
-            seg.end = base + self.buf.len() as u64;
+            seg.end = base + self.group_len as u64;
             let n = committed.len() as u64;
             self.shared.feed.publish(committed.into());
             let c = &self.shared.counters;
             c.entries.fetch_add(n, Ordering::Relaxed);
             c.appends.fetch_add(appends, Ordering::Relaxed);
             c.groups.fetch_add(1, Ordering::Relaxed);
-            c.bytes.fetch_add(self.buf.len() as u64, Ordering::Relaxed);
+            c.bytes.fetch_add(self.group_len as u64, Ordering::Relaxed);
         }
         for (reply, answer) in answers {
             let _ = reply.send(answer);
@@ -449,7 +491,7 @@ impl Writer {
     /// Places the encoded group in a segment, writes and (durable mode)
     /// syncs it. Returns the segment's first seqnum and the write offset.
     fn write_group(&mut self, group_first: u64) -> Result<(u64, u64)> {
-        let len = self.buf.len() as u64;
+        let len = self.group_len as u64;
         let relaxed = self.relaxed();
         let roll = match &self.active {
             None => true,
@@ -466,9 +508,7 @@ impl Writer {
             return Err(Error::internal("no active segment after roll-over"));
         };
         let base = active.end;
-        active
-            .file
-            .write_all_at(&self.buf, base)
+        write_group_bytes(&active.file, base, &self.buf, &self.large)
             .map_err(|e| Error::io("write to the active segment", e))?;
         active.end += len;
         active.next = self.sequencer.next_seqnum();
@@ -538,6 +578,10 @@ impl Writer {
         } else {
             self.sync_if_dirty()
         };
+        // Whatever is still queued is refused (its callers see `Closed`),
+        // and so is everything sent from now on.
+        drop(self.queue.close_receiver());
+        self.inbox.clear();
         self.lock.take();
         result
     }
@@ -560,10 +604,12 @@ impl Writer {
             if through < state.index.first() {
                 return Ok(());
             }
-            let mut next_versions: Vec<(LogTag, u64)> = state
-                .versions
-                .iter()
-                .map(|(tag, &next)| {
+            // Between groups the sequencer counts exactly the visible
+            // entries, every stream ever written included.
+            let mut next_versions: Vec<(LogTag, u64)> = self
+                .sequencer
+                .versions()
+                .map(|(tag, next)| {
                     let v = state
                         .index
                         .next_version_at(tag, through + 1)
@@ -604,6 +650,40 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// Writes `buf` with the `large` payloads spliced in at their positions,
+/// at `offset`: one positioned write, or a seek and vectored writes when
+/// there are large payloads. Only the writer thread moves the file
+/// position; readers use positioned reads.
+fn write_group_bytes(
+    file: &File,
+    offset: u64,
+    buf: &[u8],
+    large: &[(usize, Bytes)],
+) -> std::io::Result<()> {
+    if large.is_empty() {
+        return file.write_all_at(buf, offset);
+    }
+    let mut slices = Vec::with_capacity(2 * large.len() + 1);
+    let mut from = 0;
+    for (at, data) in large {
+        slices.push(IoSlice::new(buf.get(from..*at).unwrap_or(&[])));
+        slices.push(IoSlice::new(data));
+        from = *at;
+    }
+    slices.push(IoSlice::new(buf.get(from..).unwrap_or(&[])));
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = file.write_vectored(rest)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
 }
 
 /// A copy of `e` (kind and message) for one more receiver.

@@ -1,0 +1,160 @@
+//! `weft-bench`: weft's backends measured side by side with raw baselines
+//! and the peer log (opendata-buffer 0.3), all in the same run.
+//!
+//! Every workload prints, per case, the median of its runs, latency
+//! p50/p99 where it measures latency, and the ratio to the baseline it
+//! measured in the same process. Results go to `<out>/results.json` and
+//! `<out>/results.md`; plots (SVG) to `<out>/*.svg`.
+//!
+//! `--quick` (or `WEFT_BENCH_QUICK=1`) runs every workload for one short
+//! iteration: a smoke test, not a measurement.
+
+mod env;
+mod load;
+mod plot;
+mod report;
+mod stats;
+mod workloads;
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result, bail};
+use clap::Parser;
+
+use crate::report::Report;
+use crate::workloads::{Ctx, Workload};
+
+/// Command-line options.
+#[derive(Parser, Debug)]
+#[command(
+    name = "weft-bench",
+    about = "Benchmarks of weft against raw baselines and opendata-buffer"
+)]
+struct Args {
+    /// One short iteration of every workload (CI smoke run).
+    #[arg(long, env = "WEFT_BENCH_QUICK", value_parser = parse_flag, default_value = "false")]
+    quick: bool,
+    /// Run only these workloads (comma separated); default: all.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<Workload>,
+    /// Skip these workloads (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<Workload>,
+    /// Where results and plots are written.
+    #[arg(long, default_value = "target/bench-results")]
+    out: PathBuf,
+    /// Directory for the dir-backend workloads (default: a temporary
+    /// directory under the system temp dir, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The SeaweedFS env file written by `scripts/seaweedfs.sh start`
+    /// (default: $WEFT_S3_ENV_FILE, else `.tmp/seaweedfs/env` found upward
+    /// from the current directory). Variables already in the environment
+    /// win.
+    #[arg(long)]
+    s3_env: Option<PathBuf>,
+    /// Number of runs per case whose median is reported (full mode).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Run only the cases whose name contains this text (bucket-write).
+    #[arg(long)]
+    case: Option<String>,
+    /// List the workloads and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn parse_flag(v: &str) -> std::result::Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "false" | "no" | "off" => Ok(false),
+        "1" | "true" | "yes" | "on" => Ok(true),
+        other => Err(format!("{other:?} is not a boolean")),
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.list {
+        for w in Workload::ALL {
+            println!("{:<14} {}", w.name(), w.describe());
+        }
+        return Ok(());
+    }
+    let selected: Vec<Workload> = Workload::ALL
+        .iter()
+        .copied()
+        .filter(|w| args.only.is_empty() || args.only.contains(w))
+        .filter(|w| !args.skip.contains(w))
+        .collect();
+    if selected.is_empty() {
+        bail!("no workload selected");
+    }
+    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
+
+    let s3 = if selected.iter().any(|w| w.needs_s3()) {
+        Some(env::S3Env::discover(args.s3_env.as_deref())?)
+    } else {
+        None
+    };
+    let tmp;
+    let data_dir = match &args.data_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::Builder::new().prefix("weft-bench").tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let runs = if args.quick { 1 } else { args.runs.max(1) };
+    let mut ctx = Ctx::new(args.quick, runs, data_dir, s3, args.out.clone());
+    ctx.case_filter = args.case.clone();
+    let mut report = Report::new(args.quick, runs);
+    println!(
+        "weft-bench: {} mode, {} run(s) per case, workloads: {}",
+        if args.quick { "quick" } else { "full" },
+        runs,
+        selected
+            .iter()
+            .map(|w| w.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    // A failing workload is reported and the run goes on, so one bad case
+    // (say, the S3 server refusing writes) does not lose the others'
+    // results; the exit status still says it failed.
+    let mut failed = Vec::new();
+    for w in &selected {
+        let started = std::time::Instant::now();
+        println!("\n== {} — {}", w.name(), w.describe());
+        if let Err(e) = rt.block_on(w.run(&mut ctx, &mut report)) {
+            eprintln!("   workload {} FAILED: {e:#}", w.name());
+            failed.push(w.name());
+            rt.block_on(ctx.cleanup());
+        }
+        println!(
+            "   ({} took {:.1}s)",
+            w.name(),
+            started.elapsed().as_secs_f64()
+        );
+        report.write(&args.out)?;
+    }
+    rt.block_on(ctx.cleanup());
+    report.write(&args.out)?;
+    plot::write_all(&report, &ctx.plots, &args.out)?;
+    println!(
+        "\nresults: {}/results.md, {}/results.json",
+        args.out.display(),
+        args.out.display()
+    );
+    if !failed.is_empty() {
+        bail!("workloads failed: {}", failed.join(", "));
+    }
+    Ok(())
+}

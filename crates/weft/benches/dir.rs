@@ -1,0 +1,483 @@
+//! Benchmarks of the `dir` backend against the raw disk, in the same run.
+//!
+//! `cargo bench -p weft --bench dir` prints, each as the median of several
+//! runs:
+//!
+//! 1. durable 100-byte appends/s at 1, 8, 64 and 1024 concurrent appenders
+//!    (each awaiting its own append), against a loop that writes 100 bytes
+//!    and `fdatasync`s each write; efficiency = measured / (N × baseline),
+//!    capped at 100 %;
+//! 2. 1 MiB records, MB/s, against `dd if=/dev/zero of=FILE bs=1M count=N
+//!    conv=fdatasync`;
+//! 3. single-appender commit latency p50/p99 against a bare
+//!    write + `fdatasync` loop;
+//! 4. the time to reopen a 1 GiB log (page cache warm).
+//!
+//! The data lives under the workspace's `target/` (the repo's filesystem).
+//! `WEFT_BENCH_QUICK=1` shrinks everything to a smoke run of a few seconds.
+//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen` picks sections;
+//! `WEFT_BENCH_RUNS=n` overrides the number of runs;
+//! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
+//! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use weft::storage::Storage;
+use weft::storage::dir::{DirOptions, DirStorage};
+use weft::{AppendRequest, Log, LogTag};
+
+struct Config {
+    runs: usize,
+    window: Duration,
+    warmup: Duration,
+    bandwidth_mib: u64,
+    latency_samples: usize,
+    reopen_bytes: u64,
+}
+
+fn config() -> Config {
+    let mut cfg = base_config();
+    if let Some(runs) = std::env::var("WEFT_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+    {
+        cfg.runs = runs;
+    }
+    cfg
+}
+
+fn base_config() -> Config {
+    if std::env::var_os("WEFT_BENCH_QUICK").is_some() {
+        Config {
+            runs: 1,
+            window: Duration::from_millis(150),
+            warmup: Duration::from_millis(30),
+            bandwidth_mib: 16,
+            latency_samples: 200,
+            reopen_bytes: 16 << 20,
+        }
+    } else {
+        Config {
+            runs: 5,
+            window: Duration::from_secs(2),
+            warmup: Duration::from_millis(300),
+            bandwidth_mib: 512,
+            latency_samples: 5000,
+            reopen_bytes: 1 << 30,
+        }
+    }
+}
+
+fn wanted(section: &str) -> bool {
+    match std::env::var("WEFT_BENCH_ONLY") {
+        Ok(only) => only.split(',').any(|s| s.trim() == section),
+        Err(_) => true,
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn bench_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/weft-bench");
+    std::fs::create_dir_all(&root).expect("create bench root");
+    root
+}
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dir-")
+        .tempdir_in(bench_root())
+        .expect("bench tempdir")
+}
+
+/// Appends of `size` bytes, each followed by `fdatasync`, for `window`.
+fn baseline_rate(size: usize, window: Duration) -> f64 {
+    let dir = scratch();
+    let mut file = File::create(dir.path().join("baseline")).expect("create");
+    let buf = vec![0x5au8; size];
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < window {
+        file.write_all(&buf).expect("write");
+        file.sync_data().expect("fdatasync");
+        n += 1;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// One measured window of concurrent appends.
+struct AppendRun {
+    rate: f64,
+    per_sync: f64,
+    cpu_us: f64,
+}
+
+/// Durable appends/s with `writers` concurrent appenders, the appends each
+/// sync carried, and the process CPU time per append.
+async fn append_rate(writers: usize, cfg: &Config) -> AppendRun {
+    let dir = scratch();
+    let storage = Arc::new(DirStorage::open(dir.path()).await.expect("open"));
+    let log = Log::from_arc(storage.clone());
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let payload = Bytes::from(vec![0x42u8; 100]);
+    let mut tasks = Vec::with_capacity(writers);
+    for w in 0..writers {
+        let (log, count, stop, payload) =
+            (log.clone(), count.clone(), stop.clone(), payload.clone());
+        let tag = LogTag::with_key("bench", format!("w{}", w % 64)).expect("tag");
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                log.append(AppendRequest::new(tag.clone(), payload.clone()))
+                    .await
+                    .expect("append");
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(cfg.warmup).await;
+    let (c0, t0, cpu0, s0) = (
+        count.load(Ordering::Relaxed),
+        Instant::now(),
+        cpu_time(),
+        storage.stats(),
+    );
+    tokio::time::sleep(cfg.window).await;
+    let (c1, t1, cpu1, s1) = (
+        count.load(Ordering::Relaxed),
+        Instant::now(),
+        cpu_time(),
+        storage.stats(),
+    );
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("appender");
+    }
+    log.storage().close().await.expect("close");
+    let n = (c1 - c0) as f64;
+    AppendRun {
+        rate: n / (t1 - t0).as_secs_f64(),
+        per_sync: (s1.entries - s0.entries) as f64 / (s1.syncs - s0.syncs).max(1) as f64,
+        cpu_us: (cpu1 - cpu0).as_secs_f64() * 1e6 / n.max(1.0),
+    }
+}
+
+fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
+    println!(
+        "\n## durable 100-byte appends/s (median of {} runs, {:?} windows)",
+        cfg.runs, cfg.window
+    );
+    println!(
+        "{:>9} {:>12} {:>16} {:>11} {:>10} {:>14}",
+        "appenders", "appends/s", "baseline fsync/s", "efficiency", "per sync", "CPU µs/append"
+    );
+    let counts: Vec<usize> = std::env::var("WEFT_BENCH_APPENDERS")
+        .ok()
+        .and_then(|v| v.split(',').map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 8, 64, 1024]);
+    for writers in counts {
+        let mut runs = Vec::new();
+        let mut bases = Vec::new();
+        for _ in 0..cfg.runs {
+            bases.push(baseline_rate(100, cfg.window));
+            runs.push(rt.block_on(append_rate(writers, cfg)));
+        }
+        let base = median(bases);
+        let rate = median(runs.iter().map(|r| r.rate).collect());
+        let per_sync = median(runs.iter().map(|r| r.per_sync).collect());
+        let cpu = median(runs.iter().map(|r| r.cpu_us).collect());
+        let efficiency = (rate / (writers as f64 * base)).min(1.0);
+        println!(
+            "{writers:>9} {rate:>12.0} {base:>16.0} {:>10.1}% {per_sync:>10.1} {cpu:>14.2}",
+            efficiency * 100.0
+        );
+    }
+}
+
+/// MB/s of `total_mib` 1 MiB records with `writers` concurrent appenders.
+async fn record_bandwidth(total_mib: u64, writers: u64, batch_mib: usize) -> f64 {
+    let dir = scratch();
+    let options = DirOptions {
+        max_batch_bytes: batch_mib << 20,
+        ..DirOptions::default()
+    };
+    let log = Log::new(
+        DirStorage::open_with(dir.path(), options)
+            .await
+            .expect("open"),
+    );
+    let record: Bytes = (0..1usize << 20)
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let each = total_mib / writers;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (log, record) = (log.clone(), record.clone());
+        let tag = LogTag::with_key("big", format!("w{w}")).expect("tag");
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..each {
+                log.append(AppendRequest::new(tag.clone(), record.clone()))
+                    .await
+                    .expect("append");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("appender");
+    }
+    let secs = start.elapsed().as_secs_f64();
+    log.storage().close().await.expect("close");
+    (each * writers) as f64 * 1.048_576 / secs
+}
+
+fn dd_bandwidth(total_mib: u64) -> f64 {
+    let dir = scratch();
+    let file = dir.path().join("dd.out");
+    let start = Instant::now();
+    let out = std::process::Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", file.display()))
+        .arg("bs=1M")
+        .arg(format!("count={total_mib}"))
+        .arg("conv=fdatasync")
+        .output()
+        .expect("run dd");
+    assert!(
+        out.status.success(),
+        "dd failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    total_mib as f64 * 1.048_576 / start.elapsed().as_secs_f64()
+}
+
+fn section_bandwidth(rt: &tokio::runtime::Runtime, cfg: &Config) {
+    let mib = cfg.bandwidth_mib;
+    println!(
+        "\n## 1 MiB records, {mib} MiB per run (median of {} runs)",
+        cfg.runs
+    );
+    println!("{:>28} {:>10} {:>10}", "", "MB/s", "of dd");
+    let dd = median((0..cfg.runs).map(|_| dd_bandwidth(mib)).collect());
+    println!(
+        "{:>28} {dd:>10.0} {:>9.0}%",
+        "dd bs=1M conv=fdatasync", 100.0
+    );
+    // (appenders, max_batch_bytes in MiB): the default group limit, then
+    // one sized for bulk loads.
+    for (writers, batch_mib) in [(1u64, 8usize), (16, 8), (64, 8), (64, 64)] {
+        let mut rates = Vec::new();
+        for _ in 0..cfg.runs {
+            rates.push(rt.block_on(record_bandwidth(mib, writers, batch_mib)));
+        }
+        let rate = median(rates);
+        println!(
+            "{:>28} {rate:>10.0} {:>9.0}%",
+            format!("log, {writers} appenders, {batch_mib} MiB groups"),
+            100.0 * rate / dd
+        );
+    }
+}
+
+fn bare_latencies(samples: usize) -> Vec<Duration> {
+    let dir = scratch();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("bare"))
+        .expect("create");
+    let buf = vec![0x11u8; 100];
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        file.write_all(&buf).expect("write");
+        file.sync_data().expect("fdatasync");
+        out.push(t.elapsed());
+    }
+    out
+}
+
+async fn log_latencies(samples: usize) -> Vec<Duration> {
+    let dir = scratch();
+    let log = Log::new(DirStorage::open(dir.path()).await.expect("open"));
+    let tag = LogTag::new("latency").expect("tag");
+    let payload = Bytes::from(vec![0x11u8; 100]);
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        log.append(AppendRequest::new(tag.clone(), payload.clone()))
+            .await
+            .expect("append");
+        out.push(t.elapsed());
+    }
+    log.storage().close().await.expect("close");
+    out
+}
+
+fn section_latency(rt: &tokio::runtime::Runtime, cfg: &Config) {
+    println!(
+        "\n## single-appender commit latency, 100-byte entries, {} samples per run (median of {} runs)",
+        cfg.latency_samples, cfg.runs
+    );
+    let mut stats = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..cfg.runs {
+        let mut bare = bare_latencies(cfg.latency_samples);
+        let mut log = rt.block_on(log_latencies(cfg.latency_samples));
+        bare.sort();
+        log.sort();
+        stats[0].push(percentile(&bare, 0.5).as_secs_f64() * 1e6);
+        stats[1].push(percentile(&bare, 0.99).as_secs_f64() * 1e6);
+        stats[2].push(percentile(&log, 0.5).as_secs_f64() * 1e6);
+        stats[3].push(percentile(&log, 0.99).as_secs_f64() * 1e6);
+    }
+    let [bp50, bp99, lp50, lp99] = stats.map(median);
+    println!("{:>26} {:>10} {:>10}", "", "p50 µs", "p99 µs");
+    println!("{:>26} {bp50:>10.1} {bp99:>10.1}", "write + fdatasync");
+    println!("{:>26} {lp50:>10.1} {lp99:>10.1}", "log append");
+    println!(
+        "{:>26} {:>9.2}x {:>9.2}x",
+        "ratio",
+        lp50 / bp50,
+        lp99 / bp99
+    );
+}
+
+/// Builds a log of about `bytes` bytes of `entry`-byte payloads, quickly
+/// (large batches), and closes it.
+async fn build_log(dir: &Path, bytes: u64, entry: usize) -> u64 {
+    let log = Log::new(DirStorage::open(dir).await.expect("open"));
+    let payload = Bytes::from(vec![0x33u8; entry]);
+    let tags: Vec<LogTag> = (0..64)
+        .map(|i| LogTag::with_key("stream", format!("s{i}")).expect("tag"))
+        .collect();
+    let frame = weft::format::frame::encoded_len(
+        &[tags[0].clone(), LogTag::new("all").expect("tag")],
+        entry,
+    );
+    let per_batch = ((4 << 20) / frame).max(1);
+    // Size the log by its bytes on disk, frames included.
+    let total = bytes / frame as u64;
+    let mut written = 0u64;
+    while written < total {
+        let n = per_batch.min((total - written) as usize);
+        let reqs = (0..n)
+            .map(|i| {
+                let t = &tags[(written as usize + i) % tags.len()];
+                AppendRequest::new(t.clone(), payload.clone())
+                    .with_tag(LogTag::new("all").expect("tag"))
+            })
+            .collect();
+        log.append_batch(reqs).await.expect("append batch");
+        written += n as u64;
+    }
+    log.storage().close().await.expect("close");
+    written
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").metadata().expect("stat"))
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// CPU time (user + system) of this process so far, from /proc; the wall
+/// clock of a shared two-core machine is noisy, CPU time much less so.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which sits in parentheses).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line (11 and 12 here);
+    // the kernel reports them in USER_HZ = 100 ticks per second.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+fn section_reopen(rt: &tokio::runtime::Runtime, cfg: &Config) {
+    println!(
+        "\n## reopen (page cache warm; median of {} opens)",
+        cfg.runs
+    );
+    println!(
+        "{:>14} {:>12} {:>10} {:>12} {:>12}",
+        "entry bytes", "entries", "MiB", "open ms", "open CPU ms"
+    );
+    let sizes: Vec<usize> = std::env::var("WEFT_BENCH_REOPEN_ENTRY")
+        .ok()
+        .and_then(|v| v.split(',').map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1024, 100]);
+    for entry in sizes {
+        let dir = scratch();
+        let entries = rt.block_on(build_log(dir.path(), cfg.reopen_bytes, entry));
+        let size = dir_bytes(dir.path());
+        let mut times = Vec::new();
+        let mut cpu = Vec::new();
+        for _ in 0..cfg.runs {
+            let (t, c) = (Instant::now(), cpu_time());
+            let storage = rt.block_on(DirStorage::open(dir.path())).expect("reopen");
+            let took = t.elapsed();
+            cpu.push((cpu_time() - c).as_secs_f64() * 1e3);
+            assert_eq!(storage.next_seqnum(), entries);
+            rt.block_on(storage.close()).expect("close");
+            drop(storage);
+            times.push(took.as_secs_f64() * 1e3);
+        }
+        println!(
+            "{entry:>14} {entries:>12} {:>10.0} {:>12.0} {:>12.0}",
+            size as f64 / (1 << 20) as f64,
+            median(times),
+            median(cpu)
+        );
+    }
+}
+
+fn main() {
+    let cfg = config();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "dir backend benchmarks; data under {}",
+        bench_root()
+            .canonicalize()
+            .unwrap_or_else(|_| bench_root())
+            .display()
+    );
+    if wanted("appends") {
+        section_appends(&rt, &cfg);
+    }
+    if wanted("bandwidth") {
+        section_bandwidth(&rt, &cfg);
+    }
+    if wanted("latency") {
+        section_latency(&rt, &cfg);
+    }
+    if wanted("reopen") {
+        section_reopen(&rt, &cfg);
+    }
+}
