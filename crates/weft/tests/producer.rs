@@ -392,30 +392,8 @@ async fn ambiguous_commits_are_resolved_by_rereading_never_twice() {
 
 #[tokio::test]
 async fn exhausted_commit_retries_halt_and_every_waiter_errors() {
-    let faults = FaultStore::wrap(memory(), FaultConfig::default());
-    let p = builder(faults.clone())
-        .with_flush_interval(Duration::from_millis(20))
-        .open()
-        .await
-        .unwrap();
-    // From now on every conditional put loses.
-    faults.set_config(FaultConfig {
-        precondition_storm: 1.0,
-        ..FaultConfig::default()
-    });
-    let mut ds = Vec::new();
-    for who in 0..5 {
-        ds.push(p.append(batch(who, 1), None).await.unwrap());
-    }
-    for d in ds {
-        assert_eq!(d.wait().await.unwrap_err().kind(), ErrorKind::Conflict);
-    }
-    assert_eq!(
-        p.append(batch(9, 1), None).await.unwrap_err().kind(),
-        ErrorKind::Closed
-    );
-    assert_eq!(p.close().await.unwrap_err().kind(), ErrorKind::Conflict);
-    assert!(manifest(&faults.inner().clone(), MANIFEST).await.is_empty());
+    // The same body the SeaweedFS and Azurite runs use, on InMemory.
+    support::producer_cases::exhausted_retries_halt_and_every_waiter_errors(memory()).await;
 }
 
 #[tokio::test(start_paused = true)]
