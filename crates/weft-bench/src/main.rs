@@ -13,6 +13,7 @@ mod env;
 mod load;
 mod plot;
 mod report;
+mod rss;
 mod stats;
 mod workloads;
 
@@ -73,6 +74,9 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
 }
 
 fn main() -> Result<()> {
+    if let Ok(job) = std::env::var(workloads::index_store::CHILD_ENV) {
+        return workloads::index_store::child(&job);
+    }
     let args = Args::parse();
     if args.list {
         for w in Workload::ALL {
@@ -83,7 +87,13 @@ fn main() -> Result<()> {
     let selected: Vec<Workload> = Workload::ALL
         .iter()
         .copied()
-        .filter(|w| args.only.is_empty() || args.only.contains(w))
+        .filter(|w| {
+            if args.only.is_empty() {
+                w.in_default_run()
+            } else {
+                args.only.contains(w)
+            }
+        })
         .filter(|w| !args.skip.contains(w))
         .collect();
     if selected.is_empty() {

@@ -37,6 +37,7 @@ pub mod conformance;
 pub mod error;
 pub mod exec;
 pub mod format;
+pub mod index;
 pub mod kv;
 pub mod log;
 pub mod model;

@@ -4,6 +4,7 @@
 mod bucket;
 mod dir;
 mod follower;
+pub mod index_store;
 mod peer;
 mod raw;
 mod replica;
@@ -47,10 +48,14 @@ pub enum Workload {
     /// Follower lag behind a steadily writing primary.
     #[value(name = "follower-lag")]
     FollowerLag,
+    /// The embedded stores weft's log index could use (redb, fjall), on
+    /// the index's workload. Not in the default run: `--only index-store`.
+    #[value(name = "index-store")]
+    IndexStore,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -58,7 +63,13 @@ impl Workload {
         Workload::BucketWrite,
         Workload::Replica,
         Workload::FollowerLag,
+        Workload::IndexStore,
     ];
+
+    /// Whether a run without `--only` includes this workload.
+    pub fn in_default_run(self) -> bool {
+        !matches!(self, Workload::IndexStore)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -69,6 +80,7 @@ impl Workload {
             Workload::BucketWrite => "bucket-write",
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
+            Workload::IndexStore => "index-store",
         }
     }
 
@@ -85,6 +97,9 @@ impl Workload {
                 "replica catch-up vs raw parallel GET; opendata Consumer read-back"
             }
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
+            Workload::IndexStore => {
+                "redb vs fjall on the log index's workload (only with --only)"
+            }
         }
     }
 
@@ -104,6 +119,7 @@ impl Workload {
             Workload::BucketWrite => bucket::run(ctx, report).await,
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
+            Workload::IndexStore => index_store::run(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())
