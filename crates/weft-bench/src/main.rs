@@ -13,7 +13,6 @@ mod env;
 mod load;
 mod plot;
 mod report;
-mod rss;
 mod stats;
 mod workloads;
 
@@ -74,9 +73,6 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
 }
 
 fn main() -> Result<()> {
-    if let Ok(job) = std::env::var(workloads::index_store::CHILD_ENV) {
-        return workloads::index_store::child(&job);
-    }
     let args = Args::parse();
     if args.list {
         for w in Workload::ALL {
@@ -87,13 +83,7 @@ fn main() -> Result<()> {
     let selected: Vec<Workload> = Workload::ALL
         .iter()
         .copied()
-        .filter(|w| {
-            if args.only.is_empty() {
-                w.in_default_run()
-            } else {
-                args.only.contains(w)
-            }
-        })
+        .filter(|w| args.only.is_empty() || args.only.contains(w))
         .filter(|w| !args.skip.contains(w))
         .collect();
     if selected.is_empty() {

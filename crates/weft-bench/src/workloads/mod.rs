@@ -4,7 +4,6 @@
 mod bucket;
 mod dir;
 mod follower;
-pub mod index_store;
 mod peer;
 mod raw;
 mod replica;
@@ -48,14 +47,10 @@ pub enum Workload {
     /// Follower lag behind a steadily writing primary.
     #[value(name = "follower-lag")]
     FollowerLag,
-    /// The embedded stores weft's log index could use (redb, fjall), on
-    /// the index's workload. Not in the default run: `--only index-store`.
-    #[value(name = "index-store")]
-    IndexStore,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 7] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -63,13 +58,7 @@ impl Workload {
         Workload::BucketWrite,
         Workload::Replica,
         Workload::FollowerLag,
-        Workload::IndexStore,
     ];
-
-    /// Whether a run without `--only` includes this workload.
-    pub fn in_default_run(self) -> bool {
-        !matches!(self, Workload::IndexStore)
-    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -80,7 +69,6 @@ impl Workload {
             Workload::BucketWrite => "bucket-write",
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
-            Workload::IndexStore => "index-store",
         }
     }
 
@@ -97,9 +85,6 @@ impl Workload {
                 "replica catch-up vs raw parallel GET; opendata Consumer read-back"
             }
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
-            Workload::IndexStore => {
-                "redb vs fjall on the log index's workload (only with --only)"
-            }
         }
     }
 
@@ -119,7 +104,6 @@ impl Workload {
             Workload::BucketWrite => bucket::run(ctx, report).await,
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
-            Workload::IndexStore => index_store::run(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())

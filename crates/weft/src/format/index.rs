@@ -40,7 +40,7 @@ use crate::model::LogTag;
 
 /// Names and layouts of the `meta` table's rows.
 pub mod meta {
-    /// `[format u32]`: the index layout version, [`FORMAT`](super::FORMAT).
+    /// `[format u64]`: the index layout version, [`FORMAT`](super::FORMAT).
     pub const FORMAT: &str = "format";
     /// The identity of the log the index describes (backend-defined bytes).
     pub const IDENTITY: &str = "identity";

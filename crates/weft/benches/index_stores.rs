@@ -1,37 +1,35 @@
-//! `index-store`: the two embedded stores weft could keep its log index
-//! in (redb and fjall), measured on the index's own workload, each in a
-//! child process so that resident memory is the store's alone.
+//! The two embedded stores weft's log index could use, redb and fjall,
+//! measured on the index's own workload; each phase runs in a child
+//! process so that its resident memory is the store's alone.
 //!
-//! The records are those of weft's index (see `weft::index`): per entry a
-//! posting `(tag id, seqnum)` for each of its 1–2 tags and a version row
-//! `(stream id, version) -> seqnum`; per stream touched by a batch its row
-//! `name -> (id, next version)`, looked up before the batch as a sequencer
-//! does on a cache miss; one locator `seqnum -> (segment, offset)` per 64
-//! entries. One store transaction per 1000 entries, not synced; a synced
-//! commit every 100 transactions. Then: the open time after the ingesting
-//! process died without closing (the crash case) and after a clean close,
-//! reads by (tag, from seqnum) and by (tag, from version), point lookups of
-//! a stream's next version, disk bytes per entry, RSS, and what each store
-//! does with a damaged file (flipped bytes, truncation, garbage).
+//! `cargo bench -p weft --bench index_stores` (`WEFT_BENCH_QUICK=1` for a
+//! smoke run; `WEFT_BENCH_STORES_CASES=entries:streams,...` to pick sizes).
+//!
+//! The records are those of `weft::index`: per entry a posting `(tag id,
+//! seqnum)` for each of its 1–2 tags and a version row `(stream id,
+//! version) -> seqnum`; per stream a batch touches, its row `name -> (id,
+//! next version)`, looked up before the batch as a sequencer does on a
+//! cache miss; one locator per 64 entries. One store transaction per 1000
+//! entries, not synced; a synced commit every 100 transactions. Then: the
+//! open time after the ingesting process died without closing (the crash
+//! case) and after a clean close, reads by (tag, from seqnum) and by (tag,
+//! from version) of 100 seqnums, point lookups of a stream's next version,
+//! disk bytes per entry, RSS, and what each store does with damaged files
+//! (flipped bytes, truncation, garbage): an error, the same answer, a
+//! wrong answer, or a panic.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::Ctx;
-use crate::report::{Report, Row};
-use crate::rss::{disk_bytes, rss_mib};
-use crate::stats::Samples;
-
-const WORKLOAD: &str = "index-store";
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// The environment variable that turns this binary into a child running
 /// one phase (a JSON [`Job`]).
-pub const CHILD_ENV: &str = "WEFT_BENCH_INDEX_STORE_JOB";
+const CHILD_ENV: &str = "WEFT_BENCH_INDEX_STORE_JOB";
 
 const BATCH: u64 = 1000;
 const SYNC_EVERY: u64 = 100;
@@ -93,8 +91,8 @@ struct Outcome {
 
 /// Runs one job in this process (the child side). Prints the outcome as
 /// one JSON line.
-pub fn child(spec: &str) -> Result<()> {
-    let job: Job = serde_json::from_str(spec).context("bad child job")?;
+fn child(spec: &str) -> Result<()> {
+    let job: Job = serde_json::from_str(spec)?;
     let out = match job.phase {
         Phase::Ingest => ingest(&job)?,
         Phase::Read => read(&job)?,
@@ -114,34 +112,83 @@ fn run_child(job: &Job) -> Result<Outcome> {
     let exe = std::env::current_exe()?;
     let out = Command::new(exe)
         .env(CHILD_ENV, serde_json::to_string(job)?)
-        .output()
-        .context("start the index-store child")?;
+        .output()?;
     if !out.status.success() {
-        bail!(
-            "index-store child {:?} {:?} failed: {}",
+        return Err(format!(
+            "child {:?} {:?} failed: {}",
             job.kind,
             job.phase,
             String::from_utf8_lossy(&out.stderr)
-        );
+        )
+        .into());
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or_default();
-    serde_json::from_str(line).with_context(|| format!("child said {text:?}"))
+    Ok(serde_json::from_str(line)?)
 }
 
-pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
-    let cases: Vec<(u64, u64)> = if ctx.quick {
-        vec![(200_000, 1_000), (200_000, 100_000)]
-    } else {
-        vec![(4_000_000, 1_000), (4_000_000, 1_000_000), (10_000_000, 10_000_000)]
+/// Current and peak resident set size in MiB (`VmRSS`, `VmHWM`).
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse::<f64>().ok())
+            .map_or(0.0, |kib| kib / 1024.0)
     };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn disk_bytes(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_file() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .map(|rd| rd.flatten().map(|e| disk_bytes(&e.path())).sum())
+        .unwrap_or(0)
+}
+
+fn latency(micros: &[f64]) -> String {
+    let mut v = micros.to_vec();
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v.get(((v.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0.0);
+    let total: f64 = v.iter().sum::<f64>() / 1e6;
+    format!(
+        "{:>9.0}/s  p50 {:>6.1} µs  p99 {:>7.1} µs",
+        v.len() as f64 / total.max(1e-9),
+        q(0.5),
+        q(0.99)
+    )
+}
+
+fn main() -> Result<()> {
+    if let Ok(job) = std::env::var(CHILD_ENV) {
+        return child(&job);
+    }
+    let quick = std::env::var_os("WEFT_BENCH_QUICK").is_some();
+    let cases: Vec<(u64, u64)> = match std::env::var("WEFT_BENCH_STORES_CASES") {
+        Ok(text) => text
+            .split(',')
+            .filter_map(|c| {
+                let (e, s) = c.split_once(':')?;
+                Some((e.trim().parse().ok()?, s.trim().parse().ok()?))
+            })
+            .collect(),
+        Err(_) if quick => vec![(100_000, 1_000), (100_000, 100_000)],
+        Err(_) => vec![(2_000_000, 1_000), (2_000_000, 1_000_000)],
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-index-stores");
+    let _ = std::fs::remove_dir_all(&root);
+    println!("index stores: redb vs fjall on the log index's workload");
     for (entries, streams) in cases {
-        let case = format!("{}k entries, {}k streams", entries / 1000, streams / 1000);
-        if !ctx.want(&case) {
-            continue;
-        }
+        println!("\n{entries} entries over {streams} streams");
         for kind in [Kind::Redb, Kind::Fjall] {
-            let dir = ctx.fresh_dir("index-store")?;
+            let dir = root.join(format!("{kind:?}-{entries}-{streams}"));
             let job = |phase| Job {
                 kind,
                 phase,
@@ -152,40 +199,37 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             let ing = run_child(&job(Phase::Ingest))?;
             let rd = run_child(&job(Phase::Read))?;
             let op = run_child(&job(Phase::Open))?;
-            let subject = kind.name();
-            let rows = [
-                Row::new(WORKLOAD, format!("{case}: ingest"), subject)
-                    .value(vec![entries as f64 / ing.secs], "entries/s")
-                    .note(format!(
-                        "RSS {:.0} MiB, peak {:.0} MiB, cache {} MiB",
-                        ing.rss_mib,
-                        ing.hwm_mib,
-                        CACHE_BYTES >> 20
-                    )),
-                Row::new(WORKLOAD, format!("{case}: open after crash"), subject)
-                    .value(vec![rd.secs * 1000.0], "ms"),
-                Row::new(WORKLOAD, format!("{case}: open after close"), subject)
-                    .value(vec![op.secs * 1000.0], "ms")
-                    .note(format!("RSS after open and one read {:.0} MiB", op.rss_mib)),
-                latency_row(&case, "read by tag from seqnum (100)", subject, &rd.tag_reads),
-                latency_row(&case, "read by tag from version (100)", subject, &rd.version_reads),
-                latency_row(&case, "next-version lookup", subject, &rd.lookups),
-                Row::new(WORKLOAD, format!("{case}: disk"), subject)
-                    .value(vec![rd.disk_bytes as f64 / entries as f64], "B/entry")
-                    .note(format!("RSS after reads {:.0} MiB", rd.rss_mib)),
-            ];
-            for row in rows {
-                report.add(row);
-            }
+            let k = kind.name();
+            println!(
+                "  {k:<10} ingest            {:>9.0} entries/s  (RSS {:.0} MiB, peak {:.0} MiB)",
+                entries as f64 / ing.secs,
+                ing.rss_mib,
+                ing.hwm_mib
+            );
+            println!(
+                "  {k:<10} open after crash  {:>9.1} ms;  after close {:.1} ms (RSS {:.0} MiB)",
+                rd.secs * 1e3,
+                op.secs * 1e3,
+                op.rss_mib
+            );
+            println!("  {k:<10} read by tag       {}", latency(&rd.tag_reads));
+            println!("  {k:<10} read by version   {}", latency(&rd.version_reads));
+            println!("  {k:<10} next-version get  {}", latency(&rd.lookups));
+            println!(
+                "  {k:<10} disk              {:>9.1} B/entry  (RSS after reads {:.0} MiB)",
+                rd.disk_bytes as f64 / entries as f64,
+                rd.rss_mib
+            );
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
+    println!("\ndamaged stores (60 damaged copies each: open, then read everything)");
     for kind in [Kind::Redb, Kind::Fjall] {
-        let dir = ctx.fresh_dir("index-damage")?;
+        let dir = root.join(format!("{kind:?}-damage"));
         let out = run_child(&Job {
             kind,
             phase: Phase::Damage,
-            dir,
+            dir: dir.clone(),
             streams: 1000,
             entries: 20_000,
         })?;
@@ -196,31 +240,11 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             .map(|(k, v)| format!("{k}: {v}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let silent = out.damage.get("wrong answer").copied().unwrap_or(0)
-            + out.damage.get("panic").copied().unwrap_or(0);
-        report.add(
-            Row::new(WORKLOAD, "damaged store: open + full read", kind.name())
-                .value(vec![f64::from(silent)], "panics or wrong answers")
-                .note(text),
-        );
+        println!("  {:<10} {text}", kind.name());
+        let _ = std::fs::remove_dir_all(&dir);
     }
+    let _ = std::fs::remove_dir_all(&root);
     Ok(())
-}
-
-fn latency_row(case: &str, what: &str, subject: &str, micros: &[f64]) -> Row {
-    let mut samples = Samples::new();
-    for &m in micros {
-        samples.push(Duration::from_secs_f64(m / 1e6));
-    }
-    let total: f64 = micros.iter().sum::<f64>() / 1e6;
-    let per_s = if total > 0.0 {
-        micros.len() as f64 / total
-    } else {
-        0.0
-    };
-    Row::new(WORKLOAD, format!("{case}: {what}"), subject)
-        .value(vec![per_s], "ops/s")
-        .latency(samples.summary())
 }
 
 // ---------------------------------------------------------------- workload
@@ -372,7 +396,7 @@ impl Store {
     fn stream(&self, name: &str) -> Result<Option<(u64, u64)>> {
         Ok(match self {
             Store::Redb(db) => {
-                use redb::{ReadableDatabase, ReadableTable};
+                use redb::ReadableDatabase;
                 let txn = db.begin_read()?;
                 let t = match txn.open_table(STREAMS) {
                     Ok(t) => t,
@@ -393,7 +417,7 @@ impl Store {
         let mut out = Vec::with_capacity(max);
         match self {
             Store::Redb(db) => {
-                use redb::{ReadableDatabase, ReadableTable};
+                use redb::ReadableDatabase;
                 let txn = db.begin_read()?;
                 if versions {
                     let t = txn.open_table(VERSIONS)?;
