@@ -9,7 +9,7 @@
 //! ```text
 //!  table      key                                   value
 //!  meta       name (ASCII, see [`meta`])            per name, below
-//!  tags       tag                                   [id u64][next_version u64][floor u64]
+//!  tags       tag                                   [id u64][next_version u64][floor u64][last u64]
 //!  postings   [tag_id u64 BE][seqnum u64 BE]        (empty)
 //!  versions   [tag_id u64 BE][version u64 BE]       [seqnum u64]
 //!  locators   [seqnum u64 BE]                       backend-defined bytes
@@ -30,7 +30,9 @@
 //! appears; `next_version` is the version the tag's next entry as a
 //! primary tag gets (0: none yet); `floor` is the first version that was
 //! not trimmed away before the index learnt of it (versions below it read
-//! as trimmed even though the index has no row for them).
+//! as trimmed even though the index has no row for them); `last` is the
+//! seqnum of its last entry as a primary tag (0 when it has none the index
+//! saw), which tells a trim which streams it leaves without live entries.
 //!
 //! Every decoder returns `Corrupt` on malformed bytes and never panics: a
 //! damaged index is rebuilt, never trusted.
@@ -135,18 +137,21 @@ pub struct TagRow {
     pub next_version: u64,
     /// Versions below this were trimmed before the index saw them.
     pub floor: u64,
+    /// The seqnum of its last entry as a primary tag (0: none recorded).
+    pub last: u64,
 }
 
 impl TagRow {
     /// Bytes of an encoded row.
-    pub const LEN: usize = 24;
+    pub const LEN: usize = 32;
 
     /// The row's bytes.
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut v = [0; Self::LEN];
         v[..8].copy_from_slice(&self.id.to_le_bytes());
         v[8..16].copy_from_slice(&self.next_version.to_le_bytes());
-        v[16..].copy_from_slice(&self.floor.to_le_bytes());
+        v[16..24].copy_from_slice(&self.floor.to_le_bytes());
+        v[24..].copy_from_slice(&self.last.to_le_bytes());
         v
     }
 
@@ -168,6 +173,7 @@ impl TagRow {
             id: le(0..8),
             next_version: le(8..16),
             floor: le(16..24),
+            last: le(24..32),
         };
         if row.floor > row.next_version {
             return Err(Error::corrupt(format!(
@@ -277,12 +283,13 @@ mod tests {
             id: 7,
             next_version: 9,
             floor: 3,
+            last: 40,
         };
         assert_eq!(TagRow::decode(&row.encode()).unwrap(), row);
         let mut bad = row.encode();
         bad[16] = 10;
         assert!(TagRow::decode(&bad).is_err());
-        assert!(TagRow::decode(&[0; 23]).is_err());
+        assert!(TagRow::decode(&[0; 31]).is_err());
         assert_eq!(decode_tip_value(&tip_value(5, 6)).unwrap(), (5, 6));
     }
 

@@ -503,13 +503,30 @@ impl Index {
     }
 
     /// Every tag the index knows, with its next version as a primary tag,
-    /// in tag-key order (for `inspect`). Reads the whole tag table: its
-    /// cost grows with the number of tags, not entries.
+    /// in tag-key order, at most `max` (for `inspect`). Flushes the tail
+    /// first; reads the tag table, so its cost grows with the number of
+    /// tags, not entries.
     ///
     /// Errors: `Corrupt`; I/O kinds.
     pub fn tags(&self, max: usize) -> Result<Vec<(LogTag, u64)>> {
         self.flush()?;
-        self.read(|s| s.tags(max))
+        let rows = self.read(|s| s.tags(max, |_| true))?;
+        Ok(rows.into_iter().map(|(t, r)| (t, r.next_version)).collect())
+    }
+
+    /// The primary tags none of whose entries lies after `through`, with
+    /// their next versions: what a trim through `through` must remember
+    /// outside the index, since no live entry will carry their numbering.
+    /// Flushes the tail first; reads the whole tag table (a trim costs
+    /// time in the number of streams, not entries).
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn streams_ending_by(&self, through: u64) -> Result<Vec<(LogTag, u64)>> {
+        self.flush()?;
+        let rows = self.read(|s| {
+            s.tags(usize::MAX, |r| r.next_version > 0 && r.last <= through)
+        })?;
+        Ok(rows.into_iter().map(|(t, r)| (t, r.next_version)).collect())
     }
 
     /// Moves the whole tail into the store and syncs it.

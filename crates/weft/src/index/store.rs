@@ -218,6 +218,7 @@ impl Store {
                 id: next_id,
                 next_version: *next,
                 floor: *next,
+                last: 0,
             };
             next_id += 1;
             b.insert(&self.tags, tag_key(tag), row.encode());
@@ -410,13 +411,24 @@ impl Store {
             .transpose()
     }
 
-    pub(super) fn tags(&self, max: usize) -> Result<Vec<(LogTag, u64)>> {
+    /// Up to `max` tags with their rows, in key order, those `keep` accepts.
+    pub(super) fn tags(
+        &self,
+        max: usize,
+        keep: impl Fn(&TagRow) -> bool,
+    ) -> Result<Vec<(LogTag, TagRow)>> {
         let mut out = Vec::new();
-        for g in self.tags.range(..WITNESS.as_slice()).take(max) {
+        for g in self.tags.range(..WITNESS.as_slice()) {
+            if out.len() >= max {
+                break;
+            }
             let (key, value) = g
                 .into_inner()
                 .map_err(|e| map_err("read the log index", e))?;
-            out.push((decode_tag_key(&key)?, TagRow::decode(&value)?.next_version));
+            let row = TagRow::decode(&value)?;
+            if keep(&row) {
+                out.push((decode_tag_key(&key)?, row));
+            }
         }
         Ok(out)
     }
@@ -491,6 +503,7 @@ impl Store {
                         u64_value(*seqnum),
                     );
                     row.next_version = row.next_version.max(entry.version + 1);
+                    row.last = *seqnum;
                 }
             }
             if let Some(loc) = &entry.locator {
