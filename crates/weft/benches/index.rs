@@ -94,7 +94,7 @@ fn main() {
                     seqnum,
                     tags,
                     version,
-                    locator: (seqnum % 64 == 0).then(|| seqnum.to_le_bytes().to_vec().into()),
+                    locator: seqnum.is_multiple_of(64).then(|| seqnum.to_le_bytes().to_vec().into()),
                     check: r,
                 }
             })

@@ -492,7 +492,7 @@ fn ingest_into(store: &Store, job: &Job) -> Result<()> {
                 batch.postings.push((c, s));
             }
             batch.versions.push((stream, version, s));
-            if s % LOCATOR_EVERY == 0 {
+            if s.is_multiple_of(LOCATOR_EVERY) {
                 batch.locators.push((s, s / 500_000, (s % 500_000) as u32 * 120));
             }
         }
@@ -501,7 +501,7 @@ fn ingest_into(store: &Store, job: &Job) -> Result<()> {
             .map(|(id, v)| (stream_name(id), id, v))
             .collect();
         batches += 1;
-        store.apply(&batch, batches % SYNC_EVERY == 0)?;
+        store.apply(&batch, batches.is_multiple_of(SYNC_EVERY))?;
         i = end;
     }
     Ok(())

@@ -27,7 +27,7 @@ fn check_value(seqnum: u64, tags: &[LogTag], version: u64) -> u64 {
 
 /// Every fourth entry carries a locator: its seqnum's bytes.
 fn locator(seqnum: u64) -> Option<Bytes> {
-    (seqnum % 4 == 0).then(|| Bytes::copy_from_slice(&seqnum.to_le_bytes()))
+    seqnum.is_multiple_of(4).then(|| Bytes::copy_from_slice(&seqnum.to_le_bytes()))
 }
 
 impl Model {

@@ -655,7 +655,7 @@ fn flush_loop(inner: &Inner) {
         // Drain everything that is waiting, batch by batch.
         loop {
             batches = batches.wrapping_add(1);
-            let sync = batches % inner.options.sync_every == 0;
+            let sync = batches.is_multiple_of(inner.options.sync_every);
             match flush_once(inner, sync) {
                 Ok(0) => break,
                 Ok(_) => {

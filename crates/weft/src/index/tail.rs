@@ -269,7 +269,7 @@ mod tests {
             seqnum,
             tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
             version,
-            locator: (seqnum % 2 == 0).then(|| Bytes::from(vec![seqnum as u8])),
+            locator: seqnum.is_multiple_of(2).then(|| Bytes::from(vec![seqnum as u8])),
             check: seqnum * 10,
         }
     }
