@@ -94,7 +94,9 @@ fn main() {
                     seqnum,
                     tags,
                     version,
-                    locator: seqnum.is_multiple_of(64).then(|| seqnum.to_le_bytes().to_vec().into()),
+                    locator: seqnum
+                        .is_multiple_of(64)
+                        .then(|| seqnum.to_le_bytes().to_vec().into()),
                     check: r,
                 }
             })
@@ -117,7 +119,9 @@ fn main() {
     for i in 0..n {
         let r = mix(i ^ 0x5151);
         let tag = stream(r % streams);
-        let got = index.seqnums(Some(&tag), (r >> 20) % entries, 100).expect("read");
+        let got = index
+            .seqnums(Some(&tag), (r >> 20) % entries, 100)
+            .expect("read");
         std::hint::black_box(got);
     }
     println!("read by tag (100)     {}", rate(n, t.elapsed()));
@@ -140,7 +144,10 @@ fn main() {
     let t = Instant::now();
     let index = Index::open(&dir, b"bench", IndexOptions::default()).expect("reopen");
     index.seqnums(Some(&stream(1)), 0, 10).expect("read");
-    println!("reopen                {:>10.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "reopen                {:>10.1} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     drop(index);
     println!(
         "disk                  {:>10.1} B/entry",

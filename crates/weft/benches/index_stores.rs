@@ -156,7 +156,11 @@ fn disk_bytes(path: &Path) -> u64 {
 fn latency(micros: &[f64]) -> String {
     let mut v = micros.to_vec();
     v.sort_by(f64::total_cmp);
-    let q = |p: f64| v.get(((v.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0.0);
+    let q = |p: f64| {
+        v.get(((v.len() as f64 - 1.0) * p) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
     let total: f64 = v.iter().sum::<f64>() / 1e6;
     format!(
         "{:>9.0}/s  p50 {:>6.1} µs  p99 {:>7.1} µs",
@@ -180,6 +184,7 @@ fn main() -> Result<()> {
             })
             .collect(),
         Err(_) if quick => vec![(100_000, 1_000), (100_000, 100_000)],
+        Ok(_) if std::env::var_os("WEFT_BENCH_STORES_DAMAGE_ONLY").is_some() => Vec::new(),
         Err(_) => vec![(2_000_000, 1_000), (2_000_000, 1_000_000)],
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-index-stores");
@@ -261,7 +266,10 @@ fn entry(i: u64, streams: u64) -> (u64, Option<u64>) {
     let r = mix(i);
     let stream = r % streams;
     let secondary = (r >> 40) & 1 == 1;
-    (stream, secondary.then_some(streams + (r >> 48) % CATEGORIES))
+    (
+        stream,
+        secondary.then_some(streams + (r >> 48) % CATEGORIES),
+    )
 }
 
 fn stream_name(id: u64) -> String {
@@ -435,7 +443,11 @@ impl Store {
                 let ks = if versions { &f.versions } else { &f.postings };
                 for g in ks.range(key2(id, from)..=key2(id, u64::MAX)).take(max) {
                     let (k, v) = g.into_inner()?;
-                    out.push(if versions { u64_at(&v, 0) } else { u64_at(&k, 8) });
+                    out.push(if versions {
+                        u64_at(&v, 0)
+                    } else {
+                        u64_at(&k, 8)
+                    });
                 }
             }
         }
@@ -493,7 +505,9 @@ fn ingest_into(store: &Store, job: &Job) -> Result<()> {
             }
             batch.versions.push((stream, version, s));
             if s.is_multiple_of(LOCATOR_EVERY) {
-                batch.locators.push((s, s / 500_000, (s % 500_000) as u32 * 120));
+                batch
+                    .locators
+                    .push((s, s / 500_000, (s % 500_000) as u32 * 120));
             }
         }
         batch.streams = next
@@ -659,7 +673,14 @@ fn damage(job: &Job) -> Result<Outcome> {
             Ok(Ok(n)) if n == expected => "same answer",
             Ok(Ok(_)) => "wrong answer",
         };
+        let how = ["flipped bytes", "truncated", "garbage"][(trial % 3) as usize];
         *out.damage.entry(label.to_owned()).or_default() += 1;
+        if label == "wrong answer" || label == "panic" {
+            let file = target.file_name().map(|f| f.to_string_lossy().into_owned());
+            *out.damage
+                .entry(format!("{label} ({how} {})", file.unwrap_or_default()))
+                .or_default() += 1;
+        }
         let _ = std::fs::remove_dir_all(&copy);
     }
     let _ = std::panic::take_hook();

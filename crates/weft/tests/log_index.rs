@@ -22,12 +22,16 @@ struct Model {
 /// checksum).
 fn check_value(seqnum: u64, tags: &[LogTag], version: u64) -> u64 {
     let text: String = tags.iter().map(|t| format!("{t};")).collect();
-    u64::from(crc32c::crc32c(text.as_bytes())) ^ seqnum.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ version
+    u64::from(crc32c::crc32c(text.as_bytes()))
+        ^ seqnum.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ version
 }
 
 /// Every fourth entry carries a locator: its seqnum's bytes.
 fn locator(seqnum: u64) -> Option<Bytes> {
-    seqnum.is_multiple_of(4).then(|| Bytes::copy_from_slice(&seqnum.to_le_bytes()))
+    seqnum
+        .is_multiple_of(4)
+        .then(|| Bytes::copy_from_slice(&seqnum.to_le_bytes()))
 }
 
 impl Model {
@@ -99,9 +103,9 @@ impl Model {
 
 fn options() -> IndexOptions {
     IndexOptions {
-        flush_entries: 16,
+        flush_entries: 64,
         flush_interval_ms: 5,
-        sync_every: 3,
+        sync_every: 8,
         ..IndexOptions::default()
     }
 }
@@ -120,9 +124,7 @@ fn check_and_replay(index: &mut Index, log: &Model) {
     let covered = index.covered();
     let tip_ok = match index.tip() {
         Ok(None) => true,
-        Ok(Some((s, check))) => {
-            s < log.next() && check == log.entry(s).check
-        }
+        Ok(Some((s, check))) => s < log.next() && check == log.entry(s).check,
         Err(_) => false,
     };
     let why = if covered > log.next() {
@@ -146,7 +148,11 @@ fn check_and_replay(index: &mut Index, log: &Model) {
 }
 
 /// A read that, like a backend, rebuilds a damaged index and asks again.
-fn ask<T>(index: &mut Index, log: &Model, q: impl Fn(&Index) -> weft::Result<T>) -> weft::Result<T> {
+fn ask<T>(
+    index: &mut Index,
+    log: &Model,
+    q: impl Fn(&Index) -> weft::Result<T>,
+) -> weft::Result<T> {
     match q(index) {
         Err(_) if index.damaged() => {
             index.reset(log.first, &log.floors(), "damaged").unwrap();
@@ -200,9 +206,13 @@ fn compare(index: &mut Index, log: &Model, rng: &mut ChaCha8Rng) {
             "next version of {tag}"
         );
         if next > 0 {
-            let s = rng.random_range(log.first..next.max(log.first + 1)).min(next - 1);
+            let s = rng
+                .random_range(log.first..next.max(log.first + 1))
+                .min(next - 1);
             if s >= log.first {
-                let (at, loc) = ask(index, log, |i| i.locate(s)).unwrap().expect("a locator");
+                let (at, loc) = ask(index, log, |i| i.locate(s))
+                    .unwrap()
+                    .expect("a locator");
                 assert_eq!(at, s - s % 4, "locator of {s}");
                 assert_eq!(loc, locator(at).unwrap());
             }
@@ -252,7 +262,7 @@ fn matches_the_log_across_appends_trims_and_reopens() {
 fn build(dir: &Path, rng: &mut ChaCha8Rng) -> Model {
     let mut log = Model::default();
     let index = open_checked(dir, &log);
-    for _ in 0..60 {
+    for _ in 0..40 {
         let batch: Vec<IndexEntry> = (0..50).map(|_| log.append(rng)).collect();
         index.push(&batch).unwrap();
     }
@@ -343,9 +353,8 @@ fn a_damaged_deleted_or_foreign_index_is_rebuilt_and_answers_the_same() {
     drop(index);
 
     // Every file, every kind of damage.
-    // Every file gets each kind of damage once across two passes, a
-    // different kind per file per pass (the full cross product takes
-    // minutes on a small machine).
+    // Every file gets one kind of damage, the kinds taken in turn (the
+    // full cross product takes minutes on a small machine).
     let kinds = [
         Damage::Delete,
         Damage::Truncate,
@@ -354,7 +363,7 @@ fn a_damaged_deleted_or_foreign_index_is_rebuilt_and_answers_the_same() {
     ];
     let mut trial = 0;
     for (i, file) in files(&pristine).into_iter().enumerate() {
-        for how in [kinds[i % 4], kinds[(i + 2) % 4]] {
+        for how in [kinds[i % 4]] {
             trial += 1;
             let copy = tmp.path().join(format!("trial-{trial}"));
             copy_dir(&pristine, &copy);
@@ -370,7 +379,11 @@ fn a_damaged_deleted_or_foreign_index_is_rebuilt_and_answers_the_same() {
             for s in 0..40 {
                 let tag: LogTag = format!("s:{s}").parse().unwrap();
                 let got = ask(&mut index, &log, |i| i.seqnums(Some(&tag), 0, usize::MAX));
-                assert_eq!(got.unwrap(), log.seqnums(Some(&tag), 0, usize::MAX), "{how:?} {file:?}");
+                assert_eq!(
+                    got.unwrap(),
+                    log.seqnums(Some(&tag), 0, usize::MAX),
+                    "{how:?} {file:?}"
+                );
             }
             drop(index);
             std::fs::remove_dir_all(&copy).unwrap();
@@ -386,7 +399,7 @@ fn an_index_ahead_of_its_log_or_with_a_wrong_tip_is_reset() {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut log = build(&dir, &mut rng);
     // The log was cut back (say, restored from an older copy).
-    log.entries.truncate(2000);
+    log.entries.truncate(1500);
     let mut index = open_checked(&dir, &log);
     assert!(matches!(index.fresh(), Some(Fresh::Reset(_))));
     compare(&mut index, &log, &mut rng);

@@ -102,7 +102,9 @@ impl IndexOptions {
             )));
         }
         if self.flush_entries == 0 {
-            return Err(Error::invalid_input("index flush_entries must be at least 1"));
+            return Err(Error::invalid_input(
+                "index flush_entries must be at least 1",
+            ));
         }
         if self.flush_interval_ms == 0 || self.flush_interval_ms > 60_000 {
             return Err(Error::invalid_input(format!(
@@ -155,7 +157,10 @@ struct State {
 }
 
 struct Inner {
-    store: Store,
+    /// `None` only while [`Index::reset`] replaces it.
+    store: RwLock<Option<Store>>,
+    dir: std::path::PathBuf,
+    identity: Vec<u8>,
     state: RwLock<State>,
     /// Signalled when the tail shrinks or the flusher stops.
     drained: Condvar,
@@ -185,7 +190,7 @@ pub struct Index {
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Index")
-            .field("path", &self.inner.store.path())
+            .field("path", &self.inner.dir)
             .field("covered", &self.covered())
             .finish()
     }
@@ -210,7 +215,9 @@ impl Index {
                 tail: Tail::starting_at(meta.covered),
                 first: meta.first,
             }),
-            store,
+            store: RwLock::new(Some(store)),
+            dir: dir.to_path_buf(),
+            identity: identity.to_vec(),
             drained: Condvar::new(),
             drained_lock: Mutex::new(()),
             work: Condvar::new(),
@@ -281,7 +288,20 @@ impl Index {
         warn!(reason = why, first, "rebuilding the log index");
         self.stop_flusher();
         let mut state = self.write_state();
-        self.inner.store.reset(first, floors)?;
+        {
+            // A new store in place of the old, whatever state that is in
+            // (a store that met damage may refuse every write): the old
+            // one is closed before its files are removed.
+            let mut slot = self.inner.store.write().unwrap_or_else(|p| p.into_inner());
+            drop(slot.take());
+            *slot = Some(Store::recreate(
+                &self.inner.dir,
+                &self.inner.identity,
+                self.inner.options.cache_bytes,
+                first,
+                floors,
+            )?);
+        }
         state.tail = Tail::starting_at(first);
         state.first = first;
         drop(state);
@@ -317,7 +337,11 @@ impl Index {
 
     fn wait_for_room(&self) -> Result<()> {
         let limit = self.inner.options.tail_bytes;
-        let mut guard = self.inner.drained_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self
+            .inner
+            .drained_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         loop {
             if self.inner.stop.load(Ordering::Acquire) {
                 return Err(Error::closed("the log index is closed"));
@@ -349,7 +373,7 @@ impl Index {
         if first <= state.first {
             return Ok(());
         }
-        self.inner.store.trim(first, floors)?;
+        with_store(&self.inner, |s| s.trim(first, floors))?;
         state.first = first;
         Ok(())
     }
@@ -447,7 +471,11 @@ impl Index {
     pub fn prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<u64>> {
         let (covered, first, in_tail) = {
             let state = self.read_state();
-            (state.tail.start(), state.first, state.tail.prev(tag, before))
+            (
+                state.tail.start(),
+                state.first,
+                state.tail.prev(tag, before),
+            )
         };
         if let Some(s) = in_tail {
             return Ok((s >= first).then_some(s));
@@ -460,7 +488,8 @@ impl Index {
             None => Ok(Some(before - 1)),
             Some(tag) => match self.read(|s| s.tag_row(tag))? {
                 None => Ok(None),
-                Some(row) => Ok(self.read(|s| s.last_posting_before(row.id, before))?
+                Some(row) => Ok(self
+                    .read(|s| s.last_posting_before(row.id, before))?
                     .filter(|&s| s >= first)),
             },
         }
@@ -523,9 +552,8 @@ impl Index {
     /// Errors: `Corrupt`; I/O kinds.
     pub fn streams_ending_by(&self, through: u64) -> Result<Vec<(LogTag, u64)>> {
         self.flush()?;
-        let rows = self.read(|s| {
-            s.tags(usize::MAX, |r| r.next_version > 0 && r.last <= through)
-        })?;
+        let rows =
+            self.read(|s| s.tags(usize::MAX, |r| r.next_version > 0 && r.last <= through))?;
         Ok(rows.into_iter().map(|(t, r)| (t, r.next_version)).collect())
     }
 
@@ -536,7 +564,7 @@ impl Index {
         let target = self.next();
         loop {
             if self.covered() >= target {
-                return self.inner.store.sync();
+                return with_store(&self.inner, Store::sync);
             }
             if self.inner.stop.load(Ordering::Acquire) {
                 return Err(Error::closed("the log index is closed"));
@@ -551,7 +579,11 @@ impl Index {
                 return Err(Error::new(kind, format!("flushing the log index: {why}")));
             }
             self.wake_flusher();
-            let guard = self.inner.drained_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let guard = self
+                .inner
+                .drained_lock
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             let _ = self
                 .inner
                 .drained
@@ -565,7 +597,12 @@ impl Index {
     pub fn close(&self) -> Result<()> {
         let flushed = self.flush();
         self.stop_flusher();
-        flushed
+        flushed?;
+        // Leave nothing for the next open to replay.
+        with_store(&self.inner, |s| {
+            s.compact_journal(true)?;
+            s.sync()
+        })
     }
 
     fn stop_flusher(&self) {
@@ -589,14 +626,15 @@ impl Index {
     /// starts afresh, and [`damaged`](Index::damaged) tells the caller to
     /// stop trusting it now.
     fn read<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&self.inner.store)))
-            .unwrap_or_else(|_| Err(Error::corrupt("the log index store panicked on a read")));
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| with_store(&self.inner, f)))
+                .unwrap_or_else(|_| Err(Error::corrupt("the log index store panicked on a read")));
         if let Err(e) = &result
             && e.kind() == ErrorKind::Corrupt
             && !self.inner.damaged.swap(true, Ordering::AcqRel)
         {
             warn!(error = %e, "the log index is damaged; it will be rebuilt");
-            if let Err(e) = self.inner.store.mark_damaged() {
+            if let Err(e) = with_store(&self.inner, Store::mark_damaged) {
                 warn!(error = %e, "could not mark the log index damaged");
             }
         }
@@ -624,8 +662,19 @@ impl Drop for Index {
 fn trimmed_version(tag: &LogTag, version: u64, first_live: u64) -> Error {
     Error::new(
         ErrorKind::Trimmed,
-        format!("version {version} of {tag} was trimmed; versions from {first_live} on may be live"),
+        format!(
+            "version {version} of {tag} was trimmed; versions from {first_live} on may be live"
+        ),
     )
+}
+
+/// Runs `f` on the store.
+fn with_store<T>(inner: &Inner, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+    let slot = inner.store.read().unwrap_or_else(|p| p.into_inner());
+    match slot.as_ref() {
+        Some(store) => f(store),
+        None => Err(Error::closed("the log index is being rebuilt")),
+    }
 }
 
 fn wake(inner: &Inner) {
@@ -690,16 +739,18 @@ fn flush_once(inner: &Inner, sync: bool) -> Result<usize> {
             return Ok(0);
         }
         FlushBatch {
-            entries: state
-                .tail
-                .front(n)
-                .map(|(s, e)| (s, e.clone()))
-                .collect(),
+            entries: state.tail.front(n).map(|(s, e)| (s, e.clone())).collect(),
         }
     };
     let n = batch.entries.len();
     let upto = batch.entries.last().map_or(0, |(s, _)| s + 1);
-    inner.store.write(&batch, sync)?;
+    with_store(inner, |s| {
+        s.write(&batch, sync)?;
+        if sync {
+            s.compact_journal(false)?;
+        }
+        Ok(())
+    })?;
     let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());
     state.tail.drop_before(upto);
     Ok(n)

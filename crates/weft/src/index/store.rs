@@ -35,7 +35,7 @@ use crate::model::LogTag;
 
 /// The memtable limit of each keyspace: six keyspaces at fjall's default
 /// (64 MiB) would outgrow any sensible budget.
-const MEMTABLE_BYTES: u64 = 4 << 20;
+const MEMTABLE_BYTES: u64 = 16 << 20;
 
 /// The journal size past which fjall flushes memtables (its minimum): a
 /// crash replays at most this much on reopen.
@@ -55,8 +55,13 @@ const DAMAGED: &str = "DAMAGED";
 /// is damaged.
 const WITNESS: [u8; 9] = [0xff; 9];
 
+/// Past this much journal, the flusher has fjall write its in-memory
+/// tables out, which lets it drop the journal: what an open after a crash
+/// replays stays about this small.
+const JOURNAL_FLUSH_BYTES: u64 = 8 << 20;
+
 /// Threads fjall uses for flushes and compactions.
-const WORKERS: usize = 1;
+const WORKERS: usize = 2;
 
 /// The store's view of where the index stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,9 +78,16 @@ pub(super) struct FlushBatch {
     pub(super) entries: Vec<(u64, TailEntry)>,
 }
 
+/// Tag rows the flusher keeps in memory (it is their only writer), so a
+/// batch does not look every tag up in the store.
+const ROW_CACHE: usize = 1 << 16;
+
 /// The keyspaces of one index.
 pub(super) struct Store {
     path: PathBuf,
+    /// Tag rows as last committed; written only after a commit, by the
+    /// writer of the rows, so it is never older than the store.
+    rows: std::sync::Mutex<HashMap<LogTag, TagRow>>,
     db: fjall::Database,
     meta: fjall::Keyspace,
     tags: fjall::Keyspace,
@@ -195,6 +207,7 @@ impl Store {
         };
         Ok(Store {
             path: dir.to_path_buf(),
+            rows: std::sync::Mutex::new(HashMap::new()),
             meta: ks(KEYSPACES[0])?,
             tags: ks(KEYSPACES[1])?,
             postings: ks(KEYSPACES[2])?,
@@ -205,8 +218,13 @@ impl Store {
         })
     }
 
+    fn row_cache(&self) -> std::sync::MutexGuard<'_, HashMap<LogTag, TagRow>> {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Writes the meta rows of an empty index and syncs them.
     fn initialize(&self, identity: &[u8], first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
+        self.row_cache().clear();
         let mut b = self.db.batch();
         b.insert(&self.meta, meta::FORMAT, u64_value(u64::from(FORMAT)));
         b.insert(&self.meta, meta::IDENTITY, identity);
@@ -232,31 +250,29 @@ impl Store {
         self.sync()
     }
 
-    /// Empties the store for a log that begins at `first`.
-    pub(super) fn reset(&self, first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
-        let identity = self
-            .meta
-            .get(meta::IDENTITY)
-            .map_err(|e| map_err("read the log index", e))?
-            .map(|v| v.to_vec())
-            .unwrap_or_default();
-        for ks in self.keyspaces() {
-            ks.clear().map_err(|e| map_err("clear the log index", e))?;
+    /// Removes whatever is in `dir` and creates an empty store there for a
+    /// log that begins at `first`, with version `floors`.
+    pub(super) fn recreate(
+        dir: &Path,
+        identity: &[u8],
+        cache_bytes: usize,
+        first: u64,
+        floors: &[(LogTag, u64)],
+    ) -> Result<Store> {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("remove {}", dir.display()), e)),
         }
-        self.initialize(&identity, first, floors)?;
-        let marker = self.path.join(DAMAGED);
-        match std::fs::remove_file(&marker) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(format!("remove {}", marker.display()), e)),
-        }
+        let store = Store::open_raw(dir, cache_bytes)?;
+        store.initialize(identity, first, floors)?;
+        Ok(store)
     }
 
     /// Makes the next open discard this store.
     pub(super) fn mark_damaged(&self) -> Result<()> {
         let path = self.path.join(DAMAGED);
-        std::fs::write(&path, b"")
-            .map_err(|e| Error::io(format!("write {}", path.display()), e))
+        std::fs::write(&path, b"").map_err(|e| Error::io(format!("write {}", path.display()), e))
     }
 
     fn keyspaces(&self) -> [&fjall::Keyspace; 6] {
@@ -285,10 +301,6 @@ impl Store {
             }
         }
         Ok(())
-    }
-
-    pub(super) fn path(&self) -> &Path {
-        &self.path
     }
 
     fn meta_u64(&self, name: &str) -> Result<Option<u64>> {
@@ -328,6 +340,9 @@ impl Store {
     }
 
     pub(super) fn tag_row(&self, tag: &LogTag) -> Result<Option<TagRow>> {
+        if let Some(row) = self.row_cache().get(tag) {
+            return Ok(Some(*row));
+        }
         self.tags
             .get(tag_key(tag))
             .map_err(|e| map_err("read the log index", e))?
@@ -400,7 +415,10 @@ impl Store {
         let (key, value) = g
             .into_inner()
             .map_err(|e| map_err("read the log index", e))?;
-        Ok(Some((decode_seqnum_key(&key)?, Bytes::copy_from_slice(&value))))
+        Ok(Some((
+            decode_seqnum_key(&key)?,
+            Bytes::copy_from_slice(&value),
+        )))
     }
 
     pub(super) fn append_id(&self, id: &[u8]) -> Result<Option<u64>> {
@@ -458,6 +476,7 @@ impl Store {
         for ks in self.keyspaces() {
             b.insert(ks, WITNESS, u64_value(m.covered));
         }
+        self.row_cache().clear();
         b.commit().map_err(|e| map_err("trim the log index", e))?;
         self.sync()
     }
@@ -482,6 +501,7 @@ impl Store {
                 let row = match rows.get_mut(tag) {
                     Some(row) => row,
                     None => {
+                        // The cache first, then the store.
                         let row = match self.tag_row(tag)? {
                             Some(row) => row,
                             None => {
@@ -520,8 +540,39 @@ impl Store {
             b.insert(ks, WITNESS, u64_value(last + 1));
         }
         b.commit().map_err(|e| map_err("write the log index", e))?;
+        let mut cache = self.row_cache();
+        if cache.len() + rows.len() > ROW_CACHE {
+            cache.clear();
+        }
+        for (tag, row) in rows {
+            cache.insert(tag.clone(), row);
+        }
+        drop(cache);
         if sync {
             self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Moves fjall's in-memory tables into table files when its journal
+    /// has grown past [`JOURNAL_FLUSH_BYTES`] (`wait`: always, and wait for
+    /// it), so that an open after a crash replays a short journal (and an
+    /// open after [`close`](super::Index::close), none).
+    pub(super) fn compact_journal(&self, wait: bool) -> Result<()> {
+        let journal = self
+            .db
+            .journal_disk_space()
+            .map_err(|e| map_err("measure the log index's journal", e))?;
+        if !wait && journal < JOURNAL_FLUSH_BYTES {
+            return Ok(());
+        }
+        for ks in self.keyspaces() {
+            let rotated = if wait {
+                ks.rotate_memtable_and_wait()
+            } else {
+                ks.rotate_memtable().map(|_| ())
+            };
+            rotated.map_err(|e| map_err("flush the log index's memtables", e))?;
         }
         Ok(())
     }

@@ -215,7 +215,13 @@ impl Tail {
         let Ok(skip) = usize::try_from(skip) else {
             return Vec::new();
         };
-        stream.seqnums.iter().skip(skip).take(max).copied().collect()
+        stream
+            .seqnums
+            .iter()
+            .skip(skip)
+            .take(max)
+            .copied()
+            .collect()
     }
 
     /// The first version of `tag` held here, if any.
@@ -269,7 +275,9 @@ mod tests {
             seqnum,
             tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
             version,
-            locator: seqnum.is_multiple_of(2).then(|| Bytes::from(vec![seqnum as u8])),
+            locator: seqnum
+                .is_multiple_of(2)
+                .then(|| Bytes::from(vec![seqnum as u8])),
             check: seqnum * 10,
         }
     }

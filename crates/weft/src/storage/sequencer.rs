@@ -302,7 +302,9 @@ mod tests {
         // Conditional appends check against looked-up versions.
         bounded.shrink_cache();
         let next = full.next_version(&"s3".parse().unwrap());
-        let err = bounded.plan(vec![entry("s3", Some(next + 1))], 1).unwrap_err();
+        let err = bounded
+            .plan(vec![entry("s3", Some(next + 1))], 1)
+            .unwrap_err();
         assert_eq!(err.conflict_next_version(), Some(next));
         bounded.plan(vec![entry("s3", Some(next))], 1).unwrap();
         // A failed lookup fails the batch and numbers nothing.
