@@ -69,6 +69,9 @@ pub struct IndexOptions {
     /// Memory for the in-memory tail; `push` waits for the flusher beyond
     /// it. Default 32 MiB.
     pub tail_bytes: usize,
+    /// Memory for the store's write buffers (fjall's memtables, all tables
+    /// together). Default 64 MiB.
+    pub write_buffer_bytes: usize,
     /// The flusher writes a batch once this many entries wait. Default 8192.
     pub flush_entries: usize,
     /// ... or once the oldest waited this long, in milliseconds. Default 200.
@@ -83,6 +86,7 @@ impl Default for IndexOptions {
         IndexOptions {
             cache_bytes: 64 << 20,
             tail_bytes: 32 << 20,
+            write_buffer_bytes: 64 << 20,
             flush_entries: 8192,
             flush_interval_ms: 200,
             sync_every: 16,
@@ -99,6 +103,12 @@ impl IndexOptions {
             return Err(Error::invalid_input(format!(
                 "index tail_bytes {} is below 64 KiB",
                 self.tail_bytes
+            )));
+        }
+        if self.write_buffer_bytes < 4 << 20 {
+            return Err(Error::invalid_input(format!(
+                "index write_buffer_bytes {} is below 4 MiB",
+                self.write_buffer_bytes
             )));
         }
         if self.flush_entries == 0 {
@@ -208,7 +218,7 @@ impl Index {
     /// directory cannot be used at all.
     pub fn open(dir: &std::path::Path, identity: &[u8], options: IndexOptions) -> Result<Index> {
         options.validate()?;
-        let (store, fresh) = Store::open_or_create(dir, identity, options.cache_bytes)?;
+        let (store, fresh) = Store::open_or_create(dir, identity, &options)?;
         let meta = store.meta()?;
         let inner = Arc::new(Inner {
             state: RwLock::new(State {
@@ -297,7 +307,7 @@ impl Index {
             *slot = Some(Store::recreate(
                 &self.inner.dir,
                 &self.inner.identity,
-                self.inner.options.cache_bytes,
+                &self.inner.options,
                 first,
                 floors,
             )?);

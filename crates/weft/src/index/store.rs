@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use super::Fresh;
 use super::tail::TailEntry;
+use super::{Fresh, IndexOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::index::{
     FORMAT, TagRow, append_id_key, decode_pair_key, decode_seqnum_key, decode_tag_key,
@@ -33,9 +33,15 @@ use crate::format::index::{
 };
 use crate::model::LogTag;
 
-/// The memtable limit of each keyspace: six keyspaces at fjall's default
-/// (64 MiB) would outgrow any sensible budget.
-const MEMTABLE_BYTES: u64 = 16 << 20;
+/// How the write buffer budget is shared: the postings and versions
+/// tables take most writes (a third each), the four others a twelfth each.
+fn memtable_bytes(name: &str, write_buffer_bytes: usize) -> u64 {
+    let share = match name {
+        "postings" | "versions" => write_buffer_bytes / 3,
+        _ => write_buffer_bytes / 12,
+    };
+    share.max(1 << 20) as u64
+}
 
 /// The journal size past which fjall flushes memtables (its minimum): a
 /// crash replays at most this much on reopen.
@@ -128,14 +134,14 @@ impl Store {
     pub(super) fn open_or_create(
         dir: &Path,
         identity: &[u8],
-        cache_bytes: usize,
+        options: &IndexOptions,
     ) -> Result<(Store, Option<Fresh>)> {
         let existed = dir
             .read_dir()
             .map(|mut d| d.next().is_some())
             .unwrap_or(false);
         let fresh = if existed {
-            match Store::open_existing(dir, identity, cache_bytes) {
+            match Store::open_existing(dir, identity, options) {
                 Ok(store) => return Ok((store, None)),
                 Err(fresh) => fresh,
             }
@@ -147,18 +153,18 @@ impl Store {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| Error::io(format!("remove {}", dir.display()), e))?;
         }
-        let store = Store::open_raw(dir, cache_bytes)?;
+        let store = Store::open_raw(dir, options)?;
         store.initialize(identity, 0, &[])?;
         Ok((store, Some(fresh)))
     }
 
-    fn open_existing(dir: &Path, identity: &[u8], cache_bytes: usize) -> Result<Store, Fresh> {
+    fn open_existing(dir: &Path, identity: &[u8], options: &IndexOptions) -> Result<Store, Fresh> {
         if dir.join(DAMAGED).exists() {
             return Err(Fresh::Damaged("an earlier read found it damaged".into()));
         }
         // A damaged file must never take the process down: a store that
         // panics on it is treated like one that reports it.
-        let opened = std::panic::catch_unwind(|| Store::open_raw(dir, cache_bytes))
+        let opened = std::panic::catch_unwind(|| Store::open_raw(dir, options))
             .map_err(|_| Fresh::Damaged("the store panicked while opening".into()))?;
         let store = match opened {
             Ok(store) => store,
@@ -189,10 +195,12 @@ impl Store {
         Ok(store)
     }
 
-    fn open_raw(dir: &Path, cache_bytes: usize) -> Result<Store> {
+    fn open_raw(dir: &Path, options: &IndexOptions) -> Result<Store> {
         let what = format!("open the log index in {}", dir.display());
+        #[allow(deprecated)] // fjall's only bound on all memtables together
         let db = fjall::Database::builder(dir.join(STORE_DIR))
-            .cache_size(cache_bytes as u64)
+            .cache_size(options.cache_bytes as u64)
+            .max_write_buffer_size(Some(options.write_buffer_bytes as u64))
             .max_journaling_size(JOURNAL_BYTES)
             .worker_threads(WORKERS)
             .open()
@@ -200,7 +208,7 @@ impl Store {
         let ks = |name: &str| {
             db.keyspace(name, || {
                 fjall::KeyspaceCreateOptions::default()
-                    .max_memtable_size(MEMTABLE_BYTES)
+                    .max_memtable_size(memtable_bytes(name, options.write_buffer_bytes))
                     .manual_journal_persist(true)
             })
             .map_err(|e| map_err(&what, e))
@@ -255,7 +263,7 @@ impl Store {
     pub(super) fn recreate(
         dir: &Path,
         identity: &[u8],
-        cache_bytes: usize,
+        options: &IndexOptions,
         first: u64,
         floors: &[(LogTag, u64)],
     ) -> Result<Store> {
@@ -264,7 +272,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(format!("remove {}", dir.display()), e)),
         }
-        let store = Store::open_raw(dir, cache_bytes)?;
+        let store = Store::open_raw(dir, options)?;
         store.initialize(identity, first, floors)?;
         Ok(store)
     }

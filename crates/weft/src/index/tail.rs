@@ -93,6 +93,16 @@ impl Tail {
                 entry.seqnum
             )));
         };
+        // Check before changing anything: a refused entry leaves no trace.
+        if let Some(stream) = self.by_stream.get(primary) {
+            let expected = stream.first_version + stream.seqnums.len() as u64;
+            if entry.version != expected {
+                return Err(Error::internal(format!(
+                    "index got version {} of {primary} for entry {}, expected {expected}",
+                    entry.version, entry.seqnum
+                )));
+            }
+        }
         let mut bytes = 64 + entry.locator.as_ref().map_or(0, |l| l.len() + 32);
         for tag in &entry.tags {
             bytes += 8 + tag_bytes(tag);
@@ -106,16 +116,7 @@ impl Tail {
             }
         }
         match self.by_stream.get_mut(primary) {
-            Some(stream) => {
-                let expected = stream.first_version + stream.seqnums.len() as u64;
-                if entry.version != expected {
-                    return Err(Error::internal(format!(
-                        "index got version {} of {primary} for entry {}, expected {expected}",
-                        entry.version, entry.seqnum
-                    )));
-                }
-                stream.seqnums.push_back(entry.seqnum);
-            }
+            Some(stream) => stream.seqnums.push_back(entry.seqnum),
             None => {
                 bytes += 64 + tag_bytes(primary);
                 self.by_stream.insert(

@@ -154,10 +154,7 @@ impl<'f> Walker<'f> {
         let bytes = self.window(pos.offset, need)?;
         let bytes = Bytes::copy_from_slice(bytes.get(..need).unwrap_or(bytes));
         let decoded = frame::decode(&bytes).map_err(|e| {
-            self.corrupt(format!(
-                "entry {} at byte {}: {e}",
-                pos.seqnum, pos.offset
-            ))
+            self.corrupt(format!("entry {} at byte {}: {e}", pos.seqnum, pos.offset))
         })?;
         if decoded.meta.seqnum != pos.seqnum {
             return Err(self.corrupt(format!(
