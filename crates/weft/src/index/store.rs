@@ -28,7 +28,7 @@ use super::tail::TailEntry;
 use super::{Fresh, IndexOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::index::{
-    FORMAT, TagRow, append_id_key, decode_pair_key, decode_seqnum_key, decode_tag_key,
+    CHUNK_MAX, FORMAT, TagRow, append_id_key, decode_chunk, encode_chunk, decode_pair_key, decode_seqnum_key, decode_tag_key,
     decode_tip_value, decode_u64_value, meta, pair_key, seqnum_key, tag_key, tip_value, u64_value,
 };
 use crate::model::LogTag;
@@ -358,59 +358,100 @@ impl Store {
             .transpose()
     }
 
+    /// The chunks of `ks` for tag `id` from the one holding `from` (the
+    /// last whose first key is `<= from`) up to key `to` (exclusive).
+    fn chunks_from(
+        ks: &fjall::Keyspace,
+        id: u64,
+        from: u64,
+        to: u64,
+    ) -> Result<impl Iterator<Item = Result<(u64, Vec<u64>)>>> {
+        let start = match ks.range(pair_key(id, 0)..=pair_key(id, from)).next_back() {
+            None => from,
+            Some(g) => {
+                let key = g.key().map_err(|e| map_err("read the log index", e))?;
+                checked_pair(&key, id)?.1
+            }
+        };
+        Ok(ks
+            .range(pair_key(id, start)..pair_key(id, to.max(start)))
+            .map(move |g| {
+                let (key, value) = g
+                    .into_inner()
+                    .map_err(|e| map_err("read the log index", e))?;
+                let (_, first) = checked_pair(&key, id)?;
+                Ok((first, decode_chunk(&value)?))
+            }))
+    }
+
     /// Up to `max` seqnums in `[from, to)` carrying the tag `id`.
     pub(super) fn postings(&self, id: u64, from: u64, to: u64, max: usize) -> Result<Vec<u64>> {
         if from >= to {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
-        for g in self
-            .postings
-            .range(pair_key(id, from)..pair_key(id, to))
-            .take(max)
-        {
-            let key = g.key().map_err(|e| map_err("read the log index", e))?;
-            out.push(checked_pair(&key, id)?.1);
+        for chunk in Store::chunks_from(&self.postings, id, from, to)? {
+            let (first, seqnums) = chunk?;
+            if seqnums.first() != Some(&first) {
+                return Err(Error::corrupt(format!(
+                    "the log index's postings chunk at {first} starts at {:?}",
+                    seqnums.first()
+                )));
+            }
+            for s in seqnums.into_iter().filter(|&s| s >= from) {
+                if s >= to || out.len() >= max {
+                    return Ok(out);
+                }
+                out.push(s);
+            }
         }
         Ok(out)
     }
 
     /// The last seqnum `< before` carrying the tag `id`.
     pub(super) fn last_posting_before(&self, id: u64, before: u64) -> Result<Option<u64>> {
+        let Some(last) = before.checked_sub(1) else {
+            return Ok(None);
+        };
         let Some(g) = self
             .postings
-            .range(pair_key(id, 0)..pair_key(id, before))
+            .range(pair_key(id, 0)..=pair_key(id, last))
             .next_back()
         else {
             return Ok(None);
         };
-        let key = g.key().map_err(|e| map_err("read the log index", e))?;
-        Ok(Some(checked_pair(&key, id)?.1))
+        let (key, value) = g
+            .into_inner()
+            .map_err(|e| map_err("read the log index", e))?;
+        checked_pair(&key, id)?;
+        Ok(decode_chunk(&value)?.into_iter().rfind(|&s| s < before))
     }
 
     /// Up to `max` `(version, seqnum)` of the stream `id` from version
     /// `from` on, dense (the first may be later than `from`).
     pub(super) fn versions(&self, id: u64, from: u64, max: usize) -> Result<Vec<(u64, u64)>> {
         let mut out: Vec<(u64, u64)> = Vec::new();
-        for g in self
-            .versions
-            .range(pair_key(id, from)..=pair_key(id, u64::MAX))
-            .take(max)
-        {
-            let (key, value) = g
-                .into_inner()
-                .map_err(|e| map_err("read the log index", e))?;
-            let (_, version) = checked_pair(&key, id)?;
-            // Versions are dense from the stream's first recorded one: a
-            // gap means a row is missing.
+        for chunk in Store::chunks_from(&self.versions, id, from, u64::MAX)? {
+            let (first, seqnums) = chunk?;
+            // The chunks of a stream cover its versions densely: a gap
+            // means a row is missing.
             if let Some(&(prev, _)) = out.last()
-                && version != prev + 1
+                && first != prev + 1
             {
                 return Err(Error::corrupt(format!(
-                    "the log index skips from version {prev} to {version}"
+                    "the log index skips from version {prev} to {first}"
                 )));
             }
-            out.push((version, decode_u64_value(&value, "version seqnum")?));
+            for (i, s) in seqnums.into_iter().enumerate() {
+                let version = first + i as u64;
+                if version < from {
+                    continue;
+                }
+                if out.len() >= max {
+                    return Ok(out);
+                }
+                out.push((version, s));
+            }
         }
         Ok(out)
     }
@@ -503,6 +544,10 @@ impl Store {
         }
         let mut next_id = m.next_tag_id;
         let mut rows: HashMap<&LogTag, TagRow> = HashMap::new();
+        // Per tag: the seqnums carrying it, and (as a primary tag) its
+        // first version in this batch with the seqnums of its versions.
+        let mut carrying: HashMap<u64, Vec<u64>> = HashMap::new();
+        let mut primary: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
         let mut b = self.db.batch();
         for (seqnum, entry) in &batch.entries {
             for (i, tag) in entry.tags.iter().enumerate() {
@@ -523,19 +568,36 @@ impl Store {
                         rows.entry(tag).or_insert(row)
                     }
                 };
-                b.insert(&self.postings, pair_key(row.id, *seqnum), []);
+                carrying.entry(row.id).or_default().push(*seqnum);
                 if i == 0 {
-                    b.insert(
-                        &self.versions,
-                        pair_key(row.id, entry.version),
-                        u64_value(*seqnum),
-                    );
+                    let (first, list) = primary
+                        .entry(row.id)
+                        .or_insert_with(|| (entry.version, Vec::new()));
+                    if *first + list.len() as u64 != entry.version {
+                        return Err(Error::internal(format!(
+                            "index flush: entry {seqnum} has version {} of {tag}, expected {}",
+                            entry.version,
+                            *first + list.len() as u64
+                        )));
+                    }
+                    list.push(*seqnum);
                     row.next_version = row.next_version.max(entry.version + 1);
                     row.last = *seqnum;
                 }
             }
             if let Some(loc) = &entry.locator {
                 b.insert(&self.locators, seqnum_key(*seqnum), loc.as_ref());
+            }
+        }
+        for (id, seqnums) in &carrying {
+            for chunk in seqnums.chunks(CHUNK_MAX) {
+                b.insert(&self.postings, pair_key(*id, chunk[0]), encode_chunk(chunk)?);
+            }
+        }
+        for (id, (first, seqnums)) in &primary {
+            for (n, chunk) in seqnums.chunks(CHUNK_MAX).enumerate() {
+                let version = first + (n * CHUNK_MAX) as u64;
+                b.insert(&self.versions, pair_key(*id, version), encode_chunk(chunk)?);
             }
         }
         for (tag, row) in &rows {
