@@ -28,8 +28,9 @@ use super::tail::TailEntry;
 use super::{Fresh, IndexOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::index::{
-    CHUNK_MAX, FORMAT, TagRow, append_id_key, decode_chunk, encode_chunk, decode_pair_key, decode_seqnum_key, decode_tag_key,
-    decode_tip_value, decode_u64_value, meta, pair_key, seqnum_key, tag_key, tip_value, u64_value,
+    CHUNK_MAX, FORMAT, TagRow, append_id_key, decode_chunk, decode_pair_key, decode_seqnum_key,
+    decode_tag_key, decode_tip_value, decode_u64_value, encode_chunk, meta, pair_key, seqnum_key,
+    tag_key, tip_value, u64_value,
 };
 use crate::model::LogTag;
 
@@ -591,7 +592,11 @@ impl Store {
         }
         for (id, seqnums) in &carrying {
             for chunk in seqnums.chunks(CHUNK_MAX) {
-                b.insert(&self.postings, pair_key(*id, chunk[0]), encode_chunk(chunk)?);
+                b.insert(
+                    &self.postings,
+                    pair_key(*id, chunk[0]),
+                    encode_chunk(chunk)?,
+                );
             }
         }
         for (id, (first, seqnums)) in &primary {
