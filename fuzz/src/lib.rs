@@ -8,11 +8,11 @@
 
 use bytes::Bytes;
 use weft::format::frame::{self, FrameError};
+use weft::format::replica_cursor::{decode_cursor, encode_cursor};
 use weft::format::{
     decode_manifest, decode_segment, decode_segment_with_limit, encode_manifest, encode_segment,
 };
 use weft::wal::Manifest;
-use weft::wal::cursor::{decode_cursor, encode_cursor};
 use weft::{Error, ErrorKind};
 
 /// Decompression limit while fuzzing: small, so that zstd bombs cost

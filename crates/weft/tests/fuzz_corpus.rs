@@ -75,8 +75,8 @@ fn cursor_decode_target_over_its_corpus() {
 
 use weft::LogEntry;
 use weft::format::frame;
+use weft::format::replica_cursor::encode_cursor;
 use weft::wal::Cursor;
-use weft::wal::cursor::encode_cursor;
 
 fn frame_of(seqnum: u64, tags: &[&str], data: &[u8], offset: u32, end: bool) -> Vec<u8> {
     let e = LogEntry {

@@ -63,7 +63,6 @@
 //! scan on open, so a read at any seqnum or version is one positioned read
 //! (`pread`, on a blocking thread) per run of adjacent entries.
 
-mod codec;
 mod fsutil;
 mod kv;
 mod lock;

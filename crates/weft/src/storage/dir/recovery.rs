@@ -43,9 +43,10 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use super::fsutil::{self, TEMP_SUFFIX};
-use super::segment::{self, HEADER_LEN, Header, Segment};
-use super::trim::TrimPoint;
+use super::segment::{self, HEADER_LEN, Segment};
+use super::trim;
 use crate::error::{Error, Result};
+use crate::format::dir_segment::SegmentHeader;
 use crate::format::frame::{self, FIXED_LEN, FrameError, FrameMeta, MIN_FRAME_LEN};
 use crate::model::{LogTag, MAX_ENTRY_BYTES, MAX_TAG_PART_BYTES, MAX_TAGS_PER_ENTRY};
 use crate::storage::index::LogIndex;
@@ -189,7 +190,7 @@ pub(super) fn recover(dir: &Path) -> Result<Recovered> {
     }
     firsts.sort_unstable();
 
-    let trim = TrimPoint::load(dir)?;
+    let trim = trim::load(dir)?;
     let live_from = trim.as_ref().map_or(0, |t| t.through.saturating_add(1));
 
     // Finish a trim the crash interrupted: segments wholly below the trim
@@ -268,7 +269,7 @@ impl Scan {
         let mut head = vec![0; (HEADER_LEN.min(len)) as usize];
         file.read_exact_at(&mut head, 0)
             .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
-        let header = match Header::decode(&head) {
+        let header = match SegmentHeader::decode(&head) {
             Ok(h) => h,
             Err(_) if last && len <= HEADER_LEN => {
                 // The crash interrupted the segment's creation.

@@ -41,7 +41,7 @@ use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
 use super::queue::Queue;
 use super::segment::{self, HEADER_LEN, Segment};
-use super::trim::TrimPoint;
+use super::trim::{self, TrimPoint};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
@@ -626,7 +626,7 @@ impl Writer {
                 next_versions,
             }
         };
-        point.store(&self.shared.dir)?;
+        trim::store(&self.shared.dir, &point)?;
         let active_first = self.active.as_ref().map(|a| a.first);
         let doomed: Vec<Segment> = {
             let mut state = self.shared.write_state();
