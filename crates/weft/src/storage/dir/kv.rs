@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::fsutil::{self, TEMP_SUFFIX};
+use super::lock::DirIdentity;
 use crate::error::{Error, Result};
 use crate::format::kv_bucket::{
     KvBucket as Bucket, decode_kv_bucket as decode, encode_kv_bucket as encode,
@@ -34,6 +35,10 @@ pub struct DirKv {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
+    /// The log directory this KV lives in, checked before every write so
+    /// a directory swapped under the lock is never written (see
+    /// [`super::lock`]).
+    log_dir: Option<DirIdentity>,
     /// Serialises every read-modify-write.
     write: Mutex<()>,
 }
@@ -44,7 +49,11 @@ impl DirKv {
     /// directory's lock.
     ///
     /// Errors: I/O kinds.
-    pub(super) fn open(dir: &Path) -> Result<DirKv> {
+    pub(super) fn open(dir: &Path, log_dir: DirIdentity) -> Result<DirKv> {
+        DirKv::open_in(dir, Some(log_dir))
+    }
+
+    fn open_in(dir: &Path, log_dir: Option<DirIdentity>) -> Result<DirKv> {
         let created = !dir.exists();
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
@@ -67,6 +76,7 @@ impl DirKv {
         Ok(DirKv {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
+                log_dir,
                 write: Mutex::new(()),
             }),
         })
@@ -133,6 +143,9 @@ impl Inner {
         new: Option<Bytes>,
     ) -> Result<bool> {
         let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(log_dir) = &self.log_dir {
+            log_dir.check()?;
+        }
         let name = bucket_name(scope, key);
         let mut bucket = self.load(&name)?;
         let at = bucket.iter().position(|(s, k, _)| s == scope && k == key);
@@ -213,7 +226,7 @@ mod tests {
     #[test]
     fn colliding_keys_share_a_bucket_without_interfering() {
         let dir = tempfile::tempdir().unwrap();
-        let kv = DirKv::open(&dir.path().join("kv")).unwrap();
+        let kv = DirKv::open_in(&dir.path().join("kv"), None).unwrap();
         let scope: LogTag = "s".parse().unwrap();
         // Force two keys into one bucket by writing it by hand.
         let name = bucket_name(&scope, "one");

@@ -25,16 +25,16 @@
 //! ## Directory layout
 //!
 //! ```text
-//!  <dir>/LOCK                       the single-writer lock (flock; content unused)
 //!  <dir>/<first seqnum:020>.seg     segments: header, then entry frames
 //!  <dir>/trim                       the trim point (absent until the first trim)
 //!  <dir>/kv/<hash:016x>.kv          per-view KV buckets
 //!  *.tmp                            half-written replacements; removed on open
 //! ```
 //!
-//! The entry frame is documented in [`crate::format::frame`], the segment
-//! header in `segment.rs`, the trim file in `trim.rs`, KV buckets in
-//! [`DirKv`].
+//! The single-writer lock is a `flock` on the directory itself (see
+//! `lock.rs`): no file in it can be deleted or swapped to let a second
+//! writer in. Every byte layout (entry frame, segment header, trim file,
+//! KV bucket) is in [`crate::format`].
 //!
 //! ## Durability
 //!
@@ -178,15 +178,21 @@ impl DirStorage {
         options: DirOptions,
         clock: Arc<dyn Clock>,
     ) -> Result<DirStorage> {
-        if !dir.exists() {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                fsutil::sync_dir(parent)?;
+        match std::fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    fsutil::sync_dir(parent)?;
+                }
             }
+            Err(e) => return Err(Error::io(format!("stat {}", dir.display()), e)),
+            // A symlink is followed by the lock's open, which refuses
+            // anything but a directory.
+            Ok(_) => {}
         }
         let lock = DirLock::acquire(&dir)?;
-        let kv = DirKv::open(&dir.join("kv"))?;
+        let kv = DirKv::open(&dir.join("kv"), lock.identity().clone())?;
         let recovered = recovery::recover(&dir)?;
         let sequencer = Sequencer::resume(
             recovered.next_seqnum,

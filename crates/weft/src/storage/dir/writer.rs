@@ -355,9 +355,30 @@ impl Writer {
         self.shared.check_writable()
     }
 
+    /// Stops the writer when the directory is no longer the one it locked
+    /// (see [`super::lock`]).
+    fn check_directory(&mut self) -> Result<()> {
+        let Some(lock) = &self.lock else {
+            return self.check_writable();
+        };
+        if let Err(e) = lock.identity().check() {
+            self.stop(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Writes, syncs, publishes and answers one group.
     fn commit(&mut self, group: Vec<Pending>) {
         if let Err(e) = self.check_writable() {
+            for p in group {
+                let _ = p.reply.send(Err(duplicate(&e)));
+            }
+            return;
+        }
+        // Nothing is numbered or written yet: a directory swapped under
+        // the lock stops the writer with every appender told `Closed`.
+        if let Err(e) = self.check_directory() {
             for p in group {
                 let _ = p.reply.send(Err(duplicate(&e)));
             }
@@ -593,6 +614,7 @@ impl Writer {
     /// whole segments below it.
     fn trim(&mut self, through: u64) -> Result<()> {
         self.check_writable()?;
+        self.check_directory()?;
         let next = self.sequencer.next_seqnum();
         if through >= next {
             return Err(Error::invalid_input(format!(
