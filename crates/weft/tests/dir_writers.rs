@@ -32,12 +32,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// One attack, run against a fresh log directory path.
+type Attack = fn(&Path);
+
 fn main() {
     if let Ok(dir) = std::env::var(CHILD_DIR) {
         child(Path::new(&dir));
         return;
     }
-    let attacks: [(&str, fn(&Path)); 5] = [
+    let attacks: [(&str, Attack); 5] = [
         (
             "the LOCK file of an earlier build is deleted",
             lock_file_deleted,
