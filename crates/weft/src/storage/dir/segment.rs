@@ -39,11 +39,11 @@ pub(super) fn parse_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Opens a segment file for reading and writing.
-pub(super) fn open_file(path: &Path) -> Result<File> {
+/// Opens a segment file for reading, and for writing when `write`.
+pub(super) fn open_file(path: &Path, write: bool) -> Result<File> {
     OpenOptions::new()
         .read(true)
-        .write(true)
+        .write(write)
         .open(path)
         .map_err(|e| Error::io(format!("open segment {}", path.display()), e))
 }

@@ -22,14 +22,13 @@
 //! with `Closed`: after a failed `fdatasync` the kernel may have dropped the
 //! dirty pages, so retrying the sync could report success for lost data.
 
-use std::collections::HashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{IoSlice, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -40,6 +39,7 @@ use super::fsutil;
 use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
 use super::queue::Queue;
+use super::read::{Shelf, Visible};
 use super::segment::{self, HEADER_LEN, Segment};
 use super::trim::{self, TrimPoint};
 use crate::clock::Clock;
@@ -48,7 +48,6 @@ use crate::format::frame;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
 use crate::storage::feed::CommitFeed;
-use crate::storage::index::LogIndex;
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
@@ -93,18 +92,6 @@ pub(super) enum Command {
     },
 }
 
-/// What readers see: only entries whose group was synced (or, relaxed,
-/// written).
-#[derive(Debug)]
-pub(super) struct Visible {
-    pub(super) index: LogIndex,
-    /// Next version of the primary tags the index has no stream for: those
-    /// whose every entry was trimmed before this handle opened.
-    pub(super) gone_versions: HashMap<LogTag, u64>,
-    /// Live segments by first seqnum.
-    pub(super) segments: BTreeMap<u64, Segment>,
-}
-
 /// Counters behind [`DirStats`](super::DirStats).
 #[derive(Debug, Default)]
 pub(super) struct Counters {
@@ -120,7 +107,7 @@ pub(super) struct Counters {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) dir: PathBuf,
-    pub(super) state: RwLock<Visible>,
+    pub(super) state: Shelf,
     pub(super) feed: CommitFeed,
     pub(super) counters: Counters,
     /// Set by `close`.
@@ -133,11 +120,11 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn read_state(&self) -> std::sync::RwLockReadGuard<'_, Visible> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+        self.state.read()
     }
 
     fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, Visible> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        self.state.write()
     }
 
     /// `Closed` once the log was closed or the writer failed.
