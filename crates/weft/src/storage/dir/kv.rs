@@ -19,7 +19,7 @@ use bytes::Bytes;
 
 use super::fsutil::{self, TEMP_SUFFIX};
 use super::lock::DirIdentity;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::kv_bucket::{
     KvBucket as Bucket, decode_kv_bucket as decode, encode_kv_bucket as encode,
 };
@@ -39,6 +39,8 @@ struct Inner {
     /// a directory swapped under the lock is never written (see
     /// [`super::lock`]).
     log_dir: Option<DirIdentity>,
+    /// A follower's view: every write is refused.
+    read_only: bool,
     /// Serialises every read-modify-write.
     write: Mutex<()>,
 }
@@ -77,9 +79,24 @@ impl DirKv {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
                 log_dir,
+                read_only: false,
                 write: Mutex::new(()),
             }),
         })
+    }
+
+    /// A read-only view of the KV directory `dir`, for a follower: reads
+    /// see what the writer last stored (a missing directory reads as
+    /// empty); writes fail with `ReadOnly`. Touches nothing.
+    pub(super) fn open_read_only(dir: &Path) -> DirKv {
+        DirKv {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                log_dir: None,
+                read_only: true,
+                write: Mutex::new(()),
+            }),
+        }
     }
 
     async fn blocking<T: Send + 'static>(
@@ -142,6 +159,12 @@ impl Inner {
         expected: Option<&[u8]>,
         new: Option<Bytes>,
     ) -> Result<bool> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "this is a follower's read-only view of the KV; write through the log's writer",
+            ));
+        }
         let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(log_dir) = &self.log_dir {
             log_dir.check()?;

@@ -63,6 +63,8 @@
 //! scan on open, so a read at any seqnum or version is one positioned read
 //! (`pread`, on a blocking thread) per run of adjacent entries.
 
+mod check;
+mod follower;
 mod fsutil;
 mod kv;
 mod lock;
@@ -90,6 +92,8 @@ use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
 use crate::storage::sequencer::Sequencer;
 
+pub use check::{DirCheck, DirSegmentInfo, DirTagInfo, check};
+pub use follower::{DirFollower, DirFollowerOptions};
 pub use kv::DirKv;
 pub use options::{DirOptions, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, SyncMode};
 

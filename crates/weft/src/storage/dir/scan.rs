@@ -262,6 +262,9 @@ pub(super) struct Accepted {
     pub(super) version: u64,
     /// Where its frame starts in the segment.
     pub(super) offset: u32,
+    /// Where its frame ends (for the last entry of a batch: where the
+    /// whole batches end).
+    pub(super) end: u64,
     /// At or above the first live seqnum (below it, only the offset
     /// counts: the entry shares a segment with live ones).
     pub(super) live: bool,
@@ -472,11 +475,24 @@ impl Scan {
         self.next
     }
 
-    /// Moves the first live seqnum up to `live_from` (the log was trimmed
-    /// further while a follower watched).
-    pub(super) fn trimmed(&mut self, live_from: u64) {
-        self.live_from = self.live_from.max(live_from);
-        self.next = self.next.max(live_from);
+    /// The first live seqnum.
+    pub(super) fn live_from(&self) -> u64 {
+        self.live_from
+    }
+
+    /// The log was trimmed at `trim` while a follower watched. When the
+    /// scan had not reached the trim point yet, the entries in between are
+    /// gone unread: it starts over at the trim point, with the stream
+    /// counters the trim file records.
+    pub(super) fn trimmed(&mut self, trim: &TrimPoint) {
+        let live_from = live_from(Some(trim));
+        if live_from <= self.live_from {
+            return;
+        }
+        self.live_from = live_from;
+        if self.next < live_from {
+            *self = Scan::new(&self.dir, self.access, Some(trim));
+        }
     }
 
     /// Opens the segment starting at `first` and checks its header; `None`
@@ -555,7 +571,7 @@ impl Scan {
             .metadata()
             .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
             .len();
-        let mut reader = Chunks::new(&seg.file, len);
+        let mut reader = Chunks::new(seg.file, len);
         let mut pending: Vec<Pending> = Vec::new();
         let mut pos = from;
         let mut end = from;
@@ -578,6 +594,7 @@ impl Scan {
                         tags,
                         primary,
                         offset: pos,
+                        end: pos + frame_len as u64,
                     });
                     pos += frame_len as u64;
                     if meta.batch_end {
@@ -655,6 +672,7 @@ impl Scan {
             tags: entry.tags,
             version,
             offset,
+            end: entry.end,
             live,
         })
     }
@@ -680,6 +698,7 @@ struct Pending {
     /// Stream number of the primary tag in the [`TagCache`].
     primary: usize,
     offset: u64,
+    end: u64,
 }
 
 /// Reads a segment in large chunks and hands out frames.
