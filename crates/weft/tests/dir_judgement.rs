@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use dir_support::{copy_dir, payload, segments, small_segments, tag};
 use weft::format::dir_segment::SegmentHeader;
 use weft::format::frame;
-use weft::storage::Storage;
 use weft::storage::dir::{DirFollower, DirStorage, check};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
