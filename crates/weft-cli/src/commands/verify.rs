@@ -4,8 +4,9 @@
 //! Bucket: the manifest decodes (its CRC for v4), sequences are dense, every
 //! referenced segment exists and decodes (its CRC for segment v2), record
 //! counts agree with the manifest, metadata points inside its segment, and a
-//! snapshot pointer names an existing object. `dir` log: every segment
-//! header and frame checksum, and seqnums dense across all segments.
+//! snapshot pointer names an existing object. `dir` log:
+//! `weft::storage::dir::check`, the judgement opening and reading make —
+//! whatever they refuse, or opening would cut, is a problem.
 //!
 //! A problem in the data is a finding (exit 1); failing to reach the data
 //! at all (no such log, store unavailable) is an error with its own code.
@@ -20,7 +21,6 @@ use weft::store::Location;
 use weft::{ErrorKind, Result};
 
 use crate::bucket;
-use crate::dirlog;
 use crate::exit;
 use crate::location::{self, StoreArgs};
 use crate::output;
@@ -84,7 +84,7 @@ impl Findings {
 pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.log)?;
     let mut findings = match &location {
-        Location::Dir { path } => dirlog::verify(path).await?,
+        Location::Dir { path } => verify_dir(path).await?,
         _ => {
             let store = location::open_store(&location, store_args)?;
             verify_bucket(&store, location.to_string(), &args.manifest).await?
@@ -118,6 +118,21 @@ pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<Exit
     } else {
         ExitCode::from(exit::PROBLEM_FOUND)
     })
+}
+
+async fn verify_dir(dir: &std::path::Path) -> Result<Findings> {
+    let check = weft::storage::dir::check(dir).await?;
+    let mut f = Findings::new(dir.display().to_string());
+    f.units = check.segments.len() as u64;
+    f.records = check.entries;
+    f.bytes = check.bytes;
+    for p in check.problems {
+        f.problem(p);
+    }
+    for n in check.notes {
+        f.note(n);
+    }
+    Ok(f)
 }
 
 async fn verify_bucket(

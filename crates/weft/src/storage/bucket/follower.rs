@@ -226,6 +226,16 @@ impl BucketFollower {
             .map(|e| e.to_string())
     }
 
+    /// The error that stopped the tailing, if one did.
+    pub fn stop_error(&self) -> Option<Error> {
+        self.shared
+            .stopped
+            .lock()
+            .expect("follower lock")
+            .as_ref()
+            .map(|e| Error::new(e.kind(), e.message()))
+    }
+
     fn cache(&self) -> std::sync::MutexGuard<'_, EntryCache> {
         self.shared.cache.lock().expect("follower cache lock")
     }

@@ -104,7 +104,7 @@ struct Shared {
     state: Shelf,
     feed: CommitFeed,
     /// Why the tailing stopped, if it did.
-    stopped: Mutex<Option<String>>,
+    stopped: Mutex<Option<(ErrorKind, String)>>,
     closed: AtomicBool,
 }
 
@@ -182,11 +182,17 @@ impl DirFollower {
     /// Why the follower stopped tailing, if it did (it then serves what it
     /// has and its subscriptions end).
     pub fn stopped(&self) -> Option<String> {
+        self.stop_error().map(|e| e.to_string())
+    }
+
+    /// The error that stopped the tailing, if one did.
+    pub fn stop_error(&self) -> Option<Error> {
         self.shared
             .stopped
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .as_ref()
+            .map(|(kind, message)| Error::new(*kind, message.clone()))
     }
 
     /// Every tag with the number of live entries carrying it, and its
@@ -249,10 +255,13 @@ fn open_blocking(dir: &Path) -> Result<(Arc<Shared>, Tailer)> {
     Ok((shared, tailer))
 }
 
-/// `NotFound` unless `dir` is a directory holding a log: a segment, the
-/// trim file, the KV directory the writer creates on open, or the `LOCK`
-/// file of an earlier build.
-pub(super) fn require_log(dir: &Path) -> Result<()> {
+/// `Ok` when `dir` is a directory holding a log: a segment, the trim file,
+/// the KV directory the writer creates on open, or the `LOCK` file of an
+/// earlier build. For callers that must not create a log by opening one.
+///
+/// Errors: `NotFound` when there is no such directory or it holds no log;
+/// `InvalidInput` when `dir` is not a directory; I/O kinds.
+pub fn require_log(dir: &Path) -> Result<()> {
     let handle = super::lock::open_dir(dir).map_err(|e| {
         if e.kind() == ErrorKind::NotFound {
             Error::new(
@@ -312,7 +321,8 @@ fn tail(mut tailer: Tailer, shared: &Shared, interval: Duration, stop: &mpsc::Re
             }
             Err(e) => {
                 tracing::error!(error = %e, "the log directory follower stopped tailing");
-                *shared.stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                *shared.stopped.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((e.kind(), e.message().to_owned()));
                 shared.feed.close();
                 return;
             }

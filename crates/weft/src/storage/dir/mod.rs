@@ -93,7 +93,7 @@ use crate::model::{AppendResult, LogEntry, LogTag};
 use crate::storage::sequencer::Sequencer;
 
 pub use check::{DirCheck, DirSegmentInfo, DirTagInfo, check};
-pub use follower::{DirFollower, DirFollowerOptions};
+pub use follower::{DirFollower, DirFollowerOptions, require_log};
 pub use kv::DirKv;
 pub use options::{DirOptions, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, SyncMode};
 
