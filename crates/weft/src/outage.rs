@@ -75,18 +75,63 @@ impl Outage {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
-    #[test]
-    fn counts_failures_until_recovery() {
-        let mut o = Outage::new("test");
-        o.recovered();
-        assert_eq!(o.failures(), 0);
-        for _ in 0..5 {
-            o.failed(&Error::closed("x"));
+    /// Counts warnings and debug events.
+    struct Counter {
+        warn: Arc<AtomicUsize>,
+        debug: Arc<AtomicUsize>,
+    }
+
+    impl tracing::Subscriber for Counter {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
         }
-        assert_eq!(o.failures(), 5);
-        o.recovered();
-        assert_eq!(o.failures(), 0);
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            match *event.metadata().level() {
+                tracing::Level::WARN => self.warn.fetch_add(1, Ordering::Relaxed),
+                tracing::Level::DEBUG => self.debug.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn an_outage_of_many_retries_is_two_warnings() {
+        let warn = Arc::new(AtomicUsize::new(0));
+        let debug = Arc::new(AtomicUsize::new(0));
+        let counter = Counter {
+            warn: warn.clone(),
+            debug: debug.clone(),
+        };
+        tracing::subscriber::with_default(counter, || {
+            let mut o = Outage::new("test");
+            o.recovered();
+            for _ in 0..400 {
+                o.failed(&Error::closed("store away"));
+            }
+            assert_eq!(o.failures(), 400);
+            o.recovered();
+            assert_eq!(o.failures(), 0);
+            // A second outage: two more.
+            o.failed(&Error::closed("store away"));
+            o.recovered();
+        });
+        assert_eq!(
+            warn.load(Ordering::Relaxed),
+            4,
+            "start and end of two outages"
+        );
+        assert_eq!(debug.load(Ordering::Relaxed), 399);
     }
 }

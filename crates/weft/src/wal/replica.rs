@@ -40,6 +40,7 @@ use super::cursor::{Cursor, CursorStore, MemoryCursorStore};
 use super::segments::{check_segment, missing_segment};
 use crate::error::{Error, ErrorDetail, ErrorKind, Result};
 use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
+use crate::outage::Outage;
 use crate::store::outcome::{self, StoreOp};
 
 /// What one [`Replica::poll`] did.
@@ -517,12 +518,17 @@ impl<A: Applier> Replica<A> {
     /// after the poll interval; any other error ends the run.
     pub async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<()> {
         tokio::pin!(shutdown);
+        let mut outage = Outage::new("replica poll");
         loop {
-            let wait = match self.poll().await {
+            let result = self.poll().await;
+            if result.is_ok() {
+                outage.recovered();
+            }
+            let wait = match result {
                 Ok(o) if o.applied > 0 => Duration::ZERO,
                 Ok(_) => self.poll_interval,
                 Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
-                    tracing::warn!(error = %e, "replica poll failed; retrying");
+                    outage.failed(&e);
                     self.poll_interval
                 }
                 Err(e) => return Err(e),
