@@ -32,7 +32,7 @@ pub(crate) struct DumpArgs {
     manifest: String,
 
     /// One JSON object per record and line:
-    /// {"sequence": <entry sequence>, "index": <record index in its segment>, "data": "<base64>"}.
+    /// `{"sequence": <entry sequence>, "index": <record index in its segment>, "data": "<base64>"}`.
     #[arg(long)]
     json: bool,
 }
