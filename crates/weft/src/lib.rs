@@ -41,6 +41,7 @@ pub mod index;
 pub mod kv;
 pub mod log;
 pub mod model;
+mod outage;
 pub mod storage;
 pub mod store;
 pub mod wal;
