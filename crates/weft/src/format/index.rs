@@ -94,7 +94,7 @@ pub fn decode_pair_key(bytes: &[u8]) -> Result<(u64, u64)> {
 }
 
 /// The most seqnums one chunk holds.
-pub const CHUNK_MAX: usize = 4096;
+pub const CHUNK_MAX: usize = 512;
 
 /// Encodes ascending seqnums (at least one) as a chunk.
 ///
