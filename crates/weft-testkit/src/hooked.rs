@@ -164,7 +164,9 @@ where
     F: Fn(Call, bool, Arc<dyn ObjectStore>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = After> + Send + 'static,
 {
-    AfterHook(Box::new(move |call, ok, inner| Box::pin(f(call, ok, inner))))
+    AfterHook(Box::new(move |call, ok, inner| {
+        Box::pin(f(call, ok, inner))
+    }))
 }
 
 /// The wrapper; see the [module docs](self).
@@ -273,11 +275,7 @@ impl HookedStore {
 
     fn round(&self, op: Op, path: &Path) -> Round {
         Round {
-            hooks: self
-                .hooks
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            hooks: self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone(),
             inner: self.inner.clone(),
             call: Call {
                 op,
@@ -352,12 +350,9 @@ impl ObjectStore for HookedStore {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.round(
-            Op::ListWithDelimiter,
-            &prefix.cloned().unwrap_or_default(),
-        )
-        .run(self.inner.list_with_delimiter(prefix))
-        .await
+        self.round(Op::ListWithDelimiter, &prefix.cloned().unwrap_or_default())
+            .run(self.inner.list_with_delimiter(prefix))
+            .await
     }
 
     async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {

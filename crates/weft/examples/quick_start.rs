@@ -75,7 +75,7 @@ pub async fn main() -> weft::Result<()> {
     let view = log.view(orders.clone());
     let shipped = view.append("order-shipped").await?;
     assert_eq!(shipped.stream_version, 2);
-    assert_eq!(view.latest_version(), Some(2));
+    assert_eq!(view.latest_version().await?, Some(2));
     assert_eq!(view.check_tail().await?, Some(shipped.seqnum));
 
     // The subscription saw the backlog and the live entries, nothing else.
@@ -92,7 +92,7 @@ pub async fn main() -> weft::Result<()> {
     // Conditional append: only if the stream is still where we saw it.
     let stale = view.append_if("order-cancelled", 2).await;
     assert_eq!(stale.unwrap_err().kind(), ErrorKind::Conflict);
-    view.append_if("order-delivered", view.next_version())
+    view.append_if("order-delivered", view.next_version().await?)
         .await?;
     assert_eq!(view.read_all().await?.len(), 4);
     Ok(())

@@ -19,8 +19,9 @@ use support::wal::{batch, manifest, records};
 use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::{Compression, ManifestVersion, decode_segment};
-use weft::store::{FaultConfig, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::{Producer, ProducerBuilder};
+use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 
 const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";
@@ -626,7 +627,7 @@ async fn a_corrupt_manifest_is_reported_at_open() {
 
 /// One faulty run on a paused clock: the manifest bytes it leaves and the
 /// faults it met.
-async fn faulty_run(seed: u64) -> (Bytes, weft::store::FaultStats) {
+async fn faulty_run(seed: u64) -> (Bytes, weft_testkit::fault::FaultStats) {
     let inner = memory();
     let faults = FaultStore::wrap(
         inner.clone(),

@@ -70,10 +70,7 @@ impl Pager {
             }
             Walk::Versions(tag, first) => {
                 let from = self.from.unwrap_or(*first);
-                let page = self
-                    .storage
-                    .read_versions(tag, from, PAGE_ENTRIES)
-                    .await?;
+                let page = self.storage.read_versions(tag, from, PAGE_ENTRIES).await?;
                 self.from = Some(page.last().map_or(from, |e| e.stream_version + 1));
                 Ok(page)
             }

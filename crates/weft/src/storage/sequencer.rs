@@ -242,8 +242,7 @@ impl<V: VersionTable> Sequencer<V> {
             let tag = entry.primary_tag();
             if !seen.contains(&tag) {
                 seen.push(tag);
-                self.versions
-                    .set_next_version(tag, entry.stream_version)?;
+                self.versions.set_next_version(tag, entry.stream_version)?;
             }
         }
         self.next_seqnum = first.seqnum;
@@ -307,7 +306,10 @@ mod tests {
         let mut s = Sequencer::new();
         s.plan(vec![entry("a", None)], 1).unwrap();
         let planned = s
-            .plan(vec![entry("a", None), entry("b", None), entry("a", None)], 1)
+            .plan(
+                vec![entry("a", None), entry("b", None), entry("a", None)],
+                1,
+            )
             .unwrap();
         let older = s.plan(vec![entry("c", None)], 1).unwrap();
         assert_eq!(

@@ -42,8 +42,9 @@ use ulid::Ulid;
 use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::decode_segment;
-use weft::store::{FaultConfig, FaultStats, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::{FnApplier, Manifest, Producer, Record, Replica};
+use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
 
 /// The manifest's path in the simulated bucket.
 pub const MANIFEST: &str = "wal/manifest";

@@ -25,7 +25,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-
 use async_trait::async_trait;
 use bytes::Bytes;
 use object_store::ObjectStore;
@@ -102,7 +101,8 @@ impl Applier for FollowerApplier {
     async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
         let state = decode_trim_state(&snapshot, through_seq)?;
         let first = through_seq.saturating_add(1);
-        *self.shared.visible().write() = EntryCache::with_version_floors(first, state.next_versions);
+        *self.shared.visible().write() =
+            EntryCache::with_version_floors(first, state.next_versions);
         // Nothing below `first` will ever be announced.
         self.shared.feed().advance_to(first);
         self.assembler = BatchAssembler::starting_at(first);

@@ -406,8 +406,7 @@ impl Shared {
         let mut rx = self.settled.subscribe();
         let _ = rx
             .wait_for(|_| {
-                self.log.gate().is_done()
-                    || self.log.visible().read().index().next() >= through
+                self.log.gate().is_done() || self.log.visible().read().index().next() >= through
             })
             .await;
     }

@@ -46,8 +46,9 @@ impl CachedLog {
     ///
     /// Errors: `Corrupt` when it does not continue the cache densely.
     pub fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
-        self.visible
-            .publish(batch, |cache, entries| cache.extend(entries.iter().cloned()))
+        self.visible.publish(batch, |cache, entries| {
+            cache.extend(entries.iter().cloned())
+        })
     }
 
     /// See [`Storage::read`](crate::Storage::read).
