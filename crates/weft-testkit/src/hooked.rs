@@ -367,3 +367,110 @@ impl ObjectStore for HookedStore {
         round.run(self.inner.copy_if_not_exists(from, to)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use futures::TryStreamExt;
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    fn refused(path: &Path) -> object_store::Error {
+        object_store::Error::NotFound {
+            path: path.to_string(),
+            source: "refused by a hook".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_skips_the_store_and_later_before_hooks() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let (first, second) = (calls.clone(), calls.clone());
+        let store = HookedStore::new(inner.clone())
+            .with_hook(before(move |call, _| {
+                first.lock().unwrap().push(format!("first {:?}", call.op));
+                let answer = call.path.as_ref().starts_with("deny");
+                async move {
+                    if answer {
+                        Before::Answer(refused(&call.path))
+                    } else {
+                        Before::Proceed
+                    }
+                }
+            }))
+            .with_hook(before(move |call, _| {
+                second.lock().unwrap().push(format!("second {:?}", call.op));
+                async { Before::Proceed }
+            }));
+        store.put(&Path::from("ok/1"), "x".into()).await.unwrap();
+        let denied = store.put(&Path::from("deny/1"), "x".into()).await;
+        assert!(matches!(denied, Err(object_store::Error::NotFound { .. })));
+        assert!(
+            inner.head(&Path::from("deny/1")).await.is_err(),
+            "not written"
+        );
+        assert_eq!(
+            *calls.lock().unwrap(),
+            ["first Put", "second Put", "first Put"]
+        );
+    }
+
+    #[tokio::test]
+    async fn after_hooks_see_the_outcome_and_may_replace_it() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let store = HookedStore::new(inner.clone())
+            .with_hook(after(|call, _ok, _| async move {
+                if call.op == Op::Put {
+                    After::Replace(refused(&call.path))
+                } else {
+                    After::Keep
+                }
+            }))
+            .with_hook(after(move |call, ok, _| {
+                log.lock().unwrap().push((call.op, ok));
+                async { After::Keep }
+            }));
+        let path = Path::from("a/1");
+        assert!(store.put(&path, "x".into()).await.is_err());
+        // The put landed; only its answer was replaced.
+        assert_eq!(
+            &store.get(&path).await.unwrap().bytes().await.unwrap()[..],
+            b"x"
+        );
+        assert_eq!(*seen.lock().unwrap(), [(Op::Put, false), (Op::Get, true)]);
+    }
+
+    #[tokio::test]
+    async fn listings_run_hooks_when_polled_and_wrappers_stack() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        inner.put(&Path::from("p/1"), "x".into()).await.unwrap();
+        let lower = Arc::new(HookedStore::new(inner.clone()));
+        // The outer wrapper adds an object just before the listing runs.
+        let outer = HookedStore::new(lower.clone()).with_hook(before(|call, inner| async move {
+            if call.op == Op::List {
+                inner.put(&Path::from("p/2"), "y".into()).await.unwrap();
+            }
+            Before::Proceed
+        }));
+        let listing = outer.list(Some(&Path::from("p")));
+        assert!(inner.head(&Path::from("p/2")).await.is_err(), "lazy");
+        let mut names: Vec<String> = listing
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        names.sort();
+        assert_eq!(names, ["p/1", "p/2"]);
+        lower.add(before(|call, _| async move {
+            Before::Answer(refused(&call.path))
+        }));
+        assert!(outer.get(&Path::from("p/1")).await.is_err());
+        lower.clear();
+        assert!(outer.get(&Path::from("p/1")).await.is_ok());
+    }
+}

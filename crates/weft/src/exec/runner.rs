@@ -113,7 +113,7 @@ impl<E: Executor> Run<E> {
         let mut input = self.log.stream(&self.tag, Position::Beginning);
         let mut replayed = 0usize;
         loop {
-            if replayed % PAGE_ENTRIES == 0 {
+            if replayed.is_multiple_of(PAGE_ENTRIES) {
                 if *stop.borrow() {
                     return Ok(Some(Ending::Shutdown));
                 }

@@ -215,8 +215,8 @@ pub fn simulate_log(seed: u64, profile: Profile) -> LogRun {
 async fn run(seed: u64, profile: Profile) -> LogRun {
     let plan = plan(seed, profile);
     let memory = Arc::new(InMemory::new());
-    let recorder = Arc::new(Recorder::new(memory.clone(), &format!("{PREFIX}/manifest")));
-    let faults = FaultStore::wrap(recorder.clone(), plan.faults.clone());
+    let recorder = Recorder::new(memory.clone(), &format!("{PREFIX}/manifest"));
+    let faults = FaultStore::wrap(recorder.store(), plan.faults.clone());
     let world = Arc::new(World {
         start: Instant::now(),
         clock: AtomicU64::new(0),
