@@ -123,7 +123,7 @@ pub struct DirStats {
 ///
 /// Open it with [`DirStorage::open`] or [`DirStorage::open_with`]; wrap it
 /// in a [`Log`](crate::Log). One handle per directory: a second open, in
-/// this process or another, fails with [`ErrorKind::Locked`] until the
+/// this process or another, fails with [`ErrorKind::Locked`](crate::ErrorKind::Locked) until the
 /// first is closed or dropped (or its process died).
 pub struct DirStorage {
     shared: Arc<Shared>,
