@@ -90,7 +90,7 @@ pub fn reopen_child(dir: &str) -> Result<()> {
         let by_version = log.read_after_version(&tag, 0).await?;
         let first_reads_ms = t.elapsed().as_secs_f64() * 1e3;
         std::hint::black_box((by_tag, by_version));
-        let next_seqnum = log.latest_seqnum().map_or(0, |s| s + 1);
+        let next_seqnum = log.latest_seqnum().await?.map_or(0, |s| s + 1);
         let (rss, _) = rss_mib();
         log.close().await?;
         anyhow::Ok(Reopened {
