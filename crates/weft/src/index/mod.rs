@@ -298,6 +298,17 @@ impl Index {
     ///
     /// Errors: I/O kinds.
     pub fn reset(&mut self, first: u64, floors: &[(LogTag, u64)], why: &str) -> Result<()> {
+        self.start_over(first, floors, why)?;
+        self.fresh = Some(Fresh::Reset(why.to_owned()));
+        Ok(())
+    }
+
+    /// As [`reset`](Index::reset), through a shared handle (readers that
+    /// hold it meanwhile see an index that covers nothing yet); what
+    /// [`fresh`](Index::fresh) says is left as it was on open.
+    ///
+    /// Errors: I/O kinds.
+    pub fn start_over(&self, first: u64, floors: &[(LogTag, u64)], why: &str) -> Result<()> {
         warn!(reason = why, first, "rebuilding the log index");
         self.stop_flusher();
         let mut state = self.write_state();
@@ -318,8 +329,8 @@ impl Index {
         state.tail = Tail::starting_at(first);
         state.first = first;
         drop(state);
-        self.fresh = Some(Fresh::Reset(why.to_owned()));
         self.inner.damaged.store(false, Ordering::Release);
+        *self.inner.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.inner.stop.store(false, Ordering::Release);
         let inner = Arc::clone(&self.inner);
         let handle = std::thread::Builder::new()
@@ -346,6 +357,15 @@ impl Index {
             self.wake_flusher();
         }
         Ok(())
+    }
+
+    /// Waits until the tail has room for more entries (what
+    /// [`push`](Index::push) does first), so a caller can wait outside
+    /// its own locks and then push under them without waiting.
+    ///
+    /// Errors: `Closed` once the index was closed.
+    pub fn reserve(&self) -> Result<()> {
+        self.wait_for_room()
     }
 
     fn wait_for_room(&self) -> Result<()> {
@@ -542,6 +562,26 @@ impl Index {
     /// Errors: `Corrupt`; I/O kinds.
     pub fn append_id(&self, id: &[u8]) -> Result<Option<u64>> {
         self.read(|s| s.append_id(id))
+    }
+
+    /// How many live entries carry `tag`. Reads one row per chunk of its
+    /// seqnums (for `inspect`): its cost grows with the tag's entries.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn count(&self, tag: &LogTag) -> Result<u64> {
+        let (covered, first, in_tail) = {
+            let state = self.read_state();
+            (
+                state.tail.start(),
+                state.first,
+                state.tail.count(tag, state.first),
+            )
+        };
+        let stored = match self.read(|s| s.tag_row(tag))? {
+            None => 0,
+            Some(row) => self.read(|s| s.count_postings(row.id, first, covered))?,
+        };
+        Ok(stored + in_tail)
     }
 
     /// Every tag the index knows, with its next version as a primary tag,

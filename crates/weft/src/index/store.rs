@@ -74,6 +74,20 @@ const WITNESS: [u8; 9] = [0xff; 9];
 /// apply (it still reads the active journal, up to 64 MB, through).
 const JOURNAL_FLUSH_BYTES: u64 = 8 << 20;
 
+/// Why [`Store::open_existing`] did not open a store.
+enum Refused {
+    /// Start afresh, for this reason.
+    Fresh(Fresh),
+    /// Another handle has it open (`Locked`).
+    InUse(Error),
+}
+
+impl From<Fresh> for Refused {
+    fn from(fresh: Fresh) -> Self {
+        Refused::Fresh(fresh)
+    }
+}
+
 /// Threads fjall uses for flushes and compactions.
 const WORKERS: usize = 2;
 
@@ -151,7 +165,10 @@ impl Store {
         let fresh = if existed {
             match Store::open_existing(dir, identity, options) {
                 Ok(store) => return Ok((store, None)),
-                Err(fresh) => fresh,
+                // Another process has it open: not damage, and its files
+                // must not be removed under it.
+                Err(Refused::InUse(e)) => return Err(e),
+                Err(Refused::Fresh(fresh)) => fresh,
             }
         } else {
             Fresh::Missing
@@ -166,9 +183,9 @@ impl Store {
         Ok((store, Some(fresh)))
     }
 
-    fn open_existing(dir: &Path, identity: &[u8], options: &IndexOptions) -> Result<Store, Fresh> {
+    fn open_existing(dir: &Path, identity: &[u8], options: &IndexOptions) -> Result<Store, Refused> {
         if dir.join(DAMAGED).exists() {
-            return Err(Fresh::Damaged("an earlier read found it damaged".into()));
+            return Err(Fresh::Damaged("an earlier read found it damaged".into()).into());
         }
         // A damaged file must never take the process down: a store that
         // panics on it is treated like one that reports it.
@@ -176,10 +193,8 @@ impl Store {
             .map_err(|_| Fresh::Damaged("the store panicked while opening".into()))?;
         let store = match opened {
             Ok(store) => store,
-            Err(e) if e.kind() == ErrorKind::Locked => {
-                return Err(Fresh::Damaged(format!("{e}")));
-            }
-            Err(e) => return Err(Fresh::Damaged(e.to_string())),
+            Err(e) if e.kind() == ErrorKind::Locked => return Err(Refused::InUse(e)),
+            Err(e) => return Err(Fresh::Damaged(e.to_string()).into()),
         };
         let format = store
             .meta_u64(meta::FORMAT)
@@ -187,14 +202,15 @@ impl Store {
         if format != Some(u64::from(FORMAT)) {
             return Err(Fresh::Damaged(format!(
                 "index format {format:?}, this build reads {FORMAT}"
-            )));
+            ))
+            .into());
         }
         let stored = store
             .meta
             .get(meta::IDENTITY)
             .map_err(|e| Fresh::Damaged(e.to_string()))?;
         if stored.as_deref() != Some(identity) {
-            return Err(Fresh::OtherLog);
+            return Err(Fresh::OtherLog.into());
         }
         let m = store.meta().map_err(|e| Fresh::Damaged(e.to_string()))?;
         store
@@ -416,6 +432,20 @@ impl Store {
         Ok(out)
     }
 
+    /// How many seqnums in `[from, to)` carry the tag `id` (reads one row
+    /// per chunk of them).
+    pub(super) fn count_postings(&self, id: u64, from: u64, to: u64) -> Result<u64> {
+        if from >= to {
+            return Ok(0);
+        }
+        let mut n = 0u64;
+        for chunk in Store::chunks_from(&self.postings, id, from, to)? {
+            let (_, seqnums) = chunk?;
+            n += seqnums.iter().filter(|&&s| s >= from && s < to).count() as u64;
+        }
+        Ok(n)
+    }
+
     /// The last seqnum `< before` carrying the tag `id`.
     pub(super) fn last_posting_before(&self, id: u64, before: u64) -> Result<Option<u64>> {
         let Some(last) = before.checked_sub(1) else {
@@ -524,9 +554,15 @@ impl Store {
                     }
                 }
             };
+            let before = row;
             row.next_version = row.next_version.max(*next);
             row.floor = row.floor.max(*next).min(row.next_version);
-            b.insert(&self.tags, tag_key(tag), row.encode());
+            if row != before || row.id >= m.next_tag_id {
+                // Unchanged rows (streams an earlier trim already
+                // floored) are not rewritten: a trim costs writes in the
+                // streams it ends, not in every stream ever ended.
+                b.insert(&self.tags, tag_key(tag), row.encode());
+            }
         }
         b.insert(&self.meta, meta::NEXT_TAG_ID, u64_value(next_id));
         b.insert(&self.meta, meta::FIRST, u64_value(first.max(m.first)));

@@ -207,6 +207,13 @@ impl Tail {
         }
     }
 
+    /// How many seqnums `>= from` held here carry `tag`.
+    pub(super) fn count(&self, tag: &LogTag, from: u64) -> u64 {
+        self.by_tag.get(tag).map_or(0, |list| {
+            (list.len() - list.partition_point(|&s| s < from)) as u64
+        })
+    }
+
     /// Up to `max` seqnums of `tag`'s versions `>= from_version` held here.
     pub(super) fn version_seqnums(&self, tag: &LogTag, from_version: u64, max: usize) -> Vec<u64> {
         let Some(stream) = self.by_stream.get(tag) else {
