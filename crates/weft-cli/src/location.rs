@@ -9,7 +9,7 @@ use clap::Args;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::store::{AzureSettings, Location, S3Settings};
+use weft::store::{AzureSettings, Location, ReadOnlyStore, S3Settings};
 use weft::{Error, ErrorKind, Log, Result};
 
 /// Connection flags for `s3://` and `az://` locations; each overrides the
@@ -90,17 +90,18 @@ pub(crate) enum Create {
 /// * `s3://` and `az://` open the bucket writer ([`BucketStorage`]), which
 ///   claims the log's epoch: any other writer of that log is fenced from
 ///   then on.
-/// * `file://` cannot be written: object_store's local files have no
-///   conditional update, which the writer's manifest CAS needs.
+/// * `file://` is a read-only copy: its store refuses every write
+///   ([`open_store`]), so opening a writer on it fails at its first write
+///   with `ReadOnly` and leaves the directory as it was.
 ///
 /// Errors: `NotFound` (no log there and `create` is [`Create::No`]),
-/// `Locked` (another process has a `dir` log open), `Unsupported`
+/// `Locked` (another process has a `dir` log open), `ReadOnly`
 /// (`file://`), `PermissionDenied`, `Unavailable`, `Corrupt`, and the
 /// backend's I/O kinds.
 pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
     match location {
         Location::Dir { path } => crate::dirlog::open(path, create).await,
-        Location::S3 { .. } | Location::Azure { .. } => {
+        Location::S3 { .. } | Location::Azure { .. } | Location::File { .. } => {
             let store = open_store(location, args)?;
             if create == Create::No {
                 require_bucket_log(&store, location).await?;
@@ -108,10 +109,6 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
             let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
             Ok(Log::new(storage))
         }
-        Location::File { .. } => Err(Error::unsupported(format!(
-            "{location}: a file:// store can be read (inspect, wal dump, verify, read, tail) \
-             but not written: local files have no conditional update for the manifest"
-        ))),
     }
 }
 
@@ -140,9 +137,12 @@ async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -
     }
 }
 
-/// A read-only view of the object store at `location` (`s3://`, `az://` or
-/// `file://`). Nothing is created: a missing `file://` directory is
-/// `NotFound`.
+/// The object store at `location` (`s3://`, `az://` or `file://`).
+/// Nothing is created: a missing `file://` directory is `NotFound`.
+///
+/// A `file://` location is a copy of a bucket and documented read-only: its
+/// store is wrapped in a [`ReadOnlyStore`], which refuses every write
+/// (`ReadOnly`) whichever command or library path attempts it.
 ///
 /// Errors: `InvalidInput` for a plain directory (that is a `dir` log) or
 /// bad S3 settings; `NotFound`.
@@ -159,7 +159,7 @@ pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dy
                 )
                 .with_source(e)
             })?;
-            Ok(Arc::new(fs))
+            Ok(ReadOnlyStore::wrap(Arc::new(fs), location.to_string()))
         }
         Location::Dir { path } => Err(Error::invalid_input(format!(
             "{} is a plain directory, which names a `dir` log; a bucket is s3://bucket/prefix \

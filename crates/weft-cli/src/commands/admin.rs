@@ -15,8 +15,9 @@ use crate::output;
 /// `weft gc`
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// The bucket: s3://bucket/prefix or az://container/prefix (file:// only
-    /// with --dry-run: local files are not deleted through a copy).
+    /// The bucket: s3://bucket/prefix or az://container/prefix (a file://
+    /// copy is read-only: only --dry-run, or a pass with nothing to delete,
+    /// succeeds there).
     log: String,
     /// List what would be deleted, delete nothing.
     #[arg(long)]
@@ -48,11 +49,6 @@ pub(crate) struct SnapshotArgs {
 /// Runs `weft gc`.
 pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.log)?;
-    if matches!(location, weft::store::Location::File { .. }) && !args.dry_run {
-        return Err(weft::Error::unsupported(format!(
-            "{location}: gc deletes objects; on a file:// copy only --dry-run is offered"
-        )));
-    }
     let store = location::open_store(&location, store_args)?;
     let report = retention::gc(store, "")
         .with_grace(Duration::from_secs(args.grace_secs))

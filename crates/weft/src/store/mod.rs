@@ -7,11 +7,13 @@
 //! * [`config`] — parsing a log location and building the store for it.
 //! * [`azure`] — connection settings of an Azure Blob container.
 //! * [`fault`] — a seeded fault-injecting wrapper for tests and simulation.
+//! * [`readonly`] — a wrapper that refuses every write.
 
 pub mod azure;
 pub mod config;
 pub mod fault;
 pub mod outcome;
+pub mod readonly;
 pub mod retry;
 
 pub use azure::AzureSettings;
@@ -20,4 +22,5 @@ pub use fault::{DEFAULT_HANG, FaultConfig, FaultStats, FaultStore, OpFaults};
 pub use outcome::{
     Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
 };
+pub use readonly::{ReadOnlyRefusal, ReadOnlyStore, is_read_only_refusal};
 pub use retry::{Backoff, GaveUp, RetryPolicy, retry_store};

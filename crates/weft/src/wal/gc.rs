@@ -79,7 +79,7 @@ use object_store::{GetOptions, ObjectMeta, ObjectStore};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{debug, info};
 use ulid::Ulid;
 
 use super::snapshot;
@@ -495,7 +495,7 @@ impl Gc {
                     Ok(()) => Ok(()),
                     Err(g) if classify(StoreOp::Delete, &g.error) == Outcome::NotFound => Ok(()),
                     Err(g) => {
-                        warn!(%path, error = %g.error, "GC could not delete an object");
+                        debug!(%path, error = %g.error, "GC could not delete an object");
                         Err(to_error(StoreOp::Delete, path.as_ref(), g.error))
                     }
                 }
@@ -504,12 +504,22 @@ impl Gc {
             .collect()
             .await;
         let failed: Vec<Error> = results.into_iter().filter_map(|r| r.err()).collect();
+        let deleted = objects.len() - failed.len();
         match failed.into_iter().next() {
             None => Ok(()),
-            Some(first) => Err(first.context(format!(
-                "GC deleted some of {} objects; run it again to finish",
-                objects.len()
-            ))),
+            Some(first) => {
+                // The caller gets the error; this is for the record.
+                info!(
+                    deleted,
+                    of = objects.len(),
+                    error = %first,
+                    "GC could not delete every object"
+                );
+                Err(first.context(format!(
+                    "GC deleted {deleted} of {} objects; run it again to finish",
+                    objects.len()
+                )))
+            }
         }
     }
 }
