@@ -9,18 +9,24 @@
 //!   segment files (also the record layout of bucket segments).
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
+//! * [`bucket_kv`] — one key of a bucket log's KV, with the writer tokens
+//!   that make its compare-and-set outcome exact.
 //!
 //! The byte layouts are drawn in `docs/FORMATS.md`. Decoders report bad
 //! bytes as [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt); encoders
 //! report values that cannot be represented as
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
+pub mod bucket_kv;
 mod cursor;
 pub mod frame;
 pub mod log_state;
 pub mod manifest;
 pub mod segment;
 
+pub use bucket_kv::{
+    KvObject, MAX_WRITERS, WRITER_TOKEN_LEN, WriterToken, decode_kv_object, encode_kv_object,
+};
 pub use log_state::{LogState, decode_log_state, encode_log_state};
 pub use manifest::{
     MANIFEST_FOOTER_LEN, MANIFEST_V4_FOOTER_LEN, ManifestData, ManifestEntry, ManifestFooter,
