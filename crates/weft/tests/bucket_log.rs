@@ -27,6 +27,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(10),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 
@@ -206,6 +207,7 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
             base_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(5),
             jitter: 0.0,
+            ..RetryPolicy::default()
         },
         seed: Some(1),
         ..BucketOptions::default()
@@ -330,6 +332,7 @@ async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
             base_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_millis(200),
             jitter: 0.0,
+            ..RetryPolicy::default()
         },
         ..options()
     };

@@ -44,6 +44,7 @@ fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
             base_backoff: Duration::from_millis(2),
             max_backoff: Duration::from_millis(20),
             jitter: 0.5,
+            ..RetryPolicy::default()
         })
 }
 

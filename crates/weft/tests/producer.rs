@@ -35,6 +35,7 @@ fn fast_retries() -> RetryPolicy {
         base_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(10),
         jitter: 0.5,
+        ..RetryPolicy::default()
     }
 }
 

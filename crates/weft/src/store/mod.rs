@@ -23,4 +23,4 @@ pub use outcome::{
     Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
 };
 pub use readonly::{ReadOnlyRefusal, ReadOnlyStore, is_read_only_refusal};
-pub use retry::{Backoff, GaveUp, RetryPolicy, retry_store};
+pub use retry::{Backoff, DEFAULT_DEADLINE, DeadlinePassed, GaveUp, RetryPolicy, retry_store};

@@ -11,6 +11,8 @@
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
 //! * [`gc`] — retention GC of objects no manifest references any more.
+//! * [`window`] — the commit window: the rule between uploads, the CAS
+//!   that references them, and GC.
 
 pub mod applier;
 mod commit;
@@ -23,6 +25,7 @@ mod pipeline;
 pub mod producer;
 pub mod replica;
 pub mod snapshot;
+pub mod window;
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};
 pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};

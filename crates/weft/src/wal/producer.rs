@@ -321,6 +321,7 @@ impl ProducerBuilder {
             manifest_path,
             manifest_version,
             max_append_bytes: cfg.max_inflight_bytes,
+            deadline: cfg.retry.deadline,
             closed: Mutex::new(None),
         })
     }
@@ -358,6 +359,8 @@ pub struct Producer {
     manifest_path: Path,
     manifest_version: ManifestVersion,
     max_append_bytes: usize,
+    /// How long an append or edit may take ([`RetryPolicy::deadline`]).
+    deadline: Duration,
     /// What `close` returned, for repeated calls.
     closed: Mutex<Option<std::result::Result<(), Halt>>>,
 }
@@ -418,6 +421,7 @@ impl Producer {
             meta,
             bytes,
             ingestion_ms: i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX),
+            deadline: self.deadline_from_now(),
             reply,
             permit,
         })?;
@@ -482,7 +486,11 @@ impl Producer {
     pub async fn edit_manifest(&self, edit: ManifestEdit) -> Result<()> {
         self.shared.check_open()?;
         let (reply, rx) = oneshot::channel();
-        let op = Maintenance { edit, reply };
+        let op = Maintenance {
+            edit,
+            deadline: self.deadline_from_now(),
+            reply,
+        };
         if self.maintenance_tx.send(op).is_err() {
             return Err(self.shared.stopped_error());
         }
@@ -515,6 +523,13 @@ impl Producer {
     pub async fn set_snapshot(&self, snapshot: SnapshotPointer, truncate: bool) -> Result<()> {
         self.edit_manifest(ManifestEdit::snapshot(snapshot, truncate))
             .await
+    }
+
+    /// When an operation started now must be over.
+    fn deadline_from_now(&self) -> tokio::time::Instant {
+        let now = crate::clock::monotonic_now();
+        now.checked_add(self.deadline)
+            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
     }
 
     /// The epoch this producer claimed the log with.

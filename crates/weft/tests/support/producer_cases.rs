@@ -22,6 +22,7 @@ fn retries() -> RetryPolicy {
         base_backoff: Duration::from_millis(5),
         max_backoff: Duration::from_millis(200),
         jitter: 0.5,
+        ..RetryPolicy::default()
     }
 }
 

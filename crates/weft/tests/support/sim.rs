@@ -303,6 +303,7 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
         base_backoff: ms(rng, 1, 5),
         max_backoff: ms(rng, 10, 60),
         jitter: 0.5,
+        ..RetryPolicy::default()
     };
     (faults, retry)
 }
