@@ -16,8 +16,11 @@ use weft::conformance::Fixture;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position};
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 fn options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }

@@ -36,8 +36,11 @@ const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";
 const HOUR: Duration = Duration::from_secs(3600);
 
+/// Opening fences any earlier writer at once (the failover these tests
+/// make on purpose; the writer lease has its own tests).
 fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_take_over(true)
         .with_flush_interval(Duration::from_millis(5))
         .with_retry_policy(RetryPolicy {
             max_attempts: 4,

@@ -11,6 +11,7 @@
 //!   base snapshot a bucket log stores when it trims.
 //! * [`bucket_kv`] — one key of a bucket log's KV, with the writer tokens
 //!   that make its compare-and-set outcome exact.
+//! * [`writer_lease`] — the object that names a bucket log's live writer.
 //!
 //! The byte layouts are drawn in `docs/FORMATS.md`. Decoders report bad
 //! bytes as [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt); encoders
@@ -23,6 +24,7 @@ pub mod frame;
 pub mod log_state;
 pub mod manifest;
 pub mod segment;
+pub mod writer_lease;
 
 pub use bucket_kv::{
     KvObject, MAX_WRITERS, WRITER_TOKEN_LEN, WriterToken, decode_kv_object, encode_kv_object,
@@ -39,3 +41,4 @@ pub use segment::{
     SEGMENT_V2_FOOTER_LEN, SegmentBuilder, SegmentInfo, SegmentVersion, ZSTD_LEVEL, decode_segment,
     decode_segment_with_limit, encode_segment, inspect_segment,
 };
+pub use writer_lease::{WriterLease, decode_lease, encode_lease};

@@ -11,6 +11,7 @@
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
 //! * [`gc`] — retention GC of objects no manifest references any more.
+//! * [`lease`] — the writer lease that makes a running writer visible.
 //! * [`window`] — the commit window: the rule between uploads, the CAS
 //!   that references them, and GC.
 
@@ -19,6 +20,7 @@ mod commit;
 pub mod cursor;
 mod flush;
 pub mod gc;
+pub mod lease;
 pub mod maintenance;
 pub mod manifest;
 mod pipeline;

@@ -445,7 +445,9 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
     for _ in 0..50 {
         let index = world.writer_count();
         let id = world.invoke(OpKind::Open { writer: index });
+        // Failovers fence the writer before on purpose.
         let opened = Producer::builder(store.clone(), MANIFEST, SEGMENTS)
+            .with_take_over(true)
             .with_seed(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1))
             .with_clock(ManualClock::new(1_700_000_000_000))
             .with_retry_policy(plan.retry.clone())

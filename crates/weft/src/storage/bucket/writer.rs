@@ -75,6 +75,15 @@ pub struct BucketOptions {
     /// and simulation; `None` (the default) draws it from the operating
     /// system, which keeps run ids unique across processes.
     pub seed: Option<u64>,
+    /// Open even when the log's writer lease shows a live writer, fencing
+    /// it (a deliberate failover). By default opening waits to see whether
+    /// the lease's writer is alive and fails with `Locked` if it is (see
+    /// [`crate::wal::lease`]).
+    pub take_over: bool,
+    /// How often this writer renews its lease (at most 20 s).
+    pub lease_renew_every: Duration,
+    /// How this writer names itself in its lease (the process id is added).
+    pub writer_name: Option<String>,
 }
 
 impl Default for BucketOptions {
@@ -86,6 +95,9 @@ impl Default for BucketOptions {
             rebuild_prefetch: 8,
             retry: RetryPolicy::default(),
             seed: None,
+            take_over: false,
+            lease_renew_every: crate::wal::lease::DEFAULT_RENEW_EVERY,
+            writer_name: None,
         }
     }
 }
@@ -276,9 +288,12 @@ pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<Log
 
 impl BucketStorage {
     /// Opens the writer of the log at `prefix` in `store`, creating the log
-    /// if absent and fencing any previous writer.
+    /// if absent and fencing any previous writer — unless its writer lease
+    /// shows it alive and `options.take_over` is off (see
+    /// [`crate::wal::lease`]).
     ///
-    /// Errors: `PermissionDenied` (credentials), `NotFound` (bucket),
+    /// Errors: `Locked` (a live writer holds the log's lease; nothing was
+    /// written), `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
     /// manifest is not a record-numbered (v3/v4) weft log — refused before
     /// anything is written. A WAL whose records are not entry frames is
@@ -308,9 +323,14 @@ impl BucketStorage {
             .with_flush_bytes(options.flush_bytes)
             .with_manifest_version(ManifestVersion::V4)
             .with_retry_policy(options.retry.clone())
+            .with_lease_renewal(options.lease_renew_every)
+            .with_take_over(options.take_over)
             .with_clock(clock.clone());
         if let Some(seed) = options.seed {
             builder = builder.with_seed(seed);
+        }
+        if let Some(name) = &options.writer_name {
+            builder = builder.with_holder(name.clone());
         }
         let producer = builder.open().await?;
         let (cache, sequencer) =
