@@ -23,13 +23,13 @@
 //!   <ordinal:016x>` or `<snapshot prefix>/<through:016x>-<ULID>`): kept.
 //!   GC deletes only what it knows the writer made.
 //! * **In flight**: segments that the log's current writer may still be
-//!   uploading for a commit: in the run of the newest entry, every ordinal
-//!   above its highest committed one; in the run the writer lease names
-//!   for the manifest's epoch (see [`super::lease`]), every uncommitted
-//!   ordinal; and every segment of the newest run (by ULID) that has no
-//!   committed segment and is newer than the run of the newest entry (the
-//!   writer that claimed the log last, before its first commit). Kept
-//!   whatever their age.
+//!   committing: when the writer lease names the run that holds the
+//!   manifest's epoch (see [`super::lease`]), that run's uncommitted
+//!   ordinals; without such a lease, in the run of the newest entry every
+//!   ordinal above its highest committed one, and every segment of the
+//!   newest run (by ULID) that has no committed segment and is newer than
+//!   the run of the newest entry (the writer that claimed the log last,
+//!   before its first commit). Kept until they are settled (below).
 //! * **Settled**: objects no CAS can ever make referenced again —
 //!   * a segment whose run has committed entries in the manifest, at or
 //!     below that run's highest committed ordinal (committed, then
@@ -37,7 +37,8 @@
 //!     a run that is not the newest entry's (a writer that committed before
 //!     a newer one claimed the log: fenced);
 //!   * a segment of any run but the lease's, when the lease names the run
-//!     that holds the manifest's epoch (only that run can still commit);
+//!     that holds the manifest's epoch (only that run can still commit —
+//!     whatever the heuristics above would guess);
 //!   * a snapshot that sorts at or before the manifest's pointer (the
 //!     pointer only moves forward, see [`super::maintenance`]);
 //!   * anything the manifest was written more than
@@ -211,6 +212,7 @@ pub struct Gc {
     concurrency: usize,
     clock: Arc<dyn Clock>,
     retry: RetryPolicy,
+    seed: Option<u64>,
 }
 
 /// The default grace period: one hour.
@@ -236,7 +238,15 @@ impl Gc {
             concurrency: 8,
             clock: clock::system(),
             retry: RetryPolicy::default(),
+            seed: None,
         }
+    }
+
+    /// Seeds the retries' jitter (for reproducible simulation; default:
+    /// from the operating system).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
     }
 
     /// Look for snapshots under `prefix` instead.
@@ -329,7 +339,10 @@ impl Gc {
     /// finishes the work.
     pub async fn run(&self) -> Result<GcReport> {
         let manifest_path = self.check()?;
-        let mut seed = ChaCha8Rng::from_os_rng();
+        let mut seed = match self.seed {
+            Some(s) => ChaCha8Rng::seed_from_u64(s),
+            None => ChaCha8Rng::from_os_rng(),
+        };
         let first = self
             .read_manifest(&manifest_path, None, seed.random())
             .await?;
@@ -661,17 +674,25 @@ fn decide(
                 None => Some(KeepReason::Unrecognised),
                 Some((run, ordinal)) => {
                     let top = committed.get(&run).copied();
-                    let pending_in_committer =
-                        Some(run) == newest_committer && top.is_some_and(|top| ordinal > top);
-                    let pending_in_writer =
-                        Some(run) == writer && top.is_none_or(|top| ordinal > top);
-                    let settled = top.is_some_and(|top| ordinal <= top)
-                        || (top.is_some() && Some(run) != newest_committer)
-                        || writer.is_some_and(|w| w != run);
-                    if pending_in_committer || pending_in_writer || Some(run) == newest_claimant {
-                        Some(KeepReason::InFlight)
-                    } else if settled || aged_out {
+                    let settled = match writer {
+                        // The lease names the only run that can commit.
+                        Some(w) => w != run || top.is_some_and(|top| ordinal <= top),
+                        None => {
+                            top.is_some_and(|top| ordinal <= top)
+                                || (top.is_some() && Some(run) != newest_committer)
+                        }
+                    };
+                    let in_flight = match writer {
+                        Some(w) => w == run,
+                        None => {
+                            (Some(run) == newest_committer && top.is_some_and(|top| ordinal > top))
+                                || Some(run) == newest_claimant
+                        }
+                    };
+                    if settled || aged_out {
                         None
+                    } else if in_flight {
+                        Some(KeepReason::InFlight)
                     } else {
                         Some(KeepReason::Pending)
                     }

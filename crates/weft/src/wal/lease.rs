@@ -127,7 +127,7 @@ pub async fn wait_until_free(
     retry: &RetryPolicy,
 ) -> Result<()> {
     let path = lease_path(manifest);
-    let mut backoff = retry.backoff(0x6c65_6173_65);
+    let mut backoff = retry.backoff(0x006c_6561_7365);
     let Some(first) = read_lease(store, &path, &mut backoff).await? else {
         return Ok(());
     };
@@ -147,7 +147,7 @@ pub async fn wait_until_free(
     );
     while started.elapsed() < watch {
         tokio::time::sleep(poll.min(watch.saturating_sub(started.elapsed()))).await;
-        let mut backoff = retry.backoff(0x6c65_6173_66);
+        let mut backoff = retry.backoff(0x006c_6561_7366);
         let now = match read_lease(store, &path, &mut backoff).await? {
             None => return Ok(()),
             Some(now) => now,

@@ -36,8 +36,6 @@ use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tracing::info;
 
 use super::Manifest;
@@ -147,6 +145,13 @@ impl ManifestEdit {
     }
 }
 
+/// A stable 64-bit FNV-1a hash.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Whether snapshot `a` sorts after `b`: it covers more, or as much under a
 /// later object name.
 fn sorts_after(a: &SnapshotPointer, b: &SnapshotPointer) -> bool {
@@ -179,7 +184,9 @@ pub async fn edit_unowned(
     edit: &ManifestEdit,
     retry: &RetryPolicy,
 ) -> Result<Manifest> {
-    let mut backoff = retry.backoff(ChaCha8Rng::from_os_rng().random());
+    // Jitter seeded by the edit: a snapshot's name is random, so tools do
+    // not retry in lock step, and a seeded run replays.
+    let mut backoff = retry.backoff(fnv(&format!("{manifest_path} {edit:?}")));
     let referenced = match edit.new_reference() {
         Some(location) => Some((
             location.to_owned(),

@@ -28,7 +28,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tracing::{info, warn};
+use tracing::{debug, info};
 use ulid::Ulid;
 
 use super::Producer;
@@ -37,7 +37,7 @@ use super::maintenance::{ManifestEdit, edit_unowned};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;
-use crate::store::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
+use crate::store::{Outcome, RetryPolicy, StoreOp, classify, retry_store, to_error};
 
 /// The default snapshot prefix of the log whose manifest is at
 /// `manifest_path`: `snapshots` in the manifest's directory.
@@ -215,41 +215,55 @@ impl SnapshotWriter {
         let through_seq = pointer.through_seq;
         let path = Path::from(pointer.location.as_str());
         let mut backoff = self.retry.backoff(seed);
-        let result = retry_store(
-            &mut backoff,
-            StoreOp::CreateIfAbsent,
-            true,
-            |outcome, err| warn!(?outcome, error = %err, %path, "snapshot upload retry"),
-            || {
-                let opts = PutOptions::from(PutMode::Create);
-                self.store
-                    .put_opts(&path, PutPayload::from(bytes.clone()), opts)
-            },
-        )
-        .await;
-        match result {
-            Ok(_) => {}
-            Err(gave_up) if gave_up.outcome == Outcome::Conflict => {
-                let existing = backoff
-                    .attempt(self.store.get(&path))
-                    .await
-                    .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?
-                    .bytes()
-                    .await
-                    .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?;
-                if existing != bytes {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("snapshot object {path} already exists with other contents"),
-                    ));
-                }
-            }
-            Err(gave_up) => {
+        loop {
+            let result = retry_store(
+                &mut backoff,
+                StoreOp::CreateIfAbsent,
+                true,
+                |outcome, err| debug!(?outcome, error = %err, %path, "snapshot upload retry"),
+                || {
+                    let opts = PutOptions::from(PutMode::Create);
+                    self.store
+                        .put_opts(&path, PutPayload::from(bytes.clone()), opts)
+                },
+            )
+            .await;
+            let gave_up = match result {
+                Ok(_) => break,
+                Err(gave_up) => gave_up,
+            };
+            if gave_up.outcome != Outcome::Conflict {
                 return Err(
                     to_error(StoreOp::CreateIfAbsent, path.as_ref(), gave_up.error)
                         .context(format!("storing snapshot ({} attempts)", gave_up.attempts)),
                 );
             }
+            // "Already exists": an earlier attempt of ours, or a collision.
+            let existing = match backoff.attempt(self.store.get(&path)).await {
+                Ok(got) => got
+                    .bytes()
+                    .await
+                    .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?,
+                // Not there after all (a 412 that was no answer about this
+                // object): try the create again.
+                Err(e) if classify(StoreOp::Read, &e) == Outcome::NotFound => {
+                    if backoff.wait().await {
+                        continue;
+                    }
+                    return Err(
+                        to_error(StoreOp::CreateIfAbsent, path.as_ref(), gave_up.error)
+                            .context("storing snapshot"),
+                    );
+                }
+                Err(e) => return Err(to_error(StoreOp::Read, path.as_ref(), e)),
+            };
+            if existing != bytes {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("snapshot object {path} already exists with other contents"),
+                ));
+            }
+            break;
         }
         info!(%path, through_seq, bytes = bytes.len(), "snapshot stored");
         Ok(())

@@ -6,5 +6,6 @@ pub mod azure;
 pub mod hook;
 pub mod producer_cases;
 pub mod s3;
+pub mod stamped;
 pub mod store_cases;
 pub mod wal;
