@@ -8,8 +8,12 @@ use std::sync::Arc;
 use clap::Args;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
+use std::time::Duration;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::store::{AzureSettings, Location, ReadOnlyStore, S3Settings};
+
+use weft::store::{
+    AzureSettings, DEFAULT_DEADLINE, Location, ReadOnlyStore, RetryPolicy, S3Settings,
+};
 use weft::{Error, ErrorKind, Log, Result};
 
 /// Connection flags for `s3://` and `az://` locations; each overrides the
@@ -30,9 +34,42 @@ pub(crate) struct StoreArgs {
     /// $AZURE_ALLOW_HTTP).
     #[arg(long, global = true)]
     allow_http: bool,
+
+    /// The longest a bucket operation may go on without progress, in
+    /// seconds (default 30): a store that stops answering fails the command
+    /// with `unavailable` (exit 9) after this, or `indeterminate` for a
+    /// write whose outcome is unknown.
+    #[arg(long, global = true, value_name = "SECS")]
+    deadline: Option<f64>,
 }
 
+/// The longest `--deadline` accepted.
+const MAX_DEADLINE_SECS: f64 = 86_400.0;
+
 impl StoreArgs {
+    /// The `--deadline`, checked.
+    ///
+    /// Errors: `InvalidInput` for a value that is not a positive number of
+    /// seconds up to a day.
+    pub(crate) fn deadline(&self) -> Result<Duration> {
+        let Some(secs) = self.deadline else {
+            return Ok(DEFAULT_DEADLINE);
+        };
+        if !secs.is_finite() || secs <= 0.0 || secs > MAX_DEADLINE_SECS {
+            return Err(Error::invalid_input(format!(
+                "--deadline {secs} is not a number of seconds between 0 and {MAX_DEADLINE_SECS}"
+            )));
+        }
+        Ok(Duration::from_secs_f64(secs))
+    }
+
+    /// The retry policy every bucket operation of this command runs under.
+    ///
+    /// Errors: as [`StoreArgs::deadline`].
+    pub(crate) fn retry(&self) -> Result<RetryPolicy> {
+        Ok(RetryPolicy::default().with_deadline(self.deadline()?))
+    }
+
     fn settings(&self, bucket: &str, prefix: &str) -> Result<S3Settings> {
         let mut settings = S3Settings::from_env(bucket, prefix)?;
         if let Some(endpoint) = &self.endpoint {
@@ -44,10 +81,14 @@ impl StoreArgs {
         if self.allow_http {
             settings.allow_http = true;
         }
-        // A command line tool should answer quickly when the server is away.
+        // A command line tool should answer quickly when the server is away,
+        // and no request may outlive the deadline.
+        let deadline = self.deadline()?;
         settings
             .connect_timeout
-            .get_or_insert(std::time::Duration::from_secs(5));
+            .get_or_insert(Duration::from_secs(5).min(deadline));
+        settings.request_timeout.get_or_insert(deadline);
+        settings.http_retry_timeout.get_or_insert(deadline);
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
@@ -60,9 +101,12 @@ impl StoreArgs {
         if self.allow_http {
             settings.allow_http = true;
         }
+        let deadline = self.deadline()?;
         settings
             .connect_timeout
-            .get_or_insert(std::time::Duration::from_secs(5));
+            .get_or_insert(Duration::from_secs(5).min(deadline));
+        settings.request_timeout.get_or_insert(deadline);
+        settings.http_retry_timeout.get_or_insert(deadline);
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
@@ -94,11 +138,20 @@ pub(crate) enum Create {
 ///   ([`open_store`]), so opening a writer on it fails at its first write
 ///   with `ReadOnly` and leaves the directory as it was.
 ///
+/// A bucket log's writer keeps a lease that shows it is alive: opening
+/// one where a live writer holds the lease fails with `Locked`, naming it,
+/// unless `take_over` (then the other writer is fenced, on purpose).
+///
 /// Errors: `NotFound` (no log there and `create` is [`Create::No`]),
-/// `Locked` (another process has a `dir` log open), `ReadOnly`
-/// (`file://`), `PermissionDenied`, `Unavailable`, `Corrupt`, and the
-/// backend's I/O kinds.
-pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
+/// `Locked` (another process has a `dir` log open, or a live bucket writer
+/// holds the log), `ReadOnly` (`file://`), `PermissionDenied`,
+/// `Unavailable`, `Corrupt`, and the backend's I/O kinds.
+pub(crate) async fn open_log(
+    location: &Location,
+    create: Create,
+    take_over: bool,
+    args: &StoreArgs,
+) -> Result<Log> {
     match location {
         Location::Dir { path } => crate::dirlog::open(path, create).await,
         Location::S3 { .. } | Location::Azure { .. } | Location::File { .. } => {
@@ -106,7 +159,13 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
             if create == Create::No {
                 require_bucket_log(&store, location).await?;
             }
-            let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
+            let options = BucketOptions {
+                retry: args.retry()?,
+                take_over,
+                writer_name: Some("the weft command".to_owned()),
+                ..BucketOptions::default()
+            };
+            let storage = BucketStorage::open(store, "", options).await?;
             Ok(Log::new(storage))
         }
     }
@@ -119,7 +178,11 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
 pub(crate) async fn follow_bucket(location: &Location, args: &StoreArgs) -> Result<Log> {
     let store = open_store(location, args)?;
     require_bucket_log(&store, location).await?;
-    let follower = BucketFollower::open(store, "", FollowerOptions::default()).await?;
+    let options = FollowerOptions {
+        retry: args.retry()?,
+        ..FollowerOptions::default()
+    };
+    let follower = BucketFollower::open(store, "", options).await?;
     Ok(Log::new(follower))
 }
 

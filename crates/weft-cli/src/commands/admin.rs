@@ -22,8 +22,10 @@ pub(crate) struct GcArgs {
     /// List what would be deleted, delete nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Keep unreferenced objects younger than this many seconds (an upload
-    /// not committed yet, a snapshot just superseded).
+    /// Keep unreferenced objects younger than this many seconds (a
+    /// snapshot just superseded, a truncated segment a lagging replica may
+    /// still read). Any value is safe, 0 included: uploads that may still
+    /// be committed are kept whatever the grace.
     #[arg(long, default_value_t = 3600)]
     grace_secs: u64,
     /// Print the report as one JSON object.
@@ -51,6 +53,7 @@ pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode>
     let location = location::parse(&args.log)?;
     let store = location::open_store(&location, store_args)?;
     let report = retention::gc(store, "")
+        .with_retry_policy(store_args.retry()?)
         .with_grace(Duration::from_secs(args.grace_secs))
         .dry_run(args.dry_run)
         .run()
@@ -88,7 +91,8 @@ pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode>
 pub(crate) async fn snapshot(args: SnapshotArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.log)?;
     let store = location::open_store(&location, store_args)?;
-    let pointer = retention::trim_unowned(store, "", args.through, clock::system()).await?;
+    let retry = store_args.retry()?;
+    let pointer = retention::trim_unowned(store, "", args.through, clock::system(), &retry).await?;
     match (pointer, args.json) {
         (Some(p), true) => output::json(&serde_json::json!({
             "location": p.location,

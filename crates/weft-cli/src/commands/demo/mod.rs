@@ -45,7 +45,8 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     let location = weft::store::Location::Dir {
         path: args.dir.clone(),
     };
-    let log = location::open_log(&location, Create::IfMissing, &StoreArgs::default()).await?;
+    let log =
+        location::open_log(&location, Create::IfMissing, false, &StoreArgs::default()).await?;
     let outcome = run_on(&log, &args, started).await;
     let closed = log.close().await;
     outcome?;

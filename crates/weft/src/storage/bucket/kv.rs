@@ -216,13 +216,13 @@ impl BucketKv {
     /// Reads the key, retrying transient failures.
     async fn current(&self, path: &Path, backoff: &mut Backoff) -> Result<Current> {
         loop {
-            let err = match self.store.get(path).await {
+            let err = match backoff.attempt(self.store.get(path)).await {
                 Ok(got) => {
                     let version = UpdateVersion {
                         e_tag: got.meta.e_tag.clone(),
                         version: got.meta.version.clone(),
                     };
-                    match got.bytes().await {
+                    match backoff.attempt(got.bytes()).await {
                         Ok(bytes) => {
                             let object = decode_kv_object(bytes)
                                 .map_err(|e| e.context(format!("KV object {path}")))?;
@@ -249,7 +249,13 @@ impl BucketKv {
         }
     }
 
-    async fn put_object(&self, path: &Path, object: &KvObject, mode: PutMode) -> PutAttempt {
+    async fn put_object(
+        &self,
+        path: &Path,
+        object: &KvObject,
+        mode: PutMode,
+        backoff: &Backoff,
+    ) -> PutAttempt {
         let bytes = match encode_kv_object(object) {
             Ok(b) => b,
             Err(e) => return PutAttempt::Failed(e),
@@ -263,7 +269,10 @@ impl BucketKv {
             mode,
             ..PutOptions::default()
         };
-        match self.store.put_opts(path, bytes.into(), opts).await {
+        match backoff
+            .attempt(self.store.put_opts(path, bytes.into(), opts))
+            .await
+        {
             Ok(_) => PutAttempt::Done,
             Err(e) => match outcome::classify(op, &e) {
                 Outcome::Transient => PutAttempt::NotWritten(e),
@@ -319,7 +328,10 @@ impl KvStore for BucketKv {
             complete: false,
         };
         loop {
-            match self.put_object(&path, &object, PutMode::Overwrite).await {
+            match self
+                .put_object(&path, &object, PutMode::Overwrite, &backoff)
+                .await
+            {
                 PutAttempt::Done => return Ok(()),
                 PutAttempt::Failed(e) => return Err(e),
                 PutAttempt::NotWritten(e) => {
@@ -373,7 +385,10 @@ impl KvStore for BucketKv {
             let mut unclear = false;
             backoff.reset();
             loop {
-                let (err, wait_first) = match self.put_object(&path, &object, mode.clone()).await {
+                let attempt = self
+                    .put_object(&path, &object, mode.clone(), &backoff)
+                    .await;
+                let (err, wait_first) = match attempt {
                     PutAttempt::Done => return Ok(true),
                     PutAttempt::Failed(e) if unclear => {
                         return Err(unknown(&path, "an earlier attempt went unanswered", None)
