@@ -746,3 +746,81 @@ async fn gc_with_no_grace_keeps_a_snapshot_whose_cas_lands_late() {
     assert_eq!(fresh.applier().0, vec!["a", "b", "c"]);
     p.close().await.unwrap();
 }
+
+/// The checker must catch what it claims to: a manifest landing on a
+/// deleted object, and a delete of a referenced one.
+mod stamper_checks {
+    use super::*;
+    use futures::TryStreamExt;
+    use object_store::ObjectMeta;
+    use object_store::memory::InMemory;
+    use std::time::Duration;
+    use support::stamped::{EPOCH_MS, SimClock, Stamper};
+    use weft::format::ManifestVersion;
+    use weft::wal::Manifest;
+
+    const MANIFEST: &str = "wal/manifest";
+
+    fn stamper() -> (Arc<Stamper>, Arc<dyn ObjectStore>) {
+        let clock = Arc::new(SimClock::new());
+        let s = Arc::new(Stamper::new(Arc::new(InMemory::new()), clock, MANIFEST));
+        (s.clone(), s)
+    }
+
+    fn manifest_with(locations: &[&str]) -> Bytes {
+        let mut m = Manifest::new(ManifestVersion::V4);
+        for l in locations {
+            m.append(*l, vec![], 1).unwrap();
+        }
+        m.to_bytes().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_manifest_naming_a_deleted_object_and_a_delete_of_a_referenced_one_are_caught() {
+        let (s, store) = stamper();
+        let seg = Path::from("wal/seg/a/0");
+        store.put(&seg, "x".into()).await.unwrap();
+        store.delete(&seg).await.unwrap();
+        store
+            .put(
+                &Path::from(MANIFEST),
+                manifest_with(&["wal/seg/a/0"]).into(),
+            )
+            .await
+            .unwrap();
+        let v = s.violations();
+        assert!(v[0].contains("does not exist (deleted: true)"), "{v:?}");
+
+        let (s, store) = stamper();
+        store.put(&seg, "x".into()).await.unwrap();
+        store
+            .put(
+                &Path::from(MANIFEST),
+                manifest_with(&["wal/seg/a/0"]).into(),
+            )
+            .await
+            .unwrap();
+        assert!(s.violations().is_empty());
+        store.delete(&seg).await.unwrap();
+        assert!(s.violations()[0].contains("current manifest references it"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn objects_carry_simulated_stamps() {
+        let (_, store) = stamper();
+        let a = Path::from("wal/seg/a/0");
+        store.put(&a, "x".into()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        let b = Path::from("wal/seg/a/1");
+        store.put(&b, "y".into()).await.unwrap();
+        let ms = |m: &ObjectMeta| m.last_modified.timestamp_millis();
+        let (ha, hb) = (store.head(&a).await.unwrap(), store.head(&b).await.unwrap());
+        assert_eq!(ms(&hb) - ms(&ha), 90_000);
+        let listed: Vec<ObjectMeta> = store.list(None).try_collect().await.unwrap();
+        assert!(
+            listed
+                .iter()
+                .all(|m| m.last_modified.timestamp_millis() >= EPOCH_MS as i64)
+        );
+    }
+}

@@ -88,6 +88,21 @@ pub async fn read_lease(
     path: &Path,
     backoff: &mut Backoff,
 ) -> Result<Option<LeaseState>> {
+    match read_raw(store, path, backoff).await? {
+        None => Ok(None),
+        Some((lease, version)) => Ok(Some(LeaseState {
+            lease: lease.map_err(|e| e.context(format!("writer lease {path}")))?,
+            version,
+        })),
+    }
+}
+
+/// The lease object, decoded or not, and its version.
+async fn read_raw(
+    store: &dyn ObjectStore,
+    path: &Path,
+    backoff: &mut Backoff,
+) -> Result<Option<(Result<WriterLease>, UpdateVersion)>> {
     loop {
         let got = backoff.attempt(store.get(path)).await;
         let err = match got {
@@ -97,11 +112,7 @@ pub async fn read_lease(
                     version: got.meta.version.clone(),
                 };
                 match backoff.attempt(got.bytes()).await {
-                    Ok(bytes) => {
-                        let lease = decode_lease(&bytes)
-                            .map_err(|e| e.context(format!("writer lease {path}")))?;
-                        return Ok(Some(LeaseState { lease, version }));
-                    }
+                    Ok(bytes) => return Ok(Some((decode_lease(&bytes), version))),
                     Err(e) => e,
                 }
             }
@@ -286,8 +297,18 @@ async fn put_lease(
     loop {
         let current_version = match expected.take() {
             Some(v) => Some(v),
-            None => match read_lease(store, path, &mut backoff).await? {
-                Some(current) => {
+            None => match read_raw(store, path, &mut backoff).await? {
+                // Not a lease (damaged, or written by something else): the
+                // writer that holds the epoch replaces it.
+                Some((Err(e), version)) => {
+                    warn!(error = %e, %path, "replacing an object that is not a writer lease");
+                    Some(version)
+                }
+                Some((Ok(theirs), version)) => {
+                    let current = LeaseState {
+                        lease: theirs,
+                        version,
+                    };
                     let theirs = &current.lease;
                     if theirs.epoch > lease.epoch
                         || (theirs.epoch == lease.epoch && theirs.run != lease.run)
