@@ -539,7 +539,7 @@ fn file_stores_refuse_every_write_and_stay_untouched() {
     let writes: &[&[&str]] = &[
         &["append", &url, "--tag", "orders", "data"],
         &["append", &url, "--create", "--tag", "orders", "data"],
-        // TAKEOVER
+        &["append", &url, "--take-over", "--tag", "orders", "data"],
         &["snapshot", &url, "--through", "1"],
         &["gc", &url, "--grace-secs", "0"],
     ];
