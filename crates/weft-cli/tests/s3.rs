@@ -548,3 +548,32 @@ async fn append_refuses_to_fence_a_running_writer_unless_taking_over() {
     let read = ok(weft(&["read", &url, "--json"]));
     assert_eq!(read.lines().count(), 4, "{read}");
 }
+
+/// `weft demo s3://...` runs the shop on that bucket (it used to make a
+/// local directory named `s3:`), and a second run resumes from the bucket.
+#[test]
+fn demo_runs_on_a_bucket_and_resumes_there() {
+    let (_, url) = bucket("demo");
+    let cwd = tempfile::tempdir().unwrap();
+    let run = || {
+        Command::new(BIN)
+            .args(["demo", &url, "--orders", "3"])
+            .args([
+                "--endpoint",
+                &required("WEFT_TEST_S3_ENDPOINT"),
+                "--allow-http",
+            ])
+            .current_dir(cwd.path())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run weft demo")
+    };
+    let first = ok(run());
+    assert!(first.contains("new log") && first.contains(&url), "{first}");
+    let second = ok(run());
+    assert!(second.contains("resuming"), "{second}");
+    ok(weft(&["verify", &url]));
+    let local: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(local.is_empty(), "the demo made local files: {local:?}");
+}

@@ -40,6 +40,7 @@ pub mod format;
 pub mod kv;
 pub mod log;
 pub mod model;
+mod outage;
 pub mod storage;
 pub mod store;
 pub mod wal;

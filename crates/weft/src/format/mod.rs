@@ -12,18 +12,27 @@
 //! * [`bucket_kv`] — one key of a bucket log's KV, with the writer tokens
 //!   that make its compare-and-set outcome exact.
 //! * [`writer_lease`] — the object that names a bucket log's live writer.
+//! * [`dir_segment`], [`trim_point`], [`kv_bucket`] — the `dir` backend's
+//!   segment header, trim file and KV bucket files.
+//! * [`replica_cursor`] — a replica's saved cursor.
 //!
-//! The byte layouts are drawn in `docs/FORMATS.md`. Decoders report bad
+//! Every decoder reads through one bounds-checked reader (`fields.rs`).
+//!
+//! Every byte layout is drawn in `docs/FORMATS.md`. Decoders report bad
 //! bytes as [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt); encoders
 //! report values that cannot be represented as
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
 pub mod bucket_kv;
-mod cursor;
+pub mod dir_segment;
+mod fields;
 pub mod frame;
+pub mod kv_bucket;
 pub mod log_state;
 pub mod manifest;
+pub mod replica_cursor;
 pub mod segment;
+pub mod trim_point;
 pub mod writer_lease;
 
 pub use bucket_kv::{

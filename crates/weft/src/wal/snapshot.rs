@@ -28,7 +28,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use ulid::Ulid;
 
 use super::Producer;
@@ -215,12 +215,22 @@ impl SnapshotWriter {
         let through_seq = pointer.through_seq;
         let path = Path::from(pointer.location.as_str());
         let mut backoff = self.retry.backoff(seed);
+        let mut retries = 0u32;
         loop {
             let result = retry_store(
                 &mut backoff,
                 StoreOp::CreateIfAbsent,
                 true,
-                |outcome, err| debug!(?outcome, error = %err, %path, "snapshot upload retry"),
+                |outcome, err| {
+                    // One warning per upload; an outage's further retries at
+                    // debug.
+                    retries += 1;
+                    if retries == 1 {
+                        warn!(?outcome, error = %err, %path, "snapshot upload failed; retrying");
+                    } else {
+                        debug!(retries, ?outcome, error = %err, %path, "snapshot upload retry");
+                    }
+                },
                 || {
                     let opts = PutOptions::from(PutMode::Create);
                     self.store
