@@ -817,13 +817,16 @@ mod tests {
             listed(&cur_snap, ObjectKind::Snapshot, 2 * HOUR), // referenced
             listed("wal/snapshots/manual-copy", ObjectKind::Snapshot, 2 * HOUR),
         ];
+        // The manifest was written now, two hours after most objects: even
+        // uploads the in-flight rules would guess pending are past the
+        // commit window, so only grace and names keep anything.
         let d = decide(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
         assert_eq!(d.referenced, 3);
         assert_eq!(outcome(&d, &seg(old, 0)), None);
         assert_eq!(outcome(&d, &seg(cur, 2)), None);
-        assert_eq!(outcome(&d, &seg(cur, 5)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(cur, 5)), None);
         assert_eq!(outcome(&d, &seg(zombie, 0)), None);
-        assert_eq!(outcome(&d, &seg(claimant, 0)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(claimant, 0)), None);
         assert_eq!(outcome(&d, &seg(old, 9)), Some(KeepReason::Young));
         assert_eq!(
             outcome(&d, "wal/seg/notes.txt"),
@@ -839,6 +842,22 @@ mod tests {
             Some(KeepReason::Unrecognised)
         );
         assert_eq!(d.delete.len() + d.kept.len() + d.referenced, objects.len());
+        // Written just before the manifest, the in-flight rules decide.
+        let recent = |location: &str| listed(location, ObjectKind::Segment, 1_000);
+        let d = decide(
+            &gc(),
+            &stamped(manifest(&[seg(cur, 3), seg(cur, 4)], None), NOW as i64),
+            None,
+            &[
+                recent(&seg(cur, 5)),
+                recent(&seg(claimant, 0)),
+                recent(&seg(zombie, 0)),
+            ],
+            NOW,
+        );
+        assert_eq!(outcome(&d, &seg(cur, 5)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(claimant, 0)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(zombie, 0)), Some(KeepReason::Pending));
     }
 
     #[test]
@@ -855,7 +874,11 @@ mod tests {
         let d = decide(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
         assert_eq!(outcome(&d, &seg(r, 0)), None, "exactly the grace: garbage");
         assert_eq!(outcome(&d, &seg(r, 1)), Some(KeepReason::Young));
-        assert_eq!(outcome(&d, &seg(run(2), 0)), Some(KeepReason::InFlight));
+        assert_eq!(
+            outcome(&d, &seg(run(2), 0)),
+            None,
+            "past the window: no claimant can still commit it"
+        );
     }
 
     /// With no grace at all, what is deleted at once is what no CAS can
@@ -910,7 +933,11 @@ mod tests {
         );
         assert_eq!(outcome(&d, &seg(run(0), 0)), None);
         assert_eq!(outcome(&d, &seg(lease_run, 0)), Some(KeepReason::InFlight));
-        assert_eq!(outcome(&d, &seg(fresh, 0)), Some(KeepReason::InFlight));
+        assert_eq!(
+            outcome(&d, &seg(fresh, 0)),
+            None,
+            "the newest-claimant guess yields to the lease"
+        );
 
         // Once the manifest was written more than the window after them,
         // pending uploads can no longer be committed.
@@ -918,7 +945,11 @@ mod tests {
         let d = decide(&gc, &stamped(m, later), None, &objects, NOW);
         assert_eq!(outcome(&d, &seg(run(0), 0)), None);
         assert_eq!(outcome(&d, &new_snap), None);
-        assert_eq!(outcome(&d, &seg(cur, 5)), Some(KeepReason::InFlight));
+        assert_eq!(
+            outcome(&d, &seg(cur, 5)),
+            None,
+            "its writer can no longer commit it"
+        );
     }
 
     #[test]
