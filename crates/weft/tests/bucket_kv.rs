@@ -181,7 +181,11 @@ async fn a_rival_between_an_unanswered_write_and_the_re_read_is_a_clean_loss() {
 /// more than it keeps, the answer is `Indeterminate`, never a guess.
 #[tokio::test(start_paused = true)]
 async fn writes_after_ours_are_judged_by_the_history_while_it_reaches() {
-    for (writes_after, expect) in [(3, Ok(true)), (20, Err(ErrorKind::Indeterminate))] {
+    for (writes_after, expect) in [
+        (3, Ok(true)),
+        (120, Ok(true)),
+        (130, Err(ErrorKind::Indeterminate)),
+    ] {
         let inner = Arc::new(InMemory::new());
         let other = clean(inner.clone());
         let (_, slow) = faulty(

@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! v1   "WKV1" | present u8 | value
-//! v2   "WKV2" | flags u8 | n u8 | n × writer token (16 B, newest first) | value
+//! v2   "WKV2" | flags u8 | n u8 | n × writer token (8 B, newest first) | value
 //!      flags: bit 0 = present, bit 1 = the tokens reach back to the
-//!      object's creation; other bits must be zero; 1 <= n <= 16
+//!      object's creation; other bits must be zero; 1 <= n <= 128
 //! ```
 //!
 //! A tombstone (a deleted key) is an object whose value is absent
@@ -28,12 +28,16 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::{Error, Result};
 
-/// The length of a writer token.
-pub const WRITER_TOKEN_LEN: usize = 16;
+/// The length of a writer token. Random 64-bit tokens: two writes within
+/// one object's history share a token with a chance of about 2^-57.
+pub const WRITER_TOKEN_LEN: usize = 8;
 
 /// The most tokens an object keeps: the write's own and those of the
-/// writes before it.
-pub const MAX_WRITERS: usize = 16;
+/// writes before it. A writer learns its outcome exactly as long as fewer
+/// writes to the key completed during its own request; a key written that
+/// often during one request (well beyond a single object's CAS rate on S3)
+/// gets `Indeterminate` instead.
+pub const MAX_WRITERS: usize = 128;
 
 /// A writer's token: random bytes drawn for one write.
 pub type WriterToken = [u8; WRITER_TOKEN_LEN];

@@ -24,8 +24,10 @@
 //!   yet, so the same request (same condition, same token) is sent again —
 //!   if an earlier copy lands late, the resend loses and the next re-read
 //!   finds the token;
-//! * the list cannot tell (more writes since than it keeps, or an
-//!   unconditional write in between): `Indeterminate`, never a guess.
+//! * the list cannot tell (more writes since than it keeps — 128, far
+//!   more than one key takes during one request unless the request
+//!   stalled — or an unconditional write in between): `Indeterminate`,
+//!   never a guess.
 //!
 //! Transient failures (nothing written) are retried within the
 //! [`RetryPolicy`].
