@@ -10,11 +10,12 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use weft::conformance::{Fixture, kv_compare_and_set_is_atomic};
 use weft::kv::KvStore;
 use weft::storage::bucket::{BucketKv, BucketOptions, BucketStorage};
-use weft::store::{FaultConfig, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::{ErrorKind, Log, LogTag};
+use weft_testkit::conformance::{Fixture, kv_compare_and_set_is_atomic};
+use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 
 /// A key, the value compare-and-set expects there, and the new value.
 type KvOp<'a> = (&'a str, Option<&'a [u8]>, Option<Bytes>);

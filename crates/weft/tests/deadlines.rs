@@ -19,9 +19,10 @@ use weft::kv::KvStore;
 use weft::storage::bucket::{
     self, BucketFollower, BucketKv, BucketOptions, BucketStorage, FollowerOptions,
 };
-use weft::store::{FaultConfig, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::{Producer, Replica, SnapshotWriter};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
+use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 
 const DEADLINE: Duration = Duration::from_secs(5);
 

@@ -17,11 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{FutureExt, TryStreamExt};
+use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload};
-use support::hook::{HookStore, Op};
 use support::wal::manifest;
 use weft::clock::{Clock, ManualClock, SystemClock};
 use weft::store::RetryPolicy;
@@ -31,6 +30,7 @@ use weft::wal::{
     ProducerBuilder, Record, Replica, SnapshotWriter,
 };
 use weft::{ErrorKind, Result};
+use weft_testkit::hooked::{Before, HookedStore, Op, before};
 
 const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";
@@ -317,11 +317,12 @@ async fn log_with_a_late_commit(store: &Arc<dyn ObjectStore>) -> (String, Manife
 #[tokio::test]
 async fn a_commit_that_lands_during_the_pass_is_respected() {
     // Landing between the listing and the decision.
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let (old, committed) = log_with_a_late_commit(&store).await;
     let bytes = committed.to_bytes().unwrap();
-    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+    hooked.add(before(move |call, inner| {
+        let (op, path) = (call.op, call.path);
         let bytes = bytes.clone();
         async move {
             if op == Op::List && path.as_ref() == SEGMENTS {
@@ -330,22 +331,23 @@ async fn a_commit_that_lands_during_the_pass_is_respected() {
                     .await
                     .unwrap();
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let report = gc(&store, later(2 * HOUR)).run().await.unwrap();
     assert!(report.deleted.is_empty(), "{report:?}");
     assert!(list(&store, SEGMENTS).await.contains(&old));
 
     // Landing after the decision, just before the deletes: the third read
     // of the manifest sees it.
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let (old, committed) = log_with_a_late_commit(&store).await;
     let bytes = committed.to_bytes().unwrap();
     let manifest_reads = Arc::new(AtomicUsize::new(0));
     let reads = manifest_reads.clone();
-    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+    hooked.add(before(move |call, inner| {
+        let (op, path) = (call.op, call.path);
         let bytes = bytes.clone();
         let n = if op == Op::Get && path.as_ref() == MANIFEST {
             reads.fetch_add(1, Ordering::SeqCst) + 1
@@ -359,9 +361,9 @@ async fn a_commit_that_lands_during_the_pass_is_respected() {
                     .await
                     .unwrap();
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let dry = gc(&store, later(2 * HOUR))
         .dry_run(true)
         .run()
@@ -380,7 +382,7 @@ async fn a_commit_that_lands_during_the_pass_is_respected() {
 
 #[tokio::test]
 async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let p = builder(store.clone()).open().await.unwrap();
     for t in ["a", "b", "c"] {
@@ -395,7 +397,8 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let target = first_segment.clone();
     let done_rx = Arc::new(std::sync::Mutex::new(done_rx));
-    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+    hooked.add(before(move |call, inner| {
+        let (op, path) = (call.op, call.path);
         let hit = op == Op::Get && path.as_ref() == target;
         let tx = tx.clone();
         let done_rx = done_rx.clone();
@@ -414,9 +417,9 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
                 .expect("the test truncated in time");
                 let _ = inner;
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let (seen, applier) = collecting();
     let mut replica = Replica::builder(store.clone(), MANIFEST, applier)
         .with_prefetch(1)
@@ -437,7 +440,7 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
     let err = result.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Trimmed, "{err}");
     assert!(texts(&seen).is_empty());
-    hooked.set(None);
+    hooked.clear();
 
     // A segment the manifest still lists but the store lost: corrupt.
     let second = manifest(&store, MANIFEST).await.entries()[0]
@@ -452,7 +455,7 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
 
 #[tokio::test]
 async fn a_replica_bootstrapping_from_a_collected_snapshot_follows_the_new_one() {
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let p = builder(store.clone()).open().await.unwrap();
     for t in ["a", "b", "c"] {
@@ -468,7 +471,8 @@ async fn a_replica_bootstrapping_from_a_collected_snapshot_follows_the_new_one()
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let done_rx = Arc::new(std::sync::Mutex::new(done_rx));
-    hooked.set(Some(Arc::new(move |op, path: Path, _inner| {
+    hooked.add(before(move |call, _inner| {
+        let (op, path) = (call.op, call.path);
         let hit =
             op == Op::Get && path.as_ref() == target && once.fetch_add(1, Ordering::SeqCst) == 0;
         let tx = tx.clone();
@@ -486,9 +490,9 @@ async fn a_replica_bootstrapping_from_a_collected_snapshot_follows_the_new_one()
                 .unwrap()
                 .expect("the test replaced the snapshot in time");
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let mut replica = Replica::builder(store.clone(), MANIFEST, Joined(Vec::new())).build();
     let poll = tokio::spawn(async move {
         let r = replica.poll().await;
@@ -533,9 +537,9 @@ enum LateReference {
 #[tokio::test(start_paused = true)]
 async fn a_cas_past_the_commit_window_never_lands_on_a_collected_upload() {
     use support::stamped::{SimClock, Stamper};
-    use weft::store::{FaultConfig, FaultStore};
     use weft::wal::window::{COMMIT_WINDOW, STAMP_MARGIN};
     use weft::wal::{ManifestEdit, edit_unowned};
+    use weft_testkit::fault::{FaultConfig, FaultStore};
 
     let past_window = COMMIT_WINDOW + STAMP_MARGIN + Duration::from_secs(5);
     for case in [
@@ -596,7 +600,7 @@ async fn a_cas_past_the_commit_window_never_lands_on_a_collected_upload() {
                 append(&p, "b").await;
                 // Every write of the edit lands only long after it was sent.
                 faulty.set_config(FaultConfig {
-                    put: weft::store::OpFaults {
+                    put: weft_testkit::fault::OpFaults {
                         late: 1.0,
                         ..Default::default()
                     },
@@ -668,8 +672,8 @@ async fn collect_now(store: &Arc<dyn ObjectStore>, clock: &Arc<support::stamped:
 #[tokio::test(start_paused = true)]
 async fn gc_with_no_grace_keeps_a_snapshot_whose_cas_lands_late() {
     use support::stamped::{SimClock, Stamper};
-    use weft::store::{FaultConfig, FaultStore, OpFaults};
     use weft::wal::{ManifestEdit, edit_unowned};
+    use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 
     let clock = Arc::new(SimClock::new());
     let stamper = Arc::new(Stamper::new(

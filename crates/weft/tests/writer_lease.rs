@@ -17,9 +17,10 @@ use tokio::time::Instant;
 use weft::clock::ManualClock;
 use weft::format::{WriterLease, decode_lease};
 use weft::storage::bucket::{BucketOptions, BucketStorage};
-use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::{Producer, ProducerBuilder};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
+use weft_testkit::fault::{FaultConfig, FaultStore};
 
 const MANIFEST: &str = "wal/manifest";
 const LEASE: &str = "wal/manifest.lease";

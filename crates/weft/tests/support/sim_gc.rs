@@ -41,10 +41,11 @@ use object_store::{ObjectMeta, ObjectStore};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
-use weft::store::{FaultConfig, FaultStats, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::gc::KeepReason;
 use weft::wal::window::{COMMIT_WINDOW, STAMP_MARGIN};
 use weft::wal::{Applier, Gc, Producer, Record, Replica, SnapshotWriter};
+use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
 
 use super::sim::{Profile, faults, ms};
 use super::stamped::{SimClock, Stamper};
