@@ -644,7 +644,9 @@ impl Index {
         }
     }
 
-    /// Flushes and stops the flusher. Later pushes fail with `Closed`.
+    /// Flushes, stops the flusher and releases the store (its directory
+    /// can be opened again at once, by this process or another). Later
+    /// pushes and reads fail with `Closed`.
     ///
     /// Errors: the final flush's error.
     pub fn close(&self) -> Result<()> {
@@ -652,10 +654,18 @@ impl Index {
         self.stop_flusher();
         flushed?;
         // Leave nothing for the next open to replay.
-        with_store(&self.inner, |s| {
+        let synced = with_store(&self.inner, |s| {
             s.compact_journal(true)?;
             s.sync()
-        })
+        });
+        drop(
+            self.inner
+                .store
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+        synced
     }
 
     fn stop_flusher(&self) {
@@ -726,7 +736,7 @@ fn with_store<T>(inner: &Inner, f: impl FnOnce(&Store) -> Result<T>) -> Result<T
     let slot = inner.store.read().unwrap_or_else(|p| p.into_inner());
     match slot.as_ref() {
         Some(store) => f(store),
-        None => Err(Error::closed("the log index is being rebuilt")),
+        None => Err(Error::closed("the log index is closed or being rebuilt")),
     }
 }
 

@@ -183,7 +183,11 @@ impl Store {
         Ok((store, Some(fresh)))
     }
 
-    fn open_existing(dir: &Path, identity: &[u8], options: &IndexOptions) -> Result<Store, Refused> {
+    fn open_existing(
+        dir: &Path,
+        identity: &[u8],
+        options: &IndexOptions,
+    ) -> Result<Store, Refused> {
         if dir.join(DAMAGED).exists() {
             return Err(Fresh::Damaged("an earlier read found it damaged".into()).into());
         }

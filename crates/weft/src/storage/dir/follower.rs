@@ -710,9 +710,7 @@ impl Tailer {
             self.scan.trimmed(&point);
             self.index.trim(first, &point.next_versions)?;
             let doomed = shared.state.write().trim(point.through);
-            shared
-                .state
-                .forget_segments(doomed.iter().map(|s| s.first));
+            shared.state.forget_segments(doomed.iter().map(|s| s.first));
         }
         *shared.trim.lock().unwrap_or_else(|p| p.into_inner()) = Some(point.clone());
         self.trim = Some(point);

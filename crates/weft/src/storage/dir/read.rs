@@ -20,13 +20,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::ops::Bound;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLockReadGuard, RwLockWriteGuard};
 
 use super::recent::Recent;
-use super::segment::{Segment, UNSCANNED};
+use super::segment::{HEADER_LEN, Segment, UNSCANNED};
 use super::walk::{LOCATOR_ENTRIES, Locator, Position, Walker};
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::dir_segment::SegmentHeader;
 use crate::index::Index;
 use crate::model::{LogEntry, LogTag};
 use crate::storage::core::Visible;
@@ -111,6 +113,7 @@ impl Files {
                     .metadata()
                     .map_err(|e| Error::io(format!("stat {}", seg.path.display()), e))?
                     .len();
+                check_header(&file, seg)?;
                 if open.len() >= OPEN_FILES {
                     open.clear();
                 }
@@ -130,6 +133,29 @@ impl Files {
             open.remove(&f);
         }
     }
+}
+
+/// `Corrupt` unless `file` starts with a valid header naming `seg` (a
+/// sealed segment's header is not read on open: it is checked here, once
+/// per opening of the file).
+fn check_header(file: &File, seg: &Segment) -> Result<()> {
+    let corrupt = |why: String| Error::corrupt(format!("{}: {why}", seg.path.display()));
+    let mut head = [0u8; HEADER_LEN as usize];
+    file.read_exact_at(&mut head, 0).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            corrupt("the file is shorter than a segment header".into())
+        } else {
+            Error::io(format!("read {}", seg.path.display()), e)
+        }
+    })?;
+    let header = SegmentHeader::decode(&head).map_err(|e| corrupt(e.message().to_owned()))?;
+    if header.first_seqnum != seg.first {
+        return Err(corrupt(format!(
+            "header says the segment starts at {}, its name says {}",
+            header.first_seqnum, seg.first
+        )));
+    }
+    Ok(())
 }
 
 /// A directory removed once the last handle that uses it is gone (a

@@ -121,9 +121,7 @@ fn plan_start(
         };
     };
     if tip < live_from {
-        return Err(format!(
-            "everything it covers (to entry {tip}) was trimmed"
-        ));
+        return Err(format!("everything it covers (to entry {tip}) was trimmed"));
     }
     let (at, bytes) = index
         .locate(tip)

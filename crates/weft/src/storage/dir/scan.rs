@@ -233,8 +233,7 @@ impl TagCache {
         }
         // Over an index, every accepted entry is in the index by now, so
         // a forgotten stream is looked up again exactly.
-        if matches!(self.versions, Versions::Index(_)) && self.streams.len() >= STREAM_CACHE_LIMIT
-        {
+        if matches!(self.versions, Versions::Index(_)) && self.streams.len() >= STREAM_CACHE_LIMIT {
             self.lists.clear();
             self.cached = 0;
             self.ids.clear();

@@ -239,8 +239,14 @@ mod tests {
         assert!(l.place(0, 20, 0).is_some());
         assert!(l.place(0, 120, 1).is_none());
         assert!(l.place(0, 220, LOCATOR_ENTRIES).is_some());
-        assert!(l.place(0, 220 + LOCATOR_BYTES, LOCATOR_ENTRIES + 1).is_some());
-        assert!(l.place(40, 20, LOCATOR_ENTRIES + 2).is_some(), "a new segment");
+        assert!(
+            l.place(0, 220 + LOCATOR_BYTES, LOCATOR_ENTRIES + 1)
+                .is_some()
+        );
+        assert!(
+            l.place(40, 20, LOCATOR_ENTRIES + 2).is_some(),
+            "a new segment"
+        );
     }
 
     #[test]
