@@ -317,6 +317,11 @@ impl DirFollower {
         {
             tracing::error!("the log directory follower's thread panicked");
         }
+        if !self.shared.gate.is_closed()
+            && let Err(e) = self.shared.state.index().close()
+        {
+            tracing::warn!(error = %e, "could not close the follower's log index");
+        }
     }
 }
 
@@ -815,6 +820,12 @@ impl Storage for DirFollower {
                 .map_err(|_| Error::internal("the log directory follower's thread panicked"))?;
         }
         self.shared.state.feed().close();
+        // Leave its own index covering what it read, so the next follower
+        // on the same index directory reads on from there.
+        let index = Arc::clone(self.shared.state.index());
+        tokio::task::spawn_blocking(move || index.close())
+            .await
+            .map_err(|e| Error::internal(format!("close task failed: {e}")))??;
         Ok(())
     }
 }
