@@ -14,6 +14,7 @@
 mod bucket;
 mod commands;
 mod exit;
+mod index_cache;
 mod location;
 mod observe;
 mod output;
