@@ -441,6 +441,49 @@ impl Index {
         Ok(out)
     }
 
+    /// `Trimmed` for a read of `tag`'s versions from `requested`, naming
+    /// its first live version: the first from `lo` on whose entry is at or
+    /// after `first` (a binary search, a few point reads).
+    fn trimmed_from(&self, tag: &LogTag, requested: u64, lo: u64, first: u64) -> Error {
+        match self.first_live_version(tag, lo, first) {
+            Ok(v) => trimmed_version(tag, requested, v),
+            Err(e) => e,
+        }
+    }
+
+    fn first_live_version(&self, tag: &LogTag, lo: u64, first: u64) -> Result<u64> {
+        let (mut lo, mut hi) = (lo, self.next_version(tag)?);
+        let row = self.read(|s| s.tag_row(tag))?;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let in_tail = {
+                let state = self.read_state();
+                state
+                    .tail
+                    .first_version(tag)
+                    .filter(|&t| mid >= t)
+                    .map(|_| state.tail.version_seqnums(tag, mid, 1))
+            };
+            let seqnum = match (in_tail, row) {
+                (Some(s), _) => s.first().copied(),
+                (None, Some(row)) => self
+                    .read(|s| s.versions(row.id, mid, 1))?
+                    .first()
+                    .filter(|&&(v, _)| v == mid)
+                    .map(|&(_, s)| s),
+                (None, None) => None,
+            };
+            // A version the index never recorded was trimmed before it
+            // learnt of it.
+            if seqnum.is_some_and(|s| s >= first) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
     /// Up to `max` seqnums of `tag`'s versions `>= from_version`, in order.
     ///
     /// Errors: `Trimmed` when `from_version` was trimmed away; `Corrupt`;
@@ -471,14 +514,14 @@ impl Index {
             {
                 // Versions the index never recorded: trimmed before it
                 // learnt of them.
-                return Err(trimmed_version(tag, from_version, v));
+                return Err(self.trimmed_from(tag, from_version, v, first));
             }
             for (version, seqnum) in rows {
                 if seqnum >= covered {
                     break;
                 }
                 if seqnum < first {
-                    return Err(trimmed_version(tag, version, version + 1));
+                    return Err(self.trimmed_from(tag, from_version, version + 1, first));
                 }
                 out.push(seqnum);
             }
@@ -487,10 +530,10 @@ impl Index {
             && let Some(&s) = tail.first()
         {
             if s < first {
-                return Err(trimmed_version(tag, from_version, from_version + 1));
+                return Err(self.trimmed_from(tag, from_version, from_version + 1, first));
             }
             if tail_first.is_some_and(|t| from_version < t) && row.is_none() {
-                return Err(trimmed_version(tag, from_version, tail_first.unwrap_or(0)));
+                return Err(self.trimmed_from(tag, from_version, tail_first.unwrap_or(0), first));
             }
         }
         let room = max - out.len();
@@ -644,9 +687,7 @@ impl Index {
         }
     }
 
-    /// Flushes, stops the flusher and releases the store (its directory
-    /// can be opened again at once, by this process or another). Later
-    /// pushes and reads fail with `Closed`.
+    /// Flushes and stops the flusher. Later pushes fail with `Closed`.
     ///
     /// Errors: the final flush's error.
     pub fn close(&self) -> Result<()> {
@@ -654,10 +695,19 @@ impl Index {
         self.stop_flusher();
         flushed?;
         // Leave nothing for the next open to replay.
-        let synced = with_store(&self.inner, |s| {
+        with_store(&self.inner, |s| {
             s.compact_journal(true)?;
             s.sync()
-        });
+        })
+    }
+
+    /// [`close`](Index::close)s and lets go of the store, so its directory
+    /// can be opened again at once (by this process or another) while this
+    /// handle lives on in readers; later reads fail with `Closed`.
+    ///
+    /// Errors: the final flush's error (the store is let go of anyway).
+    pub fn release(&self) -> Result<()> {
+        let closed = self.close();
         drop(
             self.inner
                 .store
@@ -665,7 +715,7 @@ impl Index {
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),
         );
-        synced
+        closed
     }
 
     fn stop_flusher(&self) {
@@ -723,12 +773,7 @@ impl Drop for Index {
 }
 
 fn trimmed_version(tag: &LogTag, version: u64, first_live: u64) -> Error {
-    Error::new(
-        ErrorKind::Trimmed,
-        format!(
-            "version {version} of {tag} was trimmed; versions from {first_live} on may be live"
-        ),
-    )
+    Error::trimmed_version(tag, version, first_live)
 }
 
 /// Runs `f` on the store.

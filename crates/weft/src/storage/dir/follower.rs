@@ -318,7 +318,7 @@ impl DirFollower {
             tracing::error!("the log directory follower's thread panicked");
         }
         if !self.shared.gate.is_closed()
-            && let Err(e) = self.shared.state.index().close()
+            && let Err(e) = self.shared.state.index().release()
         {
             tracing::warn!(error = %e, "could not close the follower's log index");
         }
@@ -823,7 +823,7 @@ impl Storage for DirFollower {
         // Leave its own index covering what it read, so the next follower
         // on the same index directory reads on from there.
         let index = Arc::clone(self.shared.state.index());
-        tokio::task::spawn_blocking(move || index.close())
+        tokio::task::spawn_blocking(move || index.release())
             .await
             .map_err(|e| Error::internal(format!("close task failed: {e}")))??;
         Ok(())

@@ -605,7 +605,7 @@ impl Writer {
         self.inbox.clear();
         // Leave the index covering everything, so the next open reads
         // nothing but its tip. A failure only costs that open a replay.
-        if let Err(e) = self.shared.state.index().close() {
+        if let Err(e) = self.shared.state.index().release() {
             warn!(error = %e, "could not close the log index; the next open rebuilds what it lacks");
         }
         self.lock.take();
