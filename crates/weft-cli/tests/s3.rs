@@ -188,12 +188,13 @@ async fn a_producer_written_log_inspects_verifies_and_dumps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upstream_buffer_objects_dump_from_a_bucket() {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let a = here
-        .ancestors()
-        .map(|d| d.join("shared/compat/opendata-buffer-0.3/A"))
-        .find(|p| p.join("expected.json").is_file())
-        .expect("shared/compat/opendata-buffer-0.3/A next to the repository");
+    let a =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft/tests/fixtures/opendata-buffer-0.3/A");
+    assert!(
+        a.join("expected.json").is_file(),
+        "the compatibility vectors are missing at {}",
+        a.display()
+    );
     let (settings, url) = bucket("upstream");
     let store = settings.build().unwrap();
     for name in [

@@ -73,10 +73,10 @@ fn datas(seen: &Seen) -> Vec<String> {
 #[tokio::test]
 async fn tails_the_upstream_buffer_log_from_compat_vectors() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/compat/opendata-buffer-0.3/A");
+        .join("tests/fixtures/opendata-buffer-0.3/A");
     assert!(
         root.join("expected.json").exists(),
-        "compat vectors missing at {}: the repo must sit next to shared/",
+        "compat vectors missing at {}",
         root.display()
     );
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
