@@ -7,7 +7,7 @@
 //! a read-only follower ([`location::follow_bucket`]), which never fences
 //! the writer.
 
-use weft::store::Location;
+use weft::connect::Location;
 use weft::{Log, LogEntry, LogTag, Result};
 
 use crate::dirlog::{self, Scanner};

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use serde_json::Value;
-use weft::store::S3Settings;
+use weft::connect::S3Settings;
 use weft::wal::Producer;
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft");

@@ -11,7 +11,8 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutMode};
 use support::{azure, store_cases};
 use weft::ErrorKind;
-use weft::store::{Location, Outcome, StoreOp, build_store, classify_result, to_error};
+use weft::connect::{Location, build_store};
+use weft::store::{Outcome, StoreOp, classify_result, to_error};
 
 #[tokio::test]
 async fn conditional_puts_work_on_azurite() {

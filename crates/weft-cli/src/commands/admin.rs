@@ -48,7 +48,7 @@ pub(crate) struct SnapshotArgs {
 /// Runs `weft gc`.
 pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.log)?;
-    if matches!(location, weft::store::Location::File { .. }) && !args.dry_run {
+    if matches!(location, weft::connect::Location::File { .. }) && !args.dry_run {
         return Err(weft::Error::unsupported(format!(
             "{location}: gc deletes objects; on a file:// copy only --dry-run is offered"
         )));

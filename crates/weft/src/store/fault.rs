@@ -26,8 +26,10 @@
 //! [`outcome`](super::outcome)): a clean failure is a `Generic` error with
 //! no transport error inside (what an unmapped 5xx looks like), a 409 is
 //! `AlreadyExists`, a 412 is `Precondition`, a timeout is a `Generic` error
-//! wrapping an [`HttpError`] of kind `Timeout`; so callers are tested on the
-//! classification they use in production.
+//! wrapping object_store's `HttpError` of kind `Timeout` (an `io::Error` of
+//! kind `TimedOut` in a build without a cloud feature, which has no HTTP
+//! client); so callers are tested on the classification they use in
+//! production.
 //!
 //! Decisions are deterministic: each one is drawn from an RNG seeded by
 //! `(seed, operation, path, how many times this operation ran on this
@@ -45,6 +47,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+#[cfg(any(feature = "aws", feature = "azure"))]
 use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::{
@@ -501,12 +504,14 @@ fn precondition(path: &Path) -> object_store::Error {
 }
 
 fn timeout(path: &Path) -> object_store::Error {
+    let cause = fault("timeout after the request was sent", path);
+    #[cfg(any(feature = "aws", feature = "azure"))]
+    let source = Box::new(HttpError::new(HttpErrorKind::Timeout, cause));
+    #[cfg(not(any(feature = "aws", feature = "azure")))]
+    let source = Box::new(std::io::Error::new(std::io::ErrorKind::TimedOut, cause));
     object_store::Error::Generic {
         store: STORE,
-        source: Box::new(HttpError::new(
-            HttpErrorKind::Timeout,
-            fault("timeout after the request was sent", path),
-        )),
+        source,
     }
 }
 

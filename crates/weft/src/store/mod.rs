@@ -4,20 +4,17 @@
 //! * [`outcome`] — what a result of an object-store request means
 //!   (committed, conflict, transient, ambiguous, ...), and its weft error.
 //! * [`retry`] — bounded retries with seeded, jittered backoff.
-//! * [`config`] — parsing a log location and building the store for it.
-//! * [`azure`] — connection settings of an Azure Blob container.
+//! * [`prefix`] — rooting a store at a key prefix.
 //! * [`fault`] — a seeded fault-injecting wrapper for tests and simulation.
 
-pub mod azure;
-pub mod config;
 pub mod fault;
 pub mod outcome;
+pub mod prefix;
 pub mod retry;
 
-pub use azure::AzureSettings;
-pub use config::{Location, S3Settings, StoreSettings, build_store, with_prefix};
 pub use fault::{DEFAULT_HANG, FaultConfig, FaultStats, FaultStore, OpFaults};
 pub use outcome::{
     Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
 };
+pub use prefix::with_prefix;
 pub use retry::{Backoff, GaveUp, RetryPolicy, retry_store};

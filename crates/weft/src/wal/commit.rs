@@ -43,58 +43,11 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use super::Manifest;
 use super::flush::{UploadReport, Uploaded};
 use super::maintenance::ManifestEdit;
+use super::manifest_object::{Failed, Loaded, read_manifest};
 use super::pipeline::{Halt, Shared, Waiter};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestVersion;
-use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
-
-/// A failed store interaction: what it means and the error to report.
-#[derive(Debug)]
-pub(crate) struct Failed {
-    pub(crate) outcome: Outcome,
-    pub(crate) error: Error,
-}
-
-impl Failed {
-    fn store(op: StoreOp, path: &Path, err: object_store::Error) -> Self {
-        Failed {
-            outcome: classify(op, &err),
-            error: to_error(op, path.as_ref(), err),
-        }
-    }
-}
-
-/// A manifest as read from the store, with the version to CAS against.
-#[derive(Debug)]
-pub(crate) struct Loaded {
-    pub(crate) manifest: Manifest,
-    pub(crate) version: UpdateVersion,
-}
-
-/// Reads the manifest; `None` when it does not exist.
-pub(crate) async fn read_manifest(
-    store: &dyn ObjectStore,
-    path: &Path,
-) -> std::result::Result<Option<Loaded>, Failed> {
-    let got = match store.get(path).await {
-        Ok(got) => got,
-        Err(e) if classify(StoreOp::Read, &e) == Outcome::NotFound => return Ok(None),
-        Err(e) => return Err(Failed::store(StoreOp::Read, path, e)),
-    };
-    let version = UpdateVersion {
-        e_tag: got.meta.e_tag.clone(),
-        version: got.meta.version.clone(),
-    };
-    let bytes = got
-        .bytes()
-        .await
-        .map_err(|e| Failed::store(StoreOp::Read, path, e))?;
-    let manifest = Manifest::from_bytes(&bytes).map_err(|e| Failed {
-        outcome: Outcome::Fatal,
-        error: e.context(format!("manifest {path}")),
-    })?;
-    Ok(Some(Loaded { manifest, version }))
-}
+use crate::store::{Outcome, RetryPolicy, StoreOp};
 
 /// The log, claimed: the manifest as written with the new epoch.
 #[derive(Debug)]

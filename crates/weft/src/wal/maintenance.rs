@@ -28,7 +28,7 @@ use rand_chacha::ChaCha8Rng;
 use tracing::info;
 
 use super::Manifest;
-use super::commit::read_manifest;
+use super::manifest_object::read_manifest;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;
 use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};

@@ -30,8 +30,8 @@ use tracing::{info, warn};
 use ulid::Ulid;
 
 use super::Producer;
-use super::commit::read_manifest;
 use super::maintenance::{ManifestEdit, edit_unowned};
+use super::manifest_object::read_manifest;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::ObjectStore;
-use weft::store::S3Settings;
+use weft::connect::S3Settings;
 
 /// The message every S3 test fails with when the server env is missing.
 pub const NO_SERVER: &str = "run scripts/test.sh (it starts SeaweedFS)";

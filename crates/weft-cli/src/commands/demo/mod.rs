@@ -42,7 +42,7 @@ pub(crate) struct DemoArgs {
 /// Runs `weft demo`.
 pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let location = weft::store::Location::Dir {
+    let location = weft::connect::Location::Dir {
         path: args.dir.clone(),
     };
     let log = location::open_log(&location, Create::IfMissing, &StoreArgs::default()).await?;
