@@ -67,6 +67,11 @@ fn cursor_decode_target_over_its_corpus() {
     run("cursor_decode", fuzz_bodies::cursor_decode);
 }
 
+#[test]
+fn connect_settings_target_over_its_corpus() {
+    run("connect_settings", fuzz_bodies::connect_settings);
+}
+
 // ---------- seed inputs generated in code ----------
 //
 // The frame and cursor corpora start from these inputs, so a change to

@@ -89,10 +89,14 @@ pub struct AzureSettings {
     pub use_emulator: bool,
     /// Allow plain `http://` endpoints (`AZURE_ALLOW_HTTP`).
     pub allow_http: bool,
-    /// Further object_store Azure configuration keys (lower-case
-    /// `AzureConfigKey` names such as `azure_federated_token_file` or
-    /// `azure_msi_endpoint`), applied before the fields above. `from_env`
-    /// copies `AZURE_FEDERATED_TOKEN_FILE`, `AZURE_AUTHORITY_HOST`,
+    /// Further object_store Azure configuration keys for the credential
+    /// sources that have no field here (lower-case `AzureConfigKey` names:
+    /// `azure_federated_token_file`, `azure_authority_host`,
+    /// `azure_msi_endpoint`, `azure_object_id`, `azure_msi_resource_id`,
+    /// `azure_use_azure_cli`, and `azure_skip_signature`,
+    /// `azure_disable_tagging`), applied before the fields above; a key
+    /// that has a field, or any other key, is refused. `from_env` copies
+    /// `AZURE_FEDERATED_TOKEN_FILE`, `AZURE_AUTHORITY_HOST`,
     /// `AZURE_MSI_ENDPOINT`, `AZURE_OBJECT_ID`, `AZURE_MSI_RESOURCE_ID` and
     /// `AZURE_USE_AZURE_CLI` here.
     pub options: BTreeMap<String, String>,
@@ -288,14 +292,7 @@ impl AzureSettings {
 
         let mut builder = MicrosoftAzureBuilder::new();
         for (key, value) in &self.options {
-            let parsed: AzureConfigKey = key.parse().map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("unknown Azure option {key:?}"),
-                )
-                .with_source(e)
-            })?;
-            builder = builder.with_config(parsed, value);
+            builder = builder.with_config(option(key, value, self.allow_http)?, value);
         }
         // `with_client_options` replaces the whole ClientOptions, allow_http
         // included, so the client options go first and allow_http after.
@@ -341,6 +338,54 @@ impl AzureSettings {
         }
         Ok(builder)
     }
+}
+
+/// Checks one of [`AzureSettings::options`]: a key weft passes through,
+/// and a value that object_store will not choke on (the token endpoints
+/// become request URLs, which panic in object_store's client when they do
+/// not parse).
+fn option(key: &str, value: &str, allow_http: bool) -> Result<AzureConfigKey> {
+    let parsed: AzureConfigKey = key.parse().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidInput,
+            format!("unknown Azure option {key:?}"),
+        )
+        .with_source(e)
+    })?;
+    match parsed {
+        // The instance metadata service answers plain http by design.
+        AzureConfigKey::MsiEndpoint => {
+            http::endpoint("Azure option azure_msi_endpoint", value, true, "")?;
+        }
+        AzureConfigKey::AuthorityHost => {
+            let allow = "allow_http or AZURE_ALLOW_HTTP=true";
+            http::endpoint(
+                "Azure option azure_authority_host",
+                value,
+                allow_http,
+                allow,
+            )?;
+        }
+        AzureConfigKey::ObjectId => http::name("Azure option azure_object_id", value)?,
+        AzureConfigKey::FederatedTokenFile
+        | AzureConfigKey::MsiResourceId
+        | AzureConfigKey::UseAzureCli
+        | AzureConfigKey::SkipSignature
+        | AzureConfigKey::DisableTagging => {
+            if value.chars().any(char::is_control) {
+                return Err(Error::invalid_input(format!(
+                    "Azure option {key:?} has a control character in its value"
+                )));
+            }
+        }
+        _ => {
+            return Err(Error::invalid_input(format!(
+                "Azure option {key:?} is not passed through: set the matching field of \
+                 AzureSettings, if there is one"
+            )));
+        }
+    }
+    Ok(parsed)
 }
 
 #[cfg(test)]
