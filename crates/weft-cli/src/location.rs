@@ -33,8 +33,15 @@ pub(crate) struct StoreArgs {
 }
 
 impl StoreArgs {
-    fn settings(&self, bucket: &str, prefix: &str) -> Result<S3Settings> {
-        let mut settings = S3Settings::from_env(bucket, prefix)?;
+    /// The S3 settings for `bucket`/`prefix`: the environment (read through
+    /// `lookup`), then these flags. Checked when built.
+    pub(crate) fn s3_settings(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<S3Settings> {
+        let mut settings = S3Settings::from_lookup(bucket, prefix, lookup)?;
         if let Some(endpoint) = &self.endpoint {
             settings.endpoint = Some(endpoint.clone());
         }
@@ -52,8 +59,15 @@ impl StoreArgs {
         Ok(settings)
     }
 
-    fn azure_settings(&self, container: &str, prefix: &str) -> Result<AzureSettings> {
-        let mut settings = AzureSettings::from_env(container, prefix)?;
+    /// The Azure settings for `container`/`prefix`: the environment (read
+    /// through `lookup`), then these flags. Checked when built.
+    pub(crate) fn azure_settings(
+        &self,
+        container: &str,
+        prefix: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<AzureSettings> {
+        let mut settings = AzureSettings::from_lookup(container, prefix, lookup)?;
         if let Some(endpoint) = &self.endpoint {
             settings.endpoint = Some(endpoint.clone());
         }
@@ -66,6 +80,11 @@ impl StoreArgs {
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
+}
+
+/// The process environment, as the settings read it.
+fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
 }
 
 /// Parses a `LOG` / `STORE` argument.
@@ -149,8 +168,10 @@ async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -
 /// bad S3 settings; `NotFound`.
 pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dyn ObjectStore>> {
     match location {
-        Location::S3 { bucket, prefix } => args.settings(bucket, prefix)?.build(),
-        Location::Azure { container, prefix } => args.azure_settings(container, prefix)?.build(),
+        Location::S3 { bucket, prefix } => args.s3_settings(bucket, prefix, process_env)?.build(),
+        Location::Azure { container, prefix } => {
+            args.azure_settings(container, prefix, process_env)?.build()
+        }
         Location::File { path } => {
             require_dir(path)?;
             let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {

@@ -11,6 +11,8 @@
 //! store; [`bucket`] reads manifests and segments; [`output`] holds the JSON
 //! and progress helpers; [`observe`] sets up tracing and metrics.
 
+#[cfg(test)]
+mod args_props;
 mod bucket;
 mod commands;
 mod dirlog;

@@ -46,11 +46,17 @@ pub(crate) struct TailArgs {
     max: Option<u64>,
 
     /// Stop after this many seconds (fractions allowed).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    timeout: Option<Duration>,
 
-    /// How often a read-only tail looks for new entries, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
+    /// How often a read-only tail looks for new entries, in milliseconds
+    /// (at most a day).
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u64).range(1..=86_400_000)
+    )]
     poll_ms: u64,
 
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)
@@ -73,15 +79,7 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
     if let Some(addr) = args.metrics_addr {
         observe::serve_metrics(addr)?;
     }
-    let timeout = match args.timeout {
-        Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
-        Some(secs) => {
-            return Err(weft::Error::invalid_input(format!(
-                "--timeout {secs} is not a number of seconds"
-            )));
-        }
-        None => None,
-    };
+    let timeout = args.timeout;
     let location = location::parse(&args.log)?;
     let source = Source::open(&location, store).await?;
     let mut printed = 0u64;
@@ -155,6 +153,19 @@ async fn follow(
             }
         }
     }
+}
+
+/// `--timeout`: a non-negative number of seconds that a `Duration` holds
+/// (`Duration::from_secs_f64` panics on anything else).
+pub(crate) fn parse_seconds(text: &str) -> std::result::Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if secs.is_nan() || secs < 0.0 {
+        return Err(format!("{text:?} is not a number of seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?} seconds is too long"))
 }
 
 async fn sleep_or_forever(timeout: Option<Duration>) {

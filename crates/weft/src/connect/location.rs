@@ -148,9 +148,9 @@ fn check_segments(what: &str, path: &str) -> Result<()> {
     }
     for segment in path.split('/') {
         let problem = match segment {
-            "" => "an empty path segment",
-            "." => "a `.` path segment",
-            ".." => "a `..` path segment",
+            "" => "an empty segment",
+            "." => "a `.` segment",
+            ".." => "a `..` segment",
             _ => continue,
         };
         return Err(Error::invalid_input(format!(
