@@ -65,6 +65,7 @@ pub mod format;
 pub mod kv;
 pub mod log;
 pub mod model;
+mod random;
 pub mod storage;
 pub mod store;
 pub mod wal;

@@ -1,5 +1,10 @@
 //! The producer on the in-memory store and on the fault-injecting wrapper.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::sync::{Arc, Mutex};

@@ -170,7 +170,7 @@ pub(crate) fn parse_seconds(text: &str) -> std::result::Result<Duration, String>
 
 async fn sleep_or_forever(timeout: Option<Duration>) {
     match timeout {
-        Some(t) => tokio::time::sleep(t).await,
+        Some(t) => weft::clock::sleep(t).await,
         None => std::future::pending().await,
     }
 }

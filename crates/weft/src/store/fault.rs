@@ -312,7 +312,7 @@ impl FaultStore {
         let (decision, delay) = self.draw(op, path, conditional);
         if let Some(delay) = delay {
             self.counters.delayed.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(delay).await;
+            crate::clock::sleep(delay).await;
         }
         let counter = match decision {
             Decision::Pass => None,
@@ -402,7 +402,7 @@ impl FaultStore {
         // `perform` is not used for late puts and deletes; for everything
         // else a late request is a lost one.
         if matches!(decision, Decision::Lost | Decision::Late) {
-            tokio::time::sleep(self.hang_for()).await;
+            crate::clock::sleep(self.hang_for()).await;
             return Err(timeout(path));
         }
         let result = request.await;
@@ -411,7 +411,7 @@ impl FaultStore {
             // nothing about it.
             Decision::Ambiguous => Err(timeout(path)),
             Decision::Hang => {
-                tokio::time::sleep(self.hang_for()).await;
+                crate::clock::sleep(self.hang_for()).await;
                 Err(timeout(path))
             }
             _ => result,
@@ -435,10 +435,10 @@ impl FaultStore {
             (state.config.hang_for, state.config.late_by)
         };
         tokio::spawn(async move {
-            tokio::time::sleep(hang + late_by).await;
+            crate::clock::sleep(hang + late_by).await;
             let _ = write.await;
         });
-        tokio::time::sleep(hang).await;
+        crate::clock::sleep(hang).await;
         Err(timeout(path))
     }
 }
@@ -628,6 +628,7 @@ impl ObjectStore for FaultStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // measures tokio's paused time
 mod tests {
     use object_store::memory::InMemory;
 
@@ -791,7 +792,7 @@ mod tests {
         // The write lands while the caller is still waiting for an answer.
         tokio::select! {
             _ = &mut put => panic!("a hanging put answered early"),
-            _ = tokio::time::sleep(Duration::from_secs(11)) => {}
+            _ = crate::clock::sleep(Duration::from_secs(11)) => {}
         }
         assert!(inner.head(&path).await.is_ok(), "the write landed");
         let r = put.await;
@@ -873,9 +874,9 @@ mod tests {
         let r = s.put(&path, "late".into()).await;
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         assert_eq!(classify_result(StoreOp::Put, &r), Outcome::Ambiguous);
-        tokio::time::sleep(Duration::from_millis(2_999)).await;
+        crate::clock::sleep(Duration::from_millis(2_999)).await;
         assert!(inner.head(&path).await.is_err(), "not yet");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        crate::clock::sleep(Duration::from_millis(2)).await;
         let got = inner.get(&path).await.unwrap().bytes().await.unwrap();
         assert_eq!(&got[..], b"late", "landed after the caller gave up");
         assert_eq!(s.stats().late, 1);

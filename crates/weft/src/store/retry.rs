@@ -110,7 +110,7 @@ impl Backoff {
     pub async fn wait(&mut self) -> bool {
         match self.next_delay() {
             Some(delay) => {
-                tokio::time::sleep(delay).await;
+                crate::clock::sleep(delay).await;
                 true
             }
             None => false,

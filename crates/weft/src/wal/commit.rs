@@ -319,7 +319,7 @@ impl Committer {
     async fn commit_batch(&mut self, batch: Vec<Uploaded>) -> std::result::Result<(), Halt> {
         let first = batch.first().map_or(0, |u| u.ordinal);
         let span = info_span!("commit", first_ordinal = first, segments = batch.len());
-        let started = tokio::time::Instant::now();
+        let started = crate::clock::monotonic_now();
         let result = self.commit_with_retries(&batch).instrument(span).await;
         match result {
             Ok(sequences) => {

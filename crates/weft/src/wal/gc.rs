@@ -310,7 +310,7 @@ impl Gc {
     /// finishes the work.
     pub async fn run(&self) -> Result<GcReport> {
         let manifest_path = self.check()?;
-        let mut seed = ChaCha8Rng::from_os_rng();
+        let mut seed = crate::random::rng(None);
         let first = self
             .read_manifest(&manifest_path, None, seed.random())
             .await?;

@@ -23,8 +23,6 @@ use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tracing::info;
 
 use super::Manifest;
@@ -122,7 +120,7 @@ pub async fn edit_unowned(
     edit: &ManifestEdit,
     retry: &RetryPolicy,
 ) -> Result<Manifest> {
-    let mut backoff = retry.backoff(ChaCha8Rng::from_os_rng().random());
+    let mut backoff = retry.backoff(crate::random::os_seed());
     loop {
         let loaded = match read_manifest(store.as_ref(), manifest_path).await {
             Ok(Some(l)) => l,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use tracing::{info, warn};
 use ulid::Ulid;
@@ -151,10 +151,7 @@ impl SnapshotWriter {
     }
 
     fn rng(&self) -> ChaCha8Rng {
-        match self.seed {
-            Some(seed) => ChaCha8Rng::seed_from_u64(seed),
-            None => ChaCha8Rng::from_os_rng(),
-        }
+        crate::random::rng(self.seed)
     }
 
     /// Step 1 only: stores `bytes` as a new snapshot object covering

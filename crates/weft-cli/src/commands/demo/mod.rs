@@ -41,7 +41,7 @@ pub(crate) struct DemoArgs {
 
 /// Runs `weft demo`.
 pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
-    let started = Instant::now();
+    let started = weft::clock::monotonic_now();
     let location = weft::connect::Location::Dir {
         path: args.dir.clone(),
     };
