@@ -65,6 +65,7 @@ pub mod format;
 pub mod kv;
 pub mod log;
 pub mod model;
+mod outage;
 mod random;
 pub mod storage;
 pub mod store;

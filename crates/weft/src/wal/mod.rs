@@ -7,7 +7,8 @@
 //!   state, segment packing and uploads, and the manifest CAS loop;
 //!   `manifest_object` reads the manifest with its CAS version.
 //! * [`replica`] — read replicas that tail the manifest and hand records
-//!   to an [`Applier`]; [`cursor`] keeps their place.
+//!   to an [`Applier`]; [`cursor`] keeps their place; [`segments`] fetches
+//!   and checks the segment an entry names, for replicas and tools alike.
 //! * [`maintenance`] — truncation and the snapshot pointer, through the
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
@@ -24,6 +25,7 @@ mod manifest_object;
 mod pipeline;
 pub mod producer;
 pub mod replica;
+pub mod segments;
 pub mod snapshot;
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};

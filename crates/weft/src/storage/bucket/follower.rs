@@ -35,6 +35,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
+use crate::outage::Outage;
 use crate::storage::cache::EntryCache;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
 use crate::wal::{Applier, Record, Replica};
@@ -125,9 +126,11 @@ async fn tail(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     tokio::pin!(shutdown);
+    let mut outage = Outage::new("bucket follower poll");
     loop {
         let wait = match replica.poll().await {
             Ok(outcome) => {
+                outage.recovered();
                 if let Some(m) = replica.manifest() {
                     shared.honour_retention(m);
                 }
@@ -138,7 +141,7 @@ async fn tail(
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
-                tracing::warn!(error = %e, "follower poll failed; retrying");
+                outage.failed(&e);
                 interval
             }
             Err(e) => return Err(e),
@@ -224,6 +227,16 @@ impl BucketFollower {
             .expect("follower lock")
             .as_ref()
             .map(|e| e.to_string())
+    }
+
+    /// The error that stopped the tailing, if one did.
+    pub fn stop_error(&self) -> Option<Error> {
+        self.shared
+            .stopped
+            .lock()
+            .expect("follower lock")
+            .as_ref()
+            .map(|e| Error::new(e.kind(), e.message()))
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, EntryCache> {

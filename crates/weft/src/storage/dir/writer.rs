@@ -22,14 +22,13 @@
 //! with `Closed`: after a failed `fdatasync` the kernel may have dropped the
 //! dirty pages, so retrying the sync could report success for lost data.
 
-use std::collections::HashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{IoSlice, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -40,15 +39,15 @@ use super::fsutil;
 use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
 use super::queue::Queue;
+use super::read::{Shelf, Visible};
 use super::segment::{self, HEADER_LEN, Segment};
-use super::trim::TrimPoint;
+use super::trim::{self, TrimPoint};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
 use crate::storage::feed::CommitFeed;
-use crate::storage::index::LogIndex;
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
@@ -93,18 +92,6 @@ pub(super) enum Command {
     },
 }
 
-/// What readers see: only entries whose group was synced (or, relaxed,
-/// written).
-#[derive(Debug)]
-pub(super) struct Visible {
-    pub(super) index: LogIndex,
-    /// Next version of the primary tags the index has no stream for: those
-    /// whose every entry was trimmed before this handle opened.
-    pub(super) gone_versions: HashMap<LogTag, u64>,
-    /// Live segments by first seqnum.
-    pub(super) segments: BTreeMap<u64, Segment>,
-}
-
 /// Counters behind [`DirStats`](super::DirStats).
 #[derive(Debug, Default)]
 pub(super) struct Counters {
@@ -120,7 +107,7 @@ pub(super) struct Counters {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) dir: PathBuf,
-    pub(super) state: RwLock<Visible>,
+    pub(super) state: Shelf,
     pub(super) feed: CommitFeed,
     pub(super) counters: Counters,
     /// Set by `close`.
@@ -133,11 +120,11 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn read_state(&self) -> std::sync::RwLockReadGuard<'_, Visible> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+        self.state.read()
     }
 
     fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, Visible> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        self.state.write()
     }
 
     /// `Closed` once the log was closed or the writer failed.
@@ -355,9 +342,30 @@ impl Writer {
         self.shared.check_writable()
     }
 
+    /// Stops the writer when the directory is no longer the one it locked
+    /// (see [`super::lock`]).
+    fn check_directory(&mut self) -> Result<()> {
+        let Some(lock) = &self.lock else {
+            return self.check_writable();
+        };
+        if let Err(e) = lock.identity().check() {
+            self.stop(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Writes, syncs, publishes and answers one group.
     fn commit(&mut self, group: Vec<Pending>) {
         if let Err(e) = self.check_writable() {
+            for p in group {
+                let _ = p.reply.send(Err(duplicate(&e)));
+            }
+            return;
+        }
+        // Nothing is numbered or written yet: a directory swapped under
+        // the lock stops the writer with every appender told `Closed`.
+        if let Err(e) = self.check_directory() {
             for p in group {
                 let _ = p.reply.send(Err(duplicate(&e)));
             }
@@ -593,6 +601,7 @@ impl Writer {
     /// whole segments below it.
     fn trim(&mut self, through: u64) -> Result<()> {
         self.check_writable()?;
+        self.check_directory()?;
         let next = self.sequencer.next_seqnum();
         if through >= next {
             return Err(Error::invalid_input(format!(
@@ -626,7 +635,7 @@ impl Writer {
                 next_versions,
             }
         };
-        point.store(&self.shared.dir)?;
+        trim::store(&self.shared.dir, &point)?;
         let active_first = self.active.as_ref().map(|a| a.first);
         let doomed: Vec<Segment> = {
             let mut state = self.shared.write_state();
