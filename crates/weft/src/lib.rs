@@ -53,15 +53,19 @@
 //!
 //! Without `aws` (or `azure`), [`connect::build_store`] answers an `s3://`
 //! (or `az://`) location with [`ErrorKind::Unsupported`].
+//!
+//! The conformance suite every backend runs, and the fault-injecting and
+//! hooked object stores weft's tests use, are in the separate
+//! `weft-testkit` crate.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod clock;
-pub mod conformance;
 pub mod connect;
 pub mod error;
 pub mod exec;
 pub mod format;
+pub mod index;
 pub mod kv;
 pub mod log;
 pub mod model;
@@ -74,10 +78,11 @@ pub mod wal;
 pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use kv::ViewKv;
 pub use log::{
-    Codec, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedSubscription, TypedView,
+    Codec, EntryStream, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedEntries,
+    TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
-pub use storage::{DirStorage, MemoryStorage, Storage};
+pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, Tip};
 
 /// The README's code runs as a doctest, so the tour cannot rot.
 #[doc = include_str!("../../../README.md")]

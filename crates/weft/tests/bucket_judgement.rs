@@ -121,7 +121,7 @@ async fn every_damage_is_judged_alike_by_open_read_and_check() {
                 assert_eq!(checked.entries, 12);
                 let follower = followed.unwrap();
                 assert_eq!(
-                    weft::storage::Storage::next_seqnum(&follower),
+                    weft::storage::Storage::tip(&follower).await.unwrap().next,
                     checked.next_seqnum
                 );
             }

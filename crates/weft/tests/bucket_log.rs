@@ -17,14 +17,12 @@ use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
-use support::bucket_log_cases::{
-    everything, follower_sees_the_writers_log, options, write_some, writer,
-};
-use weft::conformance::Fixture;
+use support::bucket_log_cases::*;
 use weft::storage::bucket::{BucketOptions, BucketStorage};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
+use weft_testkit::conformance::Fixture;
 
-weft::conformance_suite!(bucket_in_memory, || async {
+weft_testkit::conformance_suite!(bucket_in_memory, || async {
     Fixture::new(writer(Arc::new(InMemory::new())).await)
 });
 
@@ -40,7 +38,8 @@ async fn follower_sees_the_writers_log_in_memory() {
 /// simulation (tests/simulation.rs).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_conflict_with_an_append_in_flight_waits_for_it() {
-    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    use weft::store::RetryPolicy;
+    use weft_testkit::fault::{FaultConfig, FaultStore};
     let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
     let opts = BucketOptions {
         flush_interval: Duration::from_millis(50),
@@ -75,7 +74,7 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
     assert_eq!(err.conflict_next_version(), Some(1));
     assert_eq!(first.await.unwrap().unwrap().stream_version, 0);
     assert_eq!(
-        log.next_version(&acct),
+        log.next_version(&acct).await.unwrap(),
         1,
         "the conflict's answer is readable"
     );
@@ -102,7 +101,11 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
         first.await.unwrap().unwrap_err().kind(),
         ErrorKind::Unavailable
     );
-    assert_eq!(log.next_version(&acct), 0, "nothing was committed");
+    assert_eq!(
+        log.next_version(&acct).await.unwrap(),
+        0,
+        "nothing was committed"
+    );
 }
 
 /// Regression: opening a writer on a segment-numbered (v1/v2) WAL claimed
@@ -152,7 +155,8 @@ async fn a_segment_numbered_wal_is_refused_untouched() {
 /// Found by the bucket-log simulation.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
-    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    use weft::store::RetryPolicy;
+    use weft_testkit::fault::{FaultConfig, FaultStore};
     let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
     let first = writer(faults.clone()).await;
     write_some(&first, 0, 6).await;
@@ -190,7 +194,7 @@ async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abandoned_append_does_not_hide_the_appends_after_it() {
-    use weft::store::{FaultConfig, FaultStore, OpFaults};
+    use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
     // Slow uploads, so the first append is still waiting when its caller
     // gives up.
     let slow = FaultStore::wrap(

@@ -14,9 +14,9 @@ use support::bucket_log_cases::{
     follower_sees_the_writers_log, reopened_writer_resumes_counters_and_kv_holds_across_handles,
     writer,
 };
-use weft::conformance::Fixture;
+use weft_testkit::conformance::Fixture;
 
-weft::conformance_suite!(bucket_azurite, || async {
+weft_testkit::conformance_suite!(bucket_azurite, || async {
     let (store, _) = support::azure::store("bucket_conformance");
     Fixture::new(writer(store).await)
 });

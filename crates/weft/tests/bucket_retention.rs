@@ -38,20 +38,17 @@ async fn trimming_everything_leaves_a_log_that_goes_on() {
             .unwrap();
     }
     w1.trim(3).await.unwrap();
-    assert_eq!(w1.latest_seqnum(), None);
-    assert_eq!(w1.latest_version(&tag("t")), Some(3));
+    assert_eq!(w1.latest_seqnum().await.unwrap(), None);
+    assert_eq!(w1.latest_version(&tag("t")).await.unwrap(), Some(3));
     let f = follower(&store).await;
-    assert_eq!(f.storage().first_seqnum(), 4);
-    assert_eq!(f.storage().next_seqnum(), 4);
-    assert_eq!(f.latest_version(&tag("t")), Some(3));
+    assert_eq!(f.tip().await.unwrap().first, 4);
+    assert_eq!(f.tip().await.unwrap().next, 4);
+    assert_eq!(f.latest_version(&tag("t")).await.unwrap(), Some(3));
     w1.close().await.unwrap();
     let w2 = writer(&store).await;
     let r = w2.append(AppendRequest::new(tag("t"), "4")).await.unwrap();
     assert_eq!((r.seqnum, r.stream_version), (4, 4));
-    until("the follower saw entry 4", &f, |l| {
-        l.latest_seqnum() == Some(4)
-    })
-    .await;
+    until("the follower saw entry 4", &f, |t| t.last() == Some(4)).await;
     assert_eq!(everything(&f).await, everything(&w2).await);
 }
 
@@ -113,8 +110,8 @@ async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
         .unwrap();
     assert_eq!((r.seqnum, r.stream_version), (4, 3));
     let f = follower(&store).await;
-    assert_eq!(f.storage().first_seqnum(), 3);
-    assert_eq!(f.latest_version(&tag("gone")), Some(3));
+    assert_eq!(f.tip().await.unwrap().first, 3);
+    assert_eq!(f.latest_version(&tag("gone")).await.unwrap(), Some(3));
     assert_eq!(
         everything(&f).await,
         w.read_log(Position::At(3), 10).await.unwrap()
@@ -130,9 +127,9 @@ async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
     // The writer's own next trim works on top of the tool's.
     w.trim(3).await.unwrap();
     let reopened = writer(&store).await;
-    assert_eq!(reopened.storage().first_seqnum(), 4);
-    assert_eq!(reopened.next_version(&tag("gone")), 4);
-    assert_eq!(reopened.next_version(&tag("t")), 1);
+    assert_eq!(reopened.tip().await.unwrap().first, 4);
+    assert_eq!(reopened.next_version(&tag("gone")).await.unwrap(), 4);
+    assert_eq!(reopened.next_version(&tag("t")).await.unwrap(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,10 +152,10 @@ async fn a_log_truncated_without_a_log_state_starts_at_its_first_live_entry() {
     p.close().await.unwrap();
     assert!(manifest(&store, "log/manifest").await.snapshot().is_none());
     let f = follower(&store).await;
-    assert_eq!(f.storage().first_seqnum(), 2);
-    assert_eq!(f.latest_version(&tag("t")), Some(3));
+    assert_eq!(f.tip().await.unwrap().first, 2);
+    assert_eq!(f.latest_version(&tag("t")).await.unwrap(), Some(3));
     let w2 = writer(&store).await;
-    assert_eq!(w2.storage().first_seqnum(), 2);
+    assert_eq!(w2.tip().await.unwrap().first, 2);
     assert_eq!(everything(&w2).await, everything(&f).await);
     let r = w2.append(AppendRequest::new(tag("t"), "4")).await.unwrap();
     assert_eq!((r.seqnum, r.stream_version), (4, 4));

@@ -71,7 +71,7 @@ async fn a_follower_tails_the_writer_across_roll_overs_and_a_restart() {
     let log = writer(tmp.path()).await;
     append_n(&log, 0, 10).await;
     let follower = Log::new(DirFollower::open_with(tmp.path(), quick()).await.unwrap());
-    assert_eq!(follower.storage().next_seqnum(), 10);
+    assert_eq!(follower.tip().await.unwrap().next, 10);
     let mut sub = follower.subscribe_log(Position::Beginning);
 
     append_n(&log, 10, 90).await;
@@ -85,9 +85,12 @@ async fn a_follower_tails_the_writer_across_roll_overs_and_a_restart() {
         let e = within("an entry", sub.next()).await.unwrap().unwrap();
         check_entry(&e, i);
     }
-    assert_eq!(follower.storage().next_seqnum(), 150);
+    assert_eq!(follower.tip().await.unwrap().next, 150);
     let s1 = tag("s1");
-    assert_eq!(follower.latest_version(&s1), log.latest_version(&s1));
+    assert_eq!(
+        follower.latest_version(&s1).await.unwrap(),
+        log.latest_version(&s1).await.unwrap()
+    );
     let by_version = follower.read_after_version(&s1, 10).await.unwrap();
     assert_eq!(
         by_version.len(),
@@ -105,8 +108,10 @@ async fn a_follower_follows_trims_and_starts_over_past_one_it_never_reached() {
     let follower = DirFollower::open_with(tmp.path(), quick()).await.unwrap();
 
     log.trim(9).await.unwrap();
-    until("the follower sees the trim", || {
-        follower.first_seqnum() == 10
+    within("the follower sees the trim", async {
+        while follower.tip().await.unwrap().first != 10 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     })
     .await;
     let err = follower.read(None, 0, 10).await.unwrap_err();
@@ -130,8 +135,13 @@ async fn a_follower_follows_trims_and_starts_over_past_one_it_never_reached() {
     log.append_batch(batch).await.unwrap();
     log.trim(99).await.unwrap();
     append_n(&log, 130, 5).await;
-    until("the slow follower catches up", || slow.next_seqnum() == 135).await;
-    assert_eq!(slow.first_seqnum(), 100);
+    within("the slow follower catches up", async {
+        while slow.tip().await.unwrap().next != 135 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    assert_eq!(slow.tip().await.unwrap().first, 100);
     let read = slow.read(None, 100, 100).await.unwrap();
     assert_eq!(read.len(), 35);
     for (e, i) in read.iter().zip(100..) {
@@ -139,7 +149,11 @@ async fn a_follower_follows_trims_and_starts_over_past_one_it_never_reached() {
     }
     for s in 0..3 {
         let t = tag(&format!("s{s}"));
-        assert_eq!(slow.latest_version(&t), log.latest_version(&t), "{t}");
+        assert_eq!(
+            slow.latest_version(&t).await.unwrap(),
+            log.latest_version(&t).await.unwrap(),
+            "{t}"
+        );
     }
     slow.close().await.unwrap();
     log.close().await.unwrap();
@@ -179,13 +193,13 @@ async fn a_write_in_progress_is_waited_past_and_damage_stops_the_tailing() {
 
     let follower = Log::new(DirFollower::open_with(tmp.path(), quick()).await.unwrap());
     assert_eq!(
-        follower.storage().next_seqnum(),
+        follower.tip().await.unwrap().next,
         10,
         "half a frame is not an entry"
     );
     let mut sub = follower.subscribe_log(Position::At(10));
     tokio::time::sleep(Duration::from_millis(30)).await;
-    assert_eq!(follower.storage().next_seqnum(), 10);
+    assert_eq!(follower.tip().await.unwrap().next, 10);
     append_bytes(&last, rest);
     let e = within("the completed entry", sub.next())
         .await
@@ -292,5 +306,5 @@ async fn a_follower_needs_a_log() {
     // A log opened once and closed, with no entry, is a log.
     writer(&empty).await.close().await.unwrap();
     let follower = DirFollower::open(&empty).await.unwrap();
-    assert_eq!(follower.next_seqnum(), 0);
+    assert_eq!(follower.tip().await.unwrap().next, 0);
 }

@@ -277,7 +277,7 @@ fn cases() -> Vec<Case> {
 /// What opening for writing makes of `dir` (a copy: it repairs).
 async fn by_open(dir: &Path) -> Result<(u64, Option<ErrorKind>), ErrorKind> {
     let log = Log::new(DirStorage::open(dir).await.map_err(|e| e.kind())?);
-    let first = log.storage().first_seqnum();
+    let first = log.tip().await.unwrap().first;
     let n = log.storage().read(None, first, 1000).await.unwrap().len() as u64;
     let kv = log.view(view()).kv().unwrap().get("owner").await.err();
     log.close().await.unwrap();
@@ -289,7 +289,7 @@ async fn by_follower(dir: &Path) -> Result<(u64, Option<ErrorKind>), ErrorKind> 
     let before = snapshot(dir);
     let outcome = async {
         let log = Log::new(DirFollower::open(dir).await.map_err(|e| e.kind())?);
-        let first = log.storage().first_seqnum();
+        let first = log.tip().await.unwrap().first;
         let n = log
             .storage()
             .read(None, first, 1000)

@@ -228,7 +228,7 @@ fn directory_replaced(dir: &Path) {
             .await
             .expect_err("the directory was swapped");
         assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
-        assert_eq!(log.storage().next_seqnum(), 3);
+        assert_eq!(log.tip().await.unwrap().next, 3);
         let err = log.trim(1).await.expect_err("no trim either");
         assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
         let _ = log.close().await;

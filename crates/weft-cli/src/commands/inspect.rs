@@ -88,7 +88,7 @@ struct TagReport {
 async fn inspect_dir(dir: &std::path::Path, json: bool) -> Result<()> {
     let check = weft::storage::dir::check(dir).await?;
     if let Some(e) = check.refusal() {
-        return Err(weft::Error::new(e.kind(), e.message()));
+        return Err(e.clone());
     }
     let report = DirReport {
         kind: "dir",

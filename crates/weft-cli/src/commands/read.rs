@@ -48,7 +48,7 @@ pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let log = &followed.log;
     let mut cursor = match args.from {
         Some(from) => from,
-        None => log.storage().first_seqnum(),
+        None => log.tip().await?.first,
     };
     let mut left = args.limit.unwrap_or(usize::MAX);
     let outcome = async {

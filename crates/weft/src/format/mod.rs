@@ -7,6 +7,7 @@
 //!   snapshot block, and a footer carrying the epoch and next sequence.
 //! * [`frame`] — the checksummed entry frame of the `dir` backend's
 //!   segment files (also the record layout of bucket segments).
+//! * [`index`] — keys and values of the persistent log index.
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
 //! * [`dir_segment`], [`trim_point`], [`kv_bucket`] — the `dir` backend's
@@ -23,6 +24,7 @@
 pub mod dir_segment;
 mod fields;
 pub mod frame;
+pub mod index;
 pub mod kv_bucket;
 pub mod log_state;
 pub mod manifest;

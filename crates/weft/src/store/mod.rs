@@ -5,14 +5,13 @@
 //!   (committed, conflict, transient, ambiguous, ...), and its weft error.
 //! * [`retry`] — bounded retries with seeded, jittered backoff.
 //! * [`prefix`] — rooting a store at a key prefix.
-//! * [`fault`] — a seeded fault-injecting wrapper for tests and simulation.
+//!
+//! Test wrappers (fault injection, hooks) live in the `weft-testkit` crate.
 
-pub mod fault;
 pub mod outcome;
 pub mod prefix;
 pub mod retry;
 
-pub use fault::{DEFAULT_HANG, FaultConfig, FaultStats, FaultStore, OpFaults};
 pub use outcome::{
     Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
 };

@@ -34,7 +34,7 @@ pub async fn everything(log: &Log) -> Vec<LogEntry> {
 
 pub async fn wait_caught_up(follower: &Log, next: u64) {
     tokio::time::timeout(Duration::from_secs(30), async {
-        while follower.storage().next_seqnum() < next {
+        while follower.tip().await.unwrap().next < next {
             weft::clock::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -82,8 +82,11 @@ pub async fn follower_sees_the_writers_log(store: Arc<dyn ObjectStore>) {
         .await
         .unwrap_err();
     assert_eq!(fenced.kind(), ErrorKind::Fenced);
-    assert_eq!(w2.latest_seqnum(), Some(21));
-    assert_eq!(w2.next_version(&"acct:0".parse().unwrap()), 7);
+    assert_eq!(w2.latest_seqnum().await.unwrap(), Some(21));
+    assert_eq!(
+        w2.next_version(&"acct:0".parse().unwrap()).await.unwrap(),
+        7
+    );
     write_some(&w2, 20, 10).await;
     wait_caught_up(&follower, 32).await;
     let want = everything(&w2).await;
@@ -116,8 +119,11 @@ pub async fn follower_sees_the_writers_log(store: Arc<dyn ObjectStore>) {
     );
     assert_eq!(everything(&again).await, want);
     assert_eq!(
-        again.latest_version(&"acct:1".parse().unwrap()),
-        w2.latest_version(&"acct:1".parse().unwrap())
+        again
+            .latest_version(&"acct:1".parse().unwrap())
+            .await
+            .unwrap(),
+        w2.latest_version(&"acct:1".parse().unwrap()).await.unwrap()
     );
 }
 
@@ -130,7 +136,7 @@ pub async fn reopened_writer_resumes_counters_and_kv_holds_across_handles(
     assert!(kv1.set_if_absent("owner", "a").await.unwrap());
     w1.close().await.unwrap();
     let w2 = writer(store.clone()).await;
-    assert_eq!(w2.latest_seqnum(), Some(6));
+    assert_eq!(w2.latest_seqnum().await.unwrap(), Some(6));
     let r = w2
         .append_if(AppendRequest::new("acct:0".parse().unwrap(), "x"), 3)
         .await

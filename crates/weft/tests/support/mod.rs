@@ -6,7 +6,6 @@ pub mod azure;
 pub mod bucket_log_cases;
 pub mod bucket_retention_cases;
 pub mod gc_cases;
-pub mod hook;
 pub mod producer_cases;
 pub mod s3;
 pub mod snapshot_cases;

@@ -31,10 +31,14 @@
 //! look to rule out a write in progress): the follower keeps serving what
 //! it has, [`DirFollower::stopped`] says why, and its subscriptions end.
 //! Transient I/O failures are retried at the next poll.
+//!
+//! Tip and version queries answer for what the polls have made visible
+//! ([`Freshness::AppliedPrefix`]). The tailing thread announces on the
+//! commit feed what each poll made visible, after it did: the feed's
+//! contract for a tailer.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -43,7 +47,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::kv::DirKv;
-use super::read::{Shelf, Visible};
+use super::read::{ReadState, Shelf};
 use super::scan::{self, Accepted, Access, Scan, SegmentRef};
 use super::segment::Segment;
 use super::trim::{self, TrimPoint};
@@ -51,8 +55,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
+use crate::storage::core::Gate;
 use crate::storage::index::LogIndex;
-use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
+use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 
 /// How a [`DirFollower`] tails its directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,11 +106,10 @@ const DAMAGE_PAUSE: Duration = Duration::from_millis(20);
 #[derive(Debug)]
 struct Shared {
     dir: PathBuf,
+    /// The read state and the commit feed.
     state: Shelf,
-    feed: CommitFeed,
-    /// Why the tailing stopped, if it did.
-    stopped: Mutex<Option<(ErrorKind, String)>>,
-    closed: AtomicBool,
+    /// Closed by `close`; stopped (with why) when the tailing stops.
+    gate: Gate,
 }
 
 /// A read-only handle on a log directory another handle writes (see the
@@ -187,12 +191,7 @@ impl DirFollower {
 
     /// The error that stopped the tailing, if one did.
     pub fn stop_error(&self) -> Option<Error> {
-        self.shared
-            .stopped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|(kind, message)| Error::new(*kind, message.clone()))
+        self.shared.gate.stopped()
     }
 
     /// Every tag with the number of live entries carrying it, and its
@@ -210,10 +209,7 @@ impl DirFollower {
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.shared.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("the log directory follower is closed"));
-        }
-        Ok(())
+        self.shared.gate.check_open()
     }
 
     fn read_only() -> Error {
@@ -244,13 +240,10 @@ fn open_blocking(dir: &Path) -> Result<(Arc<Shared>, Tailer)> {
         trim: survey.trim.clone(),
         scan: survey.scan,
     };
-    let next = survey.index.next();
     let shared = Arc::new(Shared {
         dir: dir.to_path_buf(),
-        state: Shelf::new(Visible::new(survey.index, versions, survey.segments)),
-        feed: CommitFeed::new(next),
-        stopped: Mutex::new(None),
-        closed: AtomicBool::new(false),
+        state: Shelf::new(ReadState::new(survey.index, versions, survey.segments)),
+        gate: Gate::new("the log directory follower"),
     });
     Ok((shared, tailer))
 }
@@ -321,9 +314,8 @@ fn tail(mut tailer: Tailer, shared: &Shared, interval: Duration, stop: &mpsc::Re
             }
             Err(e) => {
                 tracing::error!(error = %e, "the log directory follower stopped tailing");
-                *shared.stopped.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some((e.kind(), e.message().to_owned()));
-                shared.feed.close();
+                shared.gate.stop(&e);
+                shared.state.feed().close();
                 return;
             }
         }
@@ -471,11 +463,13 @@ impl Tailer {
             // point, with the counters it records.
             let first = point.through + 1;
             let versions: HashMap<LogTag, u64> = point.next_versions.iter().cloned().collect();
-            *state = Visible::new(
+            *state = ReadState::new(
                 LogIndex::starting_at(first),
                 versions,
                 Vec::<Segment>::new(),
             );
+            // Nothing below `first` will ever be announced.
+            shared.state.feed().advance_to(first);
         } else {
             state.index.trim(point.through);
             // Whole segments below the trim point go (never the last).
@@ -508,7 +502,7 @@ impl Tailer {
         }
         let seqnums: Vec<u64> = (from..next).collect();
         match shared.state.fetch_blocking(&seqnums) {
-            Ok(entries) => shared.feed.publish(entries.into()),
+            Ok(entries) => shared.state.feed().publish(entries.into()),
             // The entries are visible; subscribers that miss them here
             // read them from storage when the next batch shows the gap.
             Err(e) => tracing::warn!(error = %e, "could not read new entries for the feed"),
@@ -542,16 +536,14 @@ impl Storage for DirFollower {
         self.shared.state.prev(tag, before).await
     }
 
-    fn next_seqnum(&self) -> u64 {
-        self.shared.state.read().index.next()
+    async fn tip(&self) -> Result<Tip> {
+        self.check_open()?;
+        Ok(self.shared.state.tip())
     }
 
-    fn first_seqnum(&self) -> u64 {
-        self.shared.state.read().index.first()
-    }
-
-    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.shared.state.read().latest_version(tag)
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.check_open()?;
+        Ok(self.shared.state.read().latest_version(tag))
     }
 
     async fn trim(&self, _through: u64) -> Result<()> {
@@ -559,7 +551,7 @@ impl Storage for DirFollower {
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.shared.feed
+        self.shared.state.feed()
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -572,11 +564,12 @@ impl Storage for DirFollower {
             read_only: true,
             durable: true,
             max_entry_bytes: MAX_ENTRY_BYTES,
+            freshness: Freshness::AppliedPrefix,
         }
     }
 
     async fn close(&self) -> Result<()> {
-        if self.shared.closed.swap(true, Ordering::AcqRel) {
+        if !self.shared.gate.close() {
             return Ok(());
         }
         self.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -587,7 +580,7 @@ impl Storage for DirFollower {
                 .map_err(|e| Error::internal(format!("close task failed: {e}")))?
                 .map_err(|_| Error::internal("the log directory follower's thread panicked"))?;
         }
-        self.shared.feed.close();
+        self.shared.state.feed().close();
         Ok(())
     }
 }

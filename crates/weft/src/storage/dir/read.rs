@@ -6,25 +6,32 @@
 //! The tag and version indexes and the byte offset of every entry are kept
 //! in memory, so a read at any seqnum or version is one `pread` (on a
 //! blocking thread) per run of adjacent entries.
+//!
+//! The state and the commit feed are one shared
+//! [`Visible`](crate::storage::core::Visible): the writer makes a group
+//! readable and announces it in one step; a follower's tailing thread
+//! announces what its polls made readable.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 
 use super::segment::Segment;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::format::frame;
 use crate::model::{LogEntry, LogTag};
+use crate::storage::core::Visible;
 use crate::storage::index::LogIndex;
+use crate::storage::{CommitFeed, Tip};
 
 /// What readers see: only entries of whole batches (the writer's: synced,
 /// or, relaxed, written; a follower's: written).
 #[derive(Debug)]
-pub(super) struct Visible {
+pub(super) struct ReadState {
     pub(super) index: LogIndex,
     /// Next version of the primary tags the index has no stream for: those
     /// whose every entry was trimmed before this handle opened.
@@ -33,15 +40,15 @@ pub(super) struct Visible {
     pub(super) segments: BTreeMap<u64, Segment>,
 }
 
-impl Visible {
+impl ReadState {
     /// The visible state of a surveyed directory: `versions` holds the next
     /// version of every primary tag ever written.
     pub(super) fn new(
         index: LogIndex,
         versions: HashMap<LogTag, u64>,
         segments: Vec<Segment>,
-    ) -> Visible {
-        Visible {
+    ) -> ReadState {
+        ReadState {
             gone_versions: versions
                 .into_iter()
                 .filter(|(tag, _)| index.next_version_at(tag, 0).is_none())
@@ -59,21 +66,51 @@ impl Visible {
     }
 }
 
-/// The visible state behind a lock, read by many, changed by one thread.
+/// The visible state behind a lock (read by many, changed by one thread)
+/// with its commit feed.
 #[derive(Debug)]
-pub(super) struct Shelf(RwLock<Visible>);
+pub(super) struct Shelf(Visible<ReadState>);
 
 impl Shelf {
-    pub(super) fn new(visible: Visible) -> Shelf {
-        Shelf(RwLock::new(visible))
+    /// `state`, announced on a feed that starts at its next seqnum.
+    pub(super) fn new(state: ReadState) -> Shelf {
+        let next = state.index.next();
+        Shelf(Visible::new(state, next))
     }
 
-    pub(super) fn read(&self) -> RwLockReadGuard<'_, Visible> {
-        self.0.read().unwrap_or_else(|p| p.into_inner())
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, ReadState> {
+        self.0.read()
     }
 
-    pub(super) fn write(&self) -> RwLockWriteGuard<'_, Visible> {
-        self.0.write().unwrap_or_else(|p| p.into_inner())
+    /// Changes the state without announcing (trims, a follower's polls).
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, ReadState> {
+        self.0.write()
+    }
+
+    /// Makes a committed group readable with `add` and announces it, in
+    /// one step (see [`Visible::publish`]).
+    ///
+    /// Errors: `add`'s.
+    pub(super) fn publish(
+        &self,
+        batch: Vec<LogEntry>,
+        add: impl FnOnce(&mut ReadState, &[LogEntry]) -> Result<()>,
+    ) -> Result<()> {
+        self.0.publish(batch, add)
+    }
+
+    /// The commit feed.
+    pub(super) fn feed(&self) -> &CommitFeed {
+        self.0.feed()
+    }
+
+    /// The live range.
+    pub(super) fn tip(&self) -> Tip {
+        let state = self.read();
+        Tip {
+            first: state.index.first(),
+            next: state.index.next(),
+        }
     }
 
     /// Up to `max` entries with seqnum `>= from` (carrying `tag`).
@@ -106,17 +143,11 @@ impl Shelf {
             // unknown to the index, but its versions are still trimmed.
             if seqnums.is_empty()
                 && state.index.next_version_at(tag, 0).is_none()
-                && state
-                    .gone_versions
-                    .get(tag)
-                    .is_some_and(|&next| from_version < next)
+                && let Some(&next) = state.gone_versions.get(tag)
+                && from_version < next
             {
-                return Err(Error::new(
-                    ErrorKind::Trimmed,
-                    format!(
-                        "version {from_version} of {tag} was trimmed; the stream has no live entry"
-                    ),
-                ));
+                // No live entry: the first readable version is the next one.
+                return Err(Error::trimmed_version(tag, from_version, next));
             }
             seqnums
         };
