@@ -19,6 +19,7 @@ mod exit;
 mod location;
 mod observe;
 mod output;
+mod seconds;
 
 use std::process::ExitCode;
 

@@ -2,11 +2,12 @@
 //! can control time, and the two kinds of waiting the library does.
 //!
 //! Library code never reads the system clock directly: it asks a [`Clock`]
-//! for wall time (what is written into logs and manifests), sleeps through
-//! [`sleep`] (tokio's timer, which a test can pause and advance), and
-//! measures real waits of OS threads with [`monotonic_now`]. `clippy.toml`
-//! bans the underlying calls everywhere else, so this module is where a
-//! fully simulated clock would plug in.
+//! for wall time (what is written into logs and manifests), measures
+//! deadlines and durations with [`monotonic_now`] and sleeps through
+//! [`sleep`] (both tokio's, which a test can pause and advance), and bounds
+//! real waits of OS threads with [`os_monotonic_now`]. `clippy.toml` bans
+//! the underlying calls everywhere else, so this module is where a fully
+//! simulated clock would plug in.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,11 +71,20 @@ pub async fn sleep(duration: Duration) {
     tokio::time::sleep(duration).await;
 }
 
-/// Now, on the monotonic clock, for bounding real waits of OS threads (the
-/// `dir` backend's group commit, which waits on a condition variable that
-/// no simulated clock could wake) and for latency metrics. Never written
-/// anywhere, so it cannot make a log differ between runs.
-pub fn monotonic_now() -> Instant {
+/// Now, on the monotonic clock that deadlines are measured on: tokio's, so
+/// that tests and simulations on a paused runtime control it (and a
+/// wall-clock step never moves a deadline).
+pub fn monotonic_now() -> tokio::time::Instant {
+    #[allow(clippy::disallowed_methods)]
+    tokio::time::Instant::now()
+}
+
+/// Now, on the operating system's monotonic clock, for bounding real waits
+/// of OS threads (the `dir` backend's group commit, which waits on a
+/// condition variable that no paused tokio clock could wake) and for
+/// latency figures. Never written anywhere, so it cannot make a log differ
+/// between runs.
+pub fn os_monotonic_now() -> Instant {
     #[allow(clippy::disallowed_methods)]
     Instant::now()
 }

@@ -48,6 +48,7 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
             base_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(5),
             jitter: 0.0,
+            ..RetryPolicy::default()
         },
         seed: Some(1),
         ..BucketOptions::default()
@@ -177,6 +178,7 @@ async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
             base_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_millis(200),
             jitter: 0.0,
+            ..RetryPolicy::default()
         },
         ..options()
     };

@@ -44,7 +44,7 @@ pub(crate) struct TailArgs {
     max: Option<u64>,
 
     /// Stop after this many seconds (fractions allowed).
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECS", value_parser = crate::seconds::parse_seconds)]
     timeout: Option<Duration>,
 
     /// How often the tail looks for new entries, in milliseconds (1 to
@@ -140,19 +140,6 @@ async fn follow(
         }
     }
     Ok(Stop::LogClosed)
-}
-
-/// `--timeout`: a non-negative number of seconds that a `Duration` holds
-/// (`Duration::from_secs_f64` panics on anything else).
-pub(crate) fn parse_seconds(text: &str) -> std::result::Result<Duration, String> {
-    let secs: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if secs.is_nan() || secs < 0.0 {
-        return Err(format!("{text:?} is not a number of seconds"));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?} seconds is too long"))
 }
 
 async fn sleep_or_forever(timeout: Option<Duration>) {

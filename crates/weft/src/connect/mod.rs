@@ -13,7 +13,8 @@
 //!   `azure`) — connection settings read from the standard `AWS_*` and
 //!   `AZURE_*` variables and overridable field by field;
 //!   [`StoreSettings`] carries whichever are built in.
-//! * [`build_store`] — the store for a location.
+//! * [`build_store`] — the store for a location; [`file_store`] — a
+//!   `file://` copy of a bucket, read-only.
 //!
 //! Every value a user can pass is checked here, before it reaches
 //! object_store (whose request signer panics on a malformed endpoint or a
@@ -29,6 +30,7 @@ mod location;
 #[cfg(feature = "aws")]
 mod s3;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use object_store::ObjectStore;
@@ -42,6 +44,7 @@ pub use location::Location;
 pub use s3::S3Settings;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::ReadOnlyStore;
 
 /// The connection settings of every kind of object store a [`Location`]
 /// can name and this build of weft supports; [`build_store`] uses the part
@@ -127,16 +130,14 @@ impl From<&StoreSettings> for StoreSettings {
 
 /// Builds the object store for a [`Location::S3`] or [`Location::Azure`]
 /// (with the matching part of `settings` for everything but the bucket or
-/// container and the prefix) or a [`Location::File`] (created if missing).
-///
-/// Note that object_store's local file store cannot do `If-Match` updates,
-/// so a `file://` store can be read but not written by the producer.
+/// container and the prefix) or a [`Location::File`] (see [`file_store`]:
+/// a read-only copy).
 ///
 /// Errors: [`ErrorKind::InvalidInput`] for a [`Location::Dir`] (that is the
 /// `dir` backend, not an object store) and for bad settings (see
 /// [`S3Settings::build`], [`AzureSettings::build`]);
 /// [`ErrorKind::Unsupported`] for a cloud this build of weft leaves out
-/// (features `aws`, `azure`); I/O errors creating the directory.
+/// (features `aws`, `azure`); as [`file_store`] for a `file://` location.
 pub fn build_store(
     location: &Location,
     settings: impl Into<StoreSettings>,
@@ -163,18 +164,7 @@ pub fn build_store(
         .build(),
         #[cfg(not(feature = "azure"))]
         Location::Azure { .. } => Err(not_built(location, "azure")),
-        Location::File { path } => {
-            std::fs::create_dir_all(path)
-                .map_err(|e| Error::io(format!("create {}", path.display()), e))?;
-            let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("cannot use {} as an object store", path.display()),
-                )
-                .with_source(e)
-            })?;
-            Ok(Arc::new(fs))
-        }
+        Location::File { path } => file_store(path),
         Location::Dir { path } => Err(Error::invalid_input(format!(
             "{} is a plain directory (the dir backend), not an object store; \
              use file://{} for an object store in a directory",
@@ -182,6 +172,46 @@ pub fn build_store(
             path.display()
         ))),
     }
+}
+
+/// The object store of a `file://` location: a directory holding a copy
+/// of a bucket, which is read-only. object_store's local files have no
+/// conditional update (the manifest's CAS) and a copy is for reading, so
+/// the store is a [`ReadOnlyStore`] that refuses every write with
+/// [`ErrorKind::ReadOnly`], whichever code path attempts it (a writer's
+/// claim, a trim, a lease, a GC delete). Nothing is created.
+///
+/// Errors: [`ErrorKind::NotFound`] when the directory does not exist;
+/// [`ErrorKind::InvalidInput`] when `path` is not a directory; I/O kinds.
+pub fn file_store(path: &Path) -> Result<Arc<dyn ObjectStore>> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::invalid_input(format!(
+                "{} is not a directory",
+                path.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{} does not exist", path.display()),
+            ));
+        }
+        Err(e) => return Err(Error::io(format!("stat {}", path.display()), e)),
+    }
+    let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidInput,
+            format!("cannot use {} as an object store", path.display()),
+        )
+        .with_source(e)
+    })?;
+    let name = Location::File {
+        path: path.to_path_buf(),
+    }
+    .to_string();
+    Ok(ReadOnlyStore::wrap(Arc::new(fs), name))
 }
 
 #[cfg(not(all(feature = "aws", feature = "azure")))]
@@ -203,10 +233,31 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    }
+
+    #[tokio::test]
+    async fn a_file_location_is_a_read_only_copy_that_must_exist() {
+        use object_store::path::Path as Key;
         let dir = tempfile::tempdir().unwrap();
-        let loc = Location::parse(&format!("file://{}/sub", dir.path().display())).unwrap();
-        build_store(&loc, StoreSettings::default()).unwrap();
-        assert!(dir.path().join("sub").is_dir());
+        let missing = Location::parse(&format!("file://{}/sub", dir.path().display())).unwrap();
+        let err = build_store(&missing, StoreSettings::default()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert!(!dir.path().join("sub").exists(), "nothing created");
+        std::fs::write(dir.path().join("manifest"), b"m").unwrap();
+        let loc = Location::parse(&format!("file://{}", dir.path().display())).unwrap();
+        let store = build_store(&loc, StoreSettings::default()).unwrap();
+        let got = store.get(&Key::from("manifest")).await.unwrap();
+        assert_eq!(got.bytes().await.unwrap().as_ref(), b"m");
+        let err = store
+            .put(&Key::from("manifest"), object_store::PutPayload::from_static(b"x"))
+            .await
+            .unwrap_err();
+        let err = crate::store::to_error(crate::store::StoreOp::Put, "manifest", err);
+        assert_eq!(err.kind(), ErrorKind::ReadOnly);
+        assert_eq!(std::fs::read(dir.path().join("manifest")).unwrap(), b"m");
+        let file = Location::parse(&format!("file://{}/manifest", dir.path().display())).unwrap();
+        let err = build_store(&file, StoreSettings::default()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
     }
 
     #[cfg(not(feature = "aws"))]

@@ -35,6 +35,7 @@ use tracing::{Instrument, debug, info_span, warn};
 use ulid::Ulid;
 
 use super::pipeline::{Group, Shared, Waiter};
+use super::window::UploadStart;
 use crate::error::{Error, Result};
 use crate::format::{Compression, Metadata, SegmentBuilder, SegmentVersion};
 use crate::store::{RetryPolicy, StoreOp, retry_store, to_error};
@@ -91,6 +92,8 @@ pub(crate) struct PlannedSegment {
     pub(crate) records: Vec<Bytes>,
     pub(crate) metadata: Vec<Metadata>,
     pub(crate) waiters: Vec<Waiter>,
+    /// The earliest deadline of its appends.
+    pub(crate) deadline: tokio::time::Instant,
 }
 
 /// A segment that is in the store, waiting for its manifest entry.
@@ -101,6 +104,10 @@ pub(crate) struct Uploaded {
     pub(crate) record_count: usize,
     pub(crate) metadata: Vec<Metadata>,
     pub(crate) waiters: Vec<Waiter>,
+    /// When its upload began (the commit window runs from there).
+    pub(crate) started: UploadStart,
+    /// The earliest deadline of its appends.
+    pub(crate) deadline: tokio::time::Instant,
 }
 
 /// What an upload tells the committer.
@@ -143,10 +150,12 @@ pub(crate) fn plan(
                     records: Vec::new(),
                     metadata: Vec::new(),
                     waiters: Vec::new(),
+                    deadline: g.deadline,
                 },
                 0,
             )
         });
+        seg.deadline = seg.deadline.min(g.deadline);
         // Fits in u32: checked by `fits` (or the segment was empty and the
         // append was validated to hold at most u32::MAX records).
         let start_index = seg.records.len() as u32;
@@ -307,7 +316,9 @@ async fn upload(
         records,
         metadata,
         waiters,
+        deadline,
     } = seg;
+    let started = UploadStart::now();
     let record_count = records.len();
     let bytes = match encode(records, settings.compression, settings.segment_version).await {
         Ok(b) => b,
@@ -319,7 +330,10 @@ async fn upload(
         }
     };
     let payload = PutPayload::from(bytes);
-    let mut backoff = settings.retry.backoff(settings.seed ^ ordinal);
+    let mut backoff = settings
+        .retry
+        .backoff(settings.seed ^ ordinal)
+        .until(deadline);
     let mut retries = 0u32;
     let result = retry_store(
         &mut backoff,
@@ -354,6 +368,8 @@ async fn upload(
                     record_count,
                     metadata,
                     waiters,
+                    started,
+                    deadline,
                 }),
             }
         }
@@ -385,6 +401,7 @@ mod tests {
             meta: meta.then(|| Bytes::from_static(b"m")),
             bytes,
             ingestion_ms: 5,
+            deadline: tokio::time::Instant::now(),
             reply,
             permit: budget.clone().try_acquire_owned().unwrap(),
         }

@@ -1,6 +1,7 @@
 //! The manifest as an object in the store: reading it together with the
-//! version a conditional update must match, and the failure type every
-//! manifest read or write reports.
+//! version a conditional update must match and its write stamp, the write
+//! stamp of an object it is about to reference (see [`window`](super::window)),
+//! and the failure type every manifest read or write reports.
 //!
 //! Shared by the producer's committer ([`commit`](super::commit)), manifest
 //! edits without a producer ([`maintenance`](super::maintenance)) and
@@ -10,8 +11,8 @@ use object_store::path::Path;
 use object_store::{ObjectStore, UpdateVersion};
 
 use super::Manifest;
-use crate::error::Error;
-use crate::store::{Outcome, StoreOp, classify, to_error};
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::{Backoff, Outcome, StoreOp, classify, to_error};
 
 /// A failed store interaction: what it means and the error to report.
 #[derive(Debug)]
@@ -34,6 +35,34 @@ impl Failed {
 pub(crate) struct Loaded {
     pub(crate) manifest: Manifest,
     pub(crate) version: UpdateVersion,
+    /// The store's `last_modified` stamp of this version, in ms since the
+    /// Unix epoch.
+    pub(crate) written_ms: i64,
+}
+
+impl Failed {
+    /// An attempt (or read) cut off by its operation's deadline.
+    pub(crate) fn out_of_time(what: &str) -> Self {
+        Failed {
+            outcome: Outcome::Transient,
+            error: Error::new(
+                ErrorKind::Unavailable,
+                format!("{what} got no answer before the operation's deadline"),
+            ),
+        }
+    }
+}
+
+/// [`read_manifest`] within `backoff`'s deadline.
+pub(crate) async fn read_manifest_by(
+    store: &dyn ObjectStore,
+    path: &Path,
+    backoff: &Backoff,
+) -> std::result::Result<Option<Loaded>, Failed> {
+    backoff
+        .limit(read_manifest(store, path))
+        .await
+        .unwrap_or_else(|| Err(Failed::out_of_time("reading the manifest")))
 }
 
 /// Reads the manifest; `None` when it does not exist.
@@ -50,6 +79,7 @@ pub(crate) async fn read_manifest(
         e_tag: got.meta.e_tag.clone(),
         version: got.meta.version.clone(),
     };
+    let written_ms = got.meta.last_modified.timestamp_millis();
     let bytes = got
         .bytes()
         .await
@@ -58,5 +88,39 @@ pub(crate) async fn read_manifest(
         outcome: Outcome::Fatal,
         error: e.context(format!("manifest {path}")),
     })?;
-    Ok(Some(Loaded { manifest, version }))
+    Ok(Some(Loaded {
+        manifest,
+        version,
+        written_ms,
+    }))
+}
+
+
+
+/// The store's `last_modified` stamp of the object at `location`, which an
+/// edit is about to reference.
+///
+/// Errors: `InvalidInput` when the object does not exist (a pointer to it
+/// would make the log unreadable); store kinds.
+pub(crate) async fn object_written_ms(
+    store: &dyn ObjectStore,
+    location: &str,
+    backoff: &Backoff,
+) -> Result<i64> {
+    let path = Path::from(location);
+    let mut retries = backoff.clone();
+    loop {
+        match retries.attempt(store.head(&path)).await {
+            Ok(meta) => return Ok(meta.last_modified.timestamp_millis()),
+            Err(e) => match classify(StoreOp::Read, &e) {
+                Outcome::NotFound => {
+                    return Err(Error::invalid_input(format!(
+                        "the manifest cannot point to {location}: there is no such object"
+                    )));
+                }
+                Outcome::Transient if retries.wait().await => {}
+                _ => return Err(to_error(StoreOp::Read, location, e)),
+            },
+        }
+    }
 }

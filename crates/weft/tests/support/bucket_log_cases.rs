@@ -10,8 +10,11 @@ use object_store::ObjectStore;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position};
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 pub fn options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }
@@ -21,6 +24,7 @@ pub fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(10),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 

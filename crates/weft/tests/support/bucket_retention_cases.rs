@@ -11,8 +11,11 @@ use weft::format::decode_log_state;
 use weft::storage::bucket::{self, BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position, Tip};
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 pub fn options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }
@@ -22,6 +25,7 @@ pub fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(10),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 

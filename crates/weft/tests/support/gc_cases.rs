@@ -25,14 +25,18 @@ pub const SEGMENTS: &str = "wal/seg";
 
 pub const HOUR: Duration = Duration::from_secs(3600);
 
+/// Opening fences any earlier writer at once (the failover these tests
+/// make on purpose; the writer lease has its own tests).
 pub fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_take_over(true)
         .with_flush_interval(Duration::from_millis(5))
         .with_retry_policy(RetryPolicy {
             max_attempts: 4,
             base_backoff: Duration::from_millis(2),
             max_backoff: Duration::from_millis(20),
             jitter: 0.5,
+            ..RetryPolicy::default()
         })
 }
 

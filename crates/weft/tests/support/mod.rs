@@ -9,5 +9,6 @@ pub mod gc_cases;
 pub mod producer_cases;
 pub mod s3;
 pub mod snapshot_cases;
+pub mod stamped;
 pub mod store_cases;
 pub mod wal;
