@@ -9,6 +9,11 @@
 //! in-memory store with the system time), so a test makes objects "old"
 //! by handing GC a clock that reads hours later.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::sync::Arc;

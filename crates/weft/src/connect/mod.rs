@@ -249,7 +249,10 @@ mod tests {
         let got = store.get(&Key::from("manifest")).await.unwrap();
         assert_eq!(got.bytes().await.unwrap().as_ref(), b"m");
         let err = store
-            .put(&Key::from("manifest"), object_store::PutPayload::from_static(b"x"))
+            .put(
+                &Key::from("manifest"),
+                object_store::PutPayload::from_static(b"x"),
+            )
             .await
             .unwrap_err();
         let err = crate::store::to_error(crate::store::StoreOp::Put, "manifest", err);

@@ -254,6 +254,14 @@ fn classify_error(op: StoreOp, err: &object_store::Error) -> Outcome {
 fn classify_chain(op: StoreOp, source: &(dyn StdError + Send + Sync + 'static)) -> Outcome {
     let mut next: Option<&(dyn StdError + 'static)> = Some(source);
     while let Some(e) = next {
+        // Cut off by weft's own deadline (any store).
+        if let Some(cut) = e.downcast_ref::<super::retry::DeadlinePassed>() {
+            return if cut.sent() && op.is_write() {
+                Outcome::Ambiguous
+            } else {
+                Outcome::Transient
+            };
+        }
         #[cfg(any(feature = "aws", feature = "azure"))]
         if let Some(http) = e.downcast_ref::<HttpError>() {
             return classify_http(op, http.kind());

@@ -401,7 +401,7 @@ mod tests {
             meta: meta.then(|| Bytes::from_static(b"m")),
             bytes,
             ingestion_ms: 5,
-            deadline: tokio::time::Instant::now(),
+            deadline: crate::clock::monotonic_now(),
             reply,
             permit: budget.clone().try_acquire_owned().unwrap(),
         }

@@ -95,8 +95,6 @@ pub(crate) async fn read_manifest(
     }))
 }
 
-
-
 /// The store's `last_modified` stamp of the object at `location`, which an
 /// edit is about to reference.
 ///

@@ -12,3 +12,4 @@ pub mod snapshot_cases;
 pub mod stamped;
 pub mod store_cases;
 pub mod wal;
+pub mod writer_lease_cases;

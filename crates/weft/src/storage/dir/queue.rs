@@ -110,7 +110,8 @@ impl<T> Queue<T> {
         out: &mut VecDeque<T>,
     ) {
         let spin_until = deadline.min(crate::clock::os_monotonic_now() + spin);
-        while self.queued.load(Ordering::Acquire) < n && crate::clock::os_monotonic_now() < spin_until
+        while self.queued.load(Ordering::Acquire) < n
+            && crate::clock::os_monotonic_now() < spin_until
         {
             for _ in 0..64 {
                 std::hint::spin_loop();
