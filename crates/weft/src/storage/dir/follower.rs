@@ -393,12 +393,14 @@ fn inspect_blocking(shared: &Shared, max_tags: usize) -> Result<DirCheck> {
 
 /// A private temporary directory for a follower's index.
 fn temp_index_dir() -> Result<PathBuf> {
+    use rand::Rng as _;
     let base = std::env::temp_dir();
+    let mut rng = crate::random::rng(None);
     for _ in 0..16 {
         let path = base.join(format!(
             "weft-follower-index-{}-{:016x}",
             std::process::id(),
-            rand::random::<u64>()
+            rng.random::<u64>()
         ));
         match std::fs::create_dir(&path) {
             Ok(()) => return Ok(path),
