@@ -694,6 +694,18 @@ impl Index {
         let flushed = self.flush();
         self.stop_flusher();
         flushed?;
+        if !self.inner.dir.is_dir() {
+            // Removed under the open store: its memtables cannot be
+            // written out (fjall would wait for that forever), and there
+            // is nothing left for a next open to reuse.
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "the log index directory {} was removed",
+                    self.inner.dir.display()
+                ),
+            ));
+        }
         // Leave nothing for the next open to replay.
         with_store(&self.inner, |s| {
             s.compact_journal(true)?;

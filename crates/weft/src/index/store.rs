@@ -88,6 +88,9 @@ impl From<Fresh> for Refused {
     }
 }
 
+/// How long closing waits for fjall to write its memtables out.
+const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Threads fjall uses for flushes and compactions.
 const WORKERS: usize = 2;
 
@@ -689,12 +692,27 @@ impl Store {
             return Ok(());
         }
         for ks in self.keyspaces() {
-            let rotated = if wait {
-                ks.rotate_memtable_and_wait()
-            } else {
-                ks.rotate_memtable().map(|_| ())
-            };
-            rotated.map_err(|e| map_err("flush the log index's memtables", e))?;
+            ks.rotate_memtable()
+                .map_err(|e| map_err("flush the log index's memtables", e))?;
+        }
+        if wait {
+            // Wait for fjall's workers to write the sealed memtables out,
+            // but not forever: a flush that never completes (a worker
+            // that failed) only costs the next open a journal replay.
+            let deadline = crate::clock::os_monotonic_now() + CLOSE_FLUSH_WAIT;
+            while self
+                .keyspaces()
+                .iter()
+                .any(|ks| ks.sealed_memtable_count() > 0)
+            {
+                if crate::clock::os_monotonic_now() >= deadline {
+                    tracing::warn!(
+                        "the log index's memtables were not written out in time; the next open replays its journal"
+                    );
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
         Ok(())
     }
