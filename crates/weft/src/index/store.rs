@@ -561,15 +561,9 @@ impl Store {
                     }
                 }
             };
-            let before = row;
             row.next_version = row.next_version.max(*next);
             row.floor = row.floor.max(*next).min(row.next_version);
-            if row != before || row.id >= m.next_tag_id {
-                // Unchanged rows (streams an earlier trim already
-                // floored) are not rewritten: a trim costs writes in the
-                // streams it ends, not in every stream ever ended.
-                b.insert(&self.tags, tag_key(tag), row.encode());
-            }
+            b.insert(&self.tags, tag_key(tag), row.encode());
         }
         b.insert(&self.meta, meta::NEXT_TAG_ID, u64_value(next_id));
         b.insert(&self.meta, meta::FIRST, u64_value(first.max(m.first)));
