@@ -687,16 +687,22 @@ impl Store {
         if !wait && journal < JOURNAL_FLUSH_BYTES {
             return Ok(());
         }
+        // Between two batches, so that once these flushes land every
+        // keyspace's tables end at the same batch: a journal lost after a
+        // crash then leaves an older state the witnesses agree on, which
+        // the log replays into rather than a rebuild.
+        let writer = self.writer();
         for ks in self.keyspaces() {
             ks.rotate_memtable()
                 .map_err(|e| map_err("flush the log index's memtables", e))?;
         }
+        drop(writer);
         if wait {
             // fjall writes and syncs a sealed memtable's table file and the
             // tree's new version before it drops the memtable. A flush that
             // keeps failing (a full disk) must not hang the caller: past
             // the bound, what is left stays in the journal.
-            let since = std::time::Instant::now();
+            let since = crate::clock::os_monotonic_now();
             while self
                 .keyspaces()
                 .iter()
