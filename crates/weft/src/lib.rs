@@ -39,6 +39,7 @@ pub mod exec;
 pub mod format;
 pub mod kv;
 pub mod log;
+mod lru;
 pub mod model;
 pub mod storage;
 pub mod store;

@@ -24,6 +24,15 @@
 //! what makes ambiguity safe: object_store itself may resend a request whose
 //! first copy landed and then report the second copy's 412.
 //!
+//! **Checkpoints** (v5): a commit that would leave the manifest over its
+//! checkpoint policy first stores history pages holding its oldest entries
+//! (create-only, under names unique to this run), then makes the same CAS
+//! drop those entries and name the pages. Only entries committed before the
+//! attempt move, so a batch's own entries are always in the manifest where
+//! the ambiguity check above looks for them. A page upload that fails only
+//! skips the checkpoint for this attempt (the pages are garbage GC
+//! collects); the commit itself goes on.
+//!
 //! Commits are strictly in ordinal order. Uploads report in any order; the
 //! committer keeps the early ones until the gap before them closes, then
 //! coalesces up to `manifest_batch` contiguous segments into one CAS. If an
@@ -42,7 +51,9 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::Manifest;
 use super::flush::{UploadReport, Uploaded};
+use super::history::{HistoryReader, page_path, store_page};
 use super::maintenance::ManifestEdit;
+use super::manifest::CheckpointPolicy;
 use super::pipeline::{Halt, Shared, Waiter};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestVersion;
@@ -199,6 +210,15 @@ pub(crate) struct Maintenance {
     pub(crate) reply: oneshot::Sender<Result<()>>,
 }
 
+/// How a committer checkpoints a v5 manifest into history pages.
+#[derive(Debug, Clone)]
+pub(crate) struct PageSettings {
+    pub(crate) prefix: String,
+    pub(crate) run: ulid::Ulid,
+    pub(crate) policy: CheckpointPolicy,
+    pub(crate) reader: HistoryReader,
+}
+
 /// Where an uploaded segment stands in the committer's queue.
 #[derive(Debug)]
 enum Slot {
@@ -229,9 +249,11 @@ pub(crate) struct Committer {
     rng: ChaCha8Rng,
     queue: BTreeMap<u64, Slot>,
     next_ordinal: u64,
+    pages: PageSettings,
 }
 
 impl Committer {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         store: Arc<dyn ObjectStore>,
         path: Path,
@@ -240,6 +262,7 @@ impl Committer {
         batch: usize,
         policy: RetryPolicy,
         seed: u64,
+        pages: PageSettings,
     ) -> Self {
         Committer {
             store,
@@ -256,7 +279,49 @@ impl Committer {
             rng: ChaCha8Rng::seed_from_u64(seed),
             queue: BTreeMap::new(),
             next_ordinal: 0,
+            pages,
         }
+    }
+
+    /// Moves the manifest's oldest committed entries into history pages
+    /// when the policy asks for it, storing the pages first. A page that
+    /// cannot be stored leaves the manifest as it was: the checkpoint waits
+    /// for a later commit.
+    async fn checkpoint(&mut self) {
+        if !self.manifest.needs_checkpoint(&self.pages.policy) {
+            return;
+        }
+        let mut trial = self.manifest.clone();
+        let (prefix, run) = (self.pages.prefix.clone(), self.pages.run);
+        let uploads = match trial.checkpoint(&self.pages.policy, self.committed_next, |l, f, e| {
+            page_path(&prefix, l, f, e, run)
+        }) {
+            Ok(uploads) if !uploads.is_empty() => uploads,
+            Ok(_) => return,
+            Err(e) => {
+                warn!(error = %e, "cannot plan a manifest checkpoint");
+                return;
+            }
+        };
+        let seed: u64 = self.rng.random();
+        let store = self.store.clone();
+        let policy = self.policy.clone();
+        let results = futures::future::join_all(
+            uploads
+                .iter()
+                .enumerate()
+                .map(|(i, u)| store_page(store.as_ref(), u, &policy, seed ^ i as u64)),
+        )
+        .await;
+        if let Some(err) = results.into_iter().find_map(|r| r.err()) {
+            warn!(error = %err, "storing history pages failed; checkpoint postponed");
+            return;
+        }
+        debug!(
+            pages = uploads.len(),
+            "checkpoint: entries move to history pages"
+        );
+        self.manifest = trial;
     }
 
     /// Runs until every upload has reported and the flusher has stopped.
@@ -437,7 +502,7 @@ impl Committer {
                         )
                         .with_source(f.error));
                     }
-                    Err(f) => return self.after_failed_reload(batch, f.error),
+                    Err(f) => return self.after_failed_reload(batch, f.error).await,
                 }
             }
             let mut sequences = Vec::with_capacity(batch.len());
@@ -449,6 +514,7 @@ impl Committer {
                     .map_err(|e| e.context("manifest commit"))?;
                 sequences.push(seq);
             }
+            self.checkpoint().await;
             let bytes = self.manifest.to_bytes()?;
             let attempted = self.version.clone();
             let mode = PutMode::Update(attempted.clone());
@@ -517,7 +583,7 @@ impl Committer {
                         .with_source(f.error));
                     }
                     Err(reload) if reload.error.kind() == ErrorKind::Fenced => {
-                        return self.after_failed_reload(batch, reload.error);
+                        return self.after_failed_reload(batch, reload.error).await;
                     }
                     Err(_) => {}
                 }
@@ -556,7 +622,9 @@ impl Committer {
                 }
             }
             // Checked on a copy: a refused edit leaves the manifest as it was.
-            op.edit.apply(&mut self.manifest)?;
+            op.edit
+                .apply_reading_history(&mut self.manifest, &self.pages.reader)
+                .await?;
             self.stale = true;
             let bytes = self.manifest.to_bytes()?;
             let mode = PutMode::Update(self.version.clone());
@@ -621,10 +689,10 @@ impl Committer {
     /// writer's claim: then the batch is committed (it is in the log the
     /// newer writer continues) and its sequences are returned; otherwise
     /// `err`.
-    fn after_failed_reload(&self, batch: &[Uploaded], err: Error) -> Result<Vec<u64>> {
+    async fn after_failed_reload(&self, batch: &[Uploaded], err: Error) -> Result<Vec<u64>> {
         if err.kind() == ErrorKind::Fenced
             && let Some(newer) = &self.fenced_by
-            && let Some(seqs) = find_own_in(newer, self.committed_next, batch)?
+            && let Some(seqs) = self.find_own_in_newer(newer, batch).await?
         {
             info!(
                 epoch = self.epoch,
@@ -637,22 +705,43 @@ impl Committer {
     }
 
     /// The sequences of `batch`'s segments if the (freshly reloaded)
-    /// manifest already lists them.
+    /// manifest already lists them. Only this writer checkpoints under its
+    /// epoch, and never its uncommitted entries, so they are in the
+    /// manifest's own entries if anywhere.
     fn find_own(&self, batch: &[Uploaded]) -> Result<Option<Vec<u64>>> {
-        find_own_in(&self.manifest, self.committed_next, batch)
+        find_own_in(self.manifest.entries_from(self.committed_next), batch)
+    }
+
+    /// [`find_own`](Self::find_own) in the manifest of the writer that
+    /// fenced this one: its checkpoints may have moved our landed batch
+    /// into history pages, so they are read too.
+    async fn find_own_in_newer(
+        &self,
+        newer: &Manifest,
+        batch: &[Uploaded],
+    ) -> Result<Option<Vec<u64>>> {
+        let entries = self
+            .pages
+            .reader
+            .entries_from(
+                newer.history(),
+                newer.entries(),
+                self.committed_next,
+                batch.len(),
+            )
+            .await?;
+        find_own_in(&entries, batch)
     }
 }
 
-/// The sequences of `batch`'s segments if `manifest` lists them among the
-/// entries from `committed_next` on (only this run can have added those
-/// locations, so a match is this run's own commit).
+/// The sequences of `batch`'s segments if `entries` (those from the last
+/// known committed `next_sequence` on) list them (only this run can have
+/// added those locations, so a match is this run's own commit).
 fn find_own_in(
-    manifest: &Manifest,
-    committed_next: u64,
+    entries: &[crate::format::ManifestEntry],
     batch: &[Uploaded],
 ) -> Result<Option<Vec<u64>>> {
-    let since: HashMap<&str, u64> = manifest
-        .entries_from(committed_next)
+    let since: HashMap<&str, u64> = entries
         .iter()
         .map(|e| (e.location.as_str(), e.sequence))
         .collect();

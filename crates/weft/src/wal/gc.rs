@@ -8,9 +8,13 @@
 //! 1. Read the manifest (a missing or unreadable manifest stops the pass
 //!    before anything is listed: no manifest means nothing is known to be
 //!    garbage).
-//! 2. List the segment prefix and the snapshot prefix.
+//! 2. List the segment, snapshot and history prefixes.
 //! 3. Read the manifest again, *after* the listing, and decide on that copy:
 //!    anything committed before the listing finished is seen as referenced.
+//!    A v5 manifest's references include everything its history pages
+//!    hold: GC walks the live part of the tree (every page that ends after
+//!    the first live sequence) and counts the live entries' segments and
+//!    the pages themselves as referenced.
 //! 4. Just before deleting, read it once more (a conditional GET); if it
 //!    changed, decide again on the new copy and delete only what both
 //!    decisions call garbage.
@@ -18,10 +22,12 @@
 //! # The rules, per listed object
 //!
 //! * **Referenced** by the manifest (an entry's segment, the snapshot
-//!   pointer): kept.
+//!   pointer, a live history page, a segment of a live entry a history
+//!   page holds): kept.
 //! * **Unrecognised** (a name that is not `<segment prefix>/<run ULID>/
-//!   <ordinal:016x>` or `<snapshot prefix>/<through:016x>-<ULID>`): kept.
-//!   GC deletes only what it knows the writer made.
+//!   <ordinal:016x>`, `<snapshot prefix>/<through:016x>-<ULID>` or
+//!   `<history prefix>/<level:02x>-<first:016x>-<end:016x>-<run ULID>`):
+//!   kept. GC deletes only what it knows the writer made.
 //! * **In flight**: the writer that committed the newest entry uploads its
 //!   segments under its own run with increasing ordinals and commits them in
 //!   ordinal order, so in that run every unreferenced ordinal *above* the
@@ -29,7 +35,9 @@
 //!   It is kept whatever its age. So is every segment of the newest run
 //!   (by ULID) that has no committed segment at all and is newer than the
 //!   run of the newest entry: the writer that claimed the log last, before
-//!   its first commit.
+//!   its first commit. Likewise a history page of the newest committer (or
+//!   claimant) that reaches past the manifest's history: a checkpoint
+//!   stores its pages before the CAS that names them.
 //! * Otherwise the object is garbage once `now - last_modified >= grace`;
 //!   younger, it is kept (**young**). `now` comes from an injected
 //!   [`Clock`], `last_modified` from the store.
@@ -82,6 +90,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 use ulid::Ulid;
 
+use super::history::{self, HistoryReader, parse_page_name};
 use super::snapshot;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
@@ -96,6 +105,8 @@ pub enum ObjectKind {
     Segment,
     /// A snapshot under the snapshot prefix.
     Snapshot,
+    /// A history page of a v5 manifest, under the history prefix.
+    HistoryPage,
 }
 
 /// Why GC kept an unreferenced object.
@@ -187,6 +198,7 @@ pub struct Gc {
     manifest_path: String,
     segment_prefix: String,
     snapshot_prefix: String,
+    history_prefix: String,
     grace: Duration,
     dry_run: bool,
     concurrency: usize,
@@ -210,6 +222,7 @@ impl Gc {
         Gc {
             store,
             snapshot_prefix: snapshot::default_prefix(&manifest_path),
+            history_prefix: history::default_prefix(&manifest_path),
             manifest_path,
             segment_prefix: segment_prefix.into().trim_matches('/').to_owned(),
             grace: DEFAULT_GRACE,
@@ -223,6 +236,12 @@ impl Gc {
     /// Look for snapshots under `prefix` instead.
     pub fn with_snapshot_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.snapshot_prefix = prefix.into().trim_matches('/').to_owned();
+        self
+    }
+
+    /// Look for history pages under `prefix` instead.
+    pub fn with_history_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.history_prefix = prefix.into().trim_matches('/').to_owned();
         self
     }
 
@@ -270,6 +289,7 @@ impl Gc {
         for (what, p) in [
             ("segment", &self.segment_prefix),
             ("snapshot", &self.snapshot_prefix),
+            ("history", &self.history_prefix),
         ] {
             if p.is_empty() {
                 return Err(Error::invalid_input(format!(
@@ -281,15 +301,21 @@ impl Gc {
             })?;
         }
         let nested = |a: &str, b: &str| a == b || b.starts_with(&format!("{a}/"));
-        if nested(&self.segment_prefix, &self.snapshot_prefix)
-            || nested(&self.snapshot_prefix, &self.segment_prefix)
-        {
-            return Err(Error::invalid_input(format!(
-                "segment prefix {:?} and snapshot prefix {:?} overlap",
-                self.segment_prefix, self.snapshot_prefix
-            )));
+        let prefixes = [
+            &self.segment_prefix,
+            &self.snapshot_prefix,
+            &self.history_prefix,
+        ];
+        for (i, a) in prefixes.iter().enumerate() {
+            for b in &prefixes[i + 1..] {
+                if nested(a, b) || nested(b, a) {
+                    return Err(Error::invalid_input(format!(
+                        "the prefixes {a:?} and {b:?} overlap"
+                    )));
+                }
+            }
         }
-        for p in [&self.segment_prefix, &self.snapshot_prefix] {
+        for p in prefixes {
             if nested(p, &self.manifest_path) {
                 return Err(Error::invalid_input(format!(
                     "the manifest {:?} lies under the prefix {p:?}",
@@ -327,13 +353,19 @@ impl Gc {
             self.list(ObjectKind::Snapshot, &self.snapshot_prefix, seed.random())
                 .await?,
         );
+        listed.extend(
+            self.list(ObjectKind::HistoryPage, &self.history_prefix, seed.random())
+                .await?,
+        );
         // Decide on a copy read after the listing, and check it once more
         // right before deleting.
         let (manifest, etag) = self
             .reread(&manifest_path, etag, None, seed.random())
             .await?;
         let now_ms = self.clock.now_ms();
-        let mut decision = decide(self, &manifest, &listed, now_ms);
+        let reader = HistoryReader::new(self.store.clone(), 4 << 20);
+        let refs = References::walk(self, &reader, &manifest).await?;
+        let mut decision = decide(self, &refs, &listed, now_ms);
         if !self.dry_run && !decision.delete.is_empty() {
             let (latest, _) = self
                 .reread(
@@ -344,7 +376,8 @@ impl Gc {
                 )
                 .await?;
             if latest != manifest {
-                let again = decide(self, &latest, &listed, now_ms);
+                let refs = References::walk(self, &reader, &latest).await?;
+                let again = decide(self, &refs, &listed, now_ms);
                 let keep: HashSet<&str> =
                     again.delete.iter().map(|o| o.location.as_str()).collect();
                 let (still, spared): (Vec<_>, Vec<_>) = std::mem::take(&mut decision.delete)
@@ -549,34 +582,158 @@ fn parse_snapshot(prefix: &str, location: &str) -> Option<(u64, Ulid)> {
     snapshot::parse_object_name(name)
 }
 
-fn decide(gc: &Gc, manifest: &ManifestData, listed: &[Listed], now_ms: u64) -> Decision {
-    let referenced: HashSet<&str> = manifest
-        .entries
-        .iter()
-        .map(|e| e.location.as_str())
-        .chain(manifest.snapshot.iter().map(|s| s.location.as_str()))
-        .collect();
-    // Highest committed ordinal per run, and the run of the newest entry.
-    let mut committed: BTreeMap<Ulid, u64> = BTreeMap::new();
-    for e in &manifest.entries {
-        if let Some((run, ordinal)) = parse_segment(&gc.segment_prefix, &e.location) {
-            let top = committed.entry(run).or_insert(ordinal);
-            *top = (*top).max(ordinal);
+/// Segment ordinals of one run, as sorted, disjoint inclusive ranges.
+#[derive(Debug, Default, Clone)]
+struct Ordinals(Vec<(u64, u64)>);
+
+impl Ordinals {
+    /// Adds `o`; cheap when ordinals arrive in increasing order (they do:
+    /// a run commits its segments in ordinal order).
+    fn add(&mut self, o: u64) {
+        if let Some(last) = self.0.last_mut() {
+            if last.1.checked_add(1) == Some(o) || (last.0 <= o && o <= last.1) {
+                last.1 = last.1.max(o);
+                return;
+            }
+            if o > last.1 {
+                self.0.push((o, o));
+                return;
+            }
+        }
+        let at = self.0.partition_point(|r| r.1 < o);
+        if self.0.get(at).is_some_and(|r| r.0 <= o) {
+            return;
+        }
+        self.0.insert(at, (o, o));
+    }
+
+    fn contains(&self, o: u64) -> bool {
+        let at = self.0.partition_point(|r| r.1 < o);
+        self.0.get(at).is_some_and(|r| r.0 <= o)
+    }
+
+    fn top(&self) -> Option<u64> {
+        self.0.last().map(|r| r.1)
+    }
+}
+
+/// What one manifest copy references, its history pages included, kept
+/// compact: weft-named segments as ordinal ranges per run (a run commits
+/// consecutive ordinals), everything else by location.
+#[derive(Debug, Default)]
+struct References {
+    runs: BTreeMap<Ulid, Ordinals>,
+    locations: HashSet<String>,
+    /// The run of the newest entry (the one that committed last).
+    newest_committer: Option<Ulid>,
+    /// Where the manifest's own entries begin (the end of its history).
+    history_end: u64,
+}
+
+impl References {
+    fn add_entry(&mut self, gc: &Gc, location: &str) {
+        match parse_segment(&gc.segment_prefix, location) {
+            Some((run, ordinal)) => {
+                self.runs.entry(run).or_default().add(ordinal);
+                self.newest_committer = Some(run);
+            }
+            None => {
+                self.locations.insert(location.to_owned());
+            }
         }
     }
-    let newest_committer = manifest
-        .entries
-        .iter()
-        .rev()
-        .find_map(|e| parse_segment(&gc.segment_prefix, &e.location))
-        .map(|(run, _)| run);
+
+    /// The references of `manifest`, walking the live part of its history.
+    async fn walk(gc: &Gc, reader: &HistoryReader, manifest: &ManifestData) -> Result<Self> {
+        let mut refs = References {
+            history_end: manifest.recent_from(),
+            ..References::default()
+        };
+        refs.locations
+            .extend(manifest.snapshot.iter().map(|s| s.location.clone()));
+        if let Some(h) = &manifest.history {
+            let live_from = h.live_from;
+            let mut stack: Vec<(usize, crate::format::PagePointer)> =
+                h.pointers().map(|(l, p)| (l, p.clone())).collect();
+            stack.reverse();
+            // Depth first, oldest first, so entries come in sequence order.
+            while let Some((level, pointer)) = stack.pop() {
+                if pointer.end_seq <= live_from {
+                    continue;
+                }
+                refs.locations.insert(pointer.location.clone());
+                let page = reader
+                    .page(&pointer.location)
+                    .await
+                    .map_err(|e| e.context("GC reads the history to learn what it references"))?;
+                match &page.items {
+                    crate::format::PageItems::Entries(es) => {
+                        for e in es.iter().filter(|e| e.end_sequence() > live_from) {
+                            refs.add_entry(gc, &e.location);
+                        }
+                    }
+                    crate::format::PageItems::Pointers(ps) => {
+                        for p in ps.iter().rev() {
+                            stack.push((level.saturating_sub(1), p.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        for e in &manifest.entries {
+            refs.add_entry(gc, &e.location);
+        }
+        Ok(refs)
+    }
+
+    /// The references of a manifest without history pages (tests).
+    #[cfg(test)]
+    fn without_history(gc: &Gc, manifest: &ManifestData) -> Self {
+        assert!(manifest.history.is_none());
+        let mut refs = References {
+            history_end: manifest.recent_from(),
+            ..References::default()
+        };
+        refs.locations
+            .extend(manifest.snapshot.iter().map(|s| s.location.clone()));
+        for e in &manifest.entries {
+            refs.add_entry(gc, &e.location);
+        }
+        refs
+    }
+
+    fn references(&self, gc: &Gc, location: &str) -> bool {
+        if self.locations.contains(location) {
+            return true;
+        }
+        parse_segment(&gc.segment_prefix, location)
+            .is_some_and(|(run, o)| self.runs.get(&run).is_some_and(|os| os.contains(o)))
+    }
+}
+
+fn parse_page(prefix: &str, location: &str) -> Option<(u8, u64, u64, Ulid)> {
+    let name = location.strip_prefix(prefix)?.strip_prefix('/')?;
+    if name.contains('/') {
+        return None;
+    }
+    parse_page_name(name)
+}
+
+fn decide(gc: &Gc, refs: &References, listed: &[Listed], now_ms: u64) -> Decision {
+    let newest_committer = refs.newest_committer;
     // The newest run without a commit, if newer than the newest committer.
     let newest_claimant = listed
         .iter()
-        .filter(|l| l.object.kind == ObjectKind::Segment)
-        .filter_map(|l| parse_segment(&gc.segment_prefix, &l.object.location))
-        .map(|(run, _)| run)
-        .filter(|run| !committed.contains_key(run))
+        .filter_map(|l| match l.object.kind {
+            ObjectKind::Segment => {
+                parse_segment(&gc.segment_prefix, &l.object.location).map(|(run, _)| run)
+            }
+            ObjectKind::HistoryPage => {
+                parse_page(&gc.history_prefix, &l.object.location).map(|(.., run)| run)
+            }
+            ObjectKind::Snapshot => None,
+        })
+        .filter(|run| !refs.runs.contains_key(run))
         .filter(|run| newest_committer.is_none_or(|c| *run > c))
         .max();
     let grace_ms = i64::try_from(gc.grace.as_millis()).unwrap_or(i64::MAX);
@@ -584,7 +741,7 @@ fn decide(gc: &Gc, manifest: &ManifestData, listed: &[Listed], now_ms: u64) -> D
     let mut out = Decision::default();
     for l in listed {
         let o = &l.object;
-        if referenced.contains(o.location.as_str()) {
+        if refs.references(gc, &o.location) {
             out.referenced += 1;
             continue;
         }
@@ -593,7 +750,11 @@ fn decide(gc: &Gc, manifest: &ManifestData, listed: &[Listed], now_ms: u64) -> D
                 None => Some(KeepReason::Unrecognised),
                 Some((run, ordinal)) => {
                     let pending_in_committer = Some(run) == newest_committer
-                        && committed.get(&run).is_some_and(|&top| ordinal > top);
+                        && refs
+                            .runs
+                            .get(&run)
+                            .and_then(Ordinals::top)
+                            .is_some_and(|top| ordinal > top);
                     if pending_in_committer || Some(run) == newest_claimant {
                         Some(KeepReason::InFlight)
                     } else {
@@ -604,6 +765,13 @@ fn decide(gc: &Gc, manifest: &ManifestData, listed: &[Listed], now_ms: u64) -> D
             ObjectKind::Snapshot => parse_snapshot(&gc.snapshot_prefix, &o.location)
                 .is_none()
                 .then_some(KeepReason::Unrecognised),
+            ObjectKind::HistoryPage => match parse_page(&gc.history_prefix, &o.location) {
+                None => Some(KeepReason::Unrecognised),
+                Some((_, _, end, run)) => {
+                    let writer = Some(run) == newest_committer || Some(run) == newest_claimant;
+                    (writer && end > refs.history_end).then_some(KeepReason::InFlight)
+                }
+            },
         };
         let reason = reason.or_else(|| {
             (now.saturating_sub(o.last_modified_ms) < grace_ms).then_some(KeepReason::Young)
@@ -667,6 +835,7 @@ mod tests {
                 through_seq: 0,
                 created_ms: 0,
             }),
+            history: None,
         }
     }
 
@@ -712,7 +881,8 @@ mod tests {
             listed(&cur_snap, ObjectKind::Snapshot, 2 * HOUR), // referenced
             listed("wal/snapshots/manual-copy", ObjectKind::Snapshot, 2 * HOUR),
         ];
-        let d = decide(&gc(), &m, &objects, NOW);
+        let g = gc();
+        let d = decide(&g, &References::without_history(&g, &m), &objects, NOW);
         assert_eq!(d.referenced, 3);
         assert_eq!(outcome(&d, &seg(old, 0)), None);
         assert_eq!(outcome(&d, &seg(cur, 2)), None);
@@ -747,7 +917,8 @@ mod tests {
             listed(&seg(r, 1), ObjectKind::Segment, HOUR - 1),
             listed(&seg(run(2), 0), ObjectKind::Segment, 5 * HOUR),
         ];
-        let d = decide(&gc(), &m, &objects, NOW);
+        let g = gc();
+        let d = decide(&g, &References::without_history(&g, &m), &objects, NOW);
         assert_eq!(outcome(&d, &seg(r, 0)), None, "exactly the grace: garbage");
         assert_eq!(outcome(&d, &seg(r, 1)), Some(KeepReason::Young));
         assert_eq!(outcome(&d, &seg(run(2), 0)), Some(KeepReason::InFlight));

@@ -68,8 +68,47 @@ impl ManifestEdit {
     /// when the live entries would not follow the snapshot without a gap
     /// (the log was truncated past what the snapshot covers), or when the
     /// manifest version has no snapshot block (v1).
+    ///
+    /// On a v5 manifest whose history pages hold the truncation point, this
+    /// keeps every page that holds a live entry whole and starts the log at
+    /// that page's first entry (it reads no page); see
+    /// [`apply_reading_history`](Self::apply_reading_history) for the exact
+    /// point.
     pub fn apply(&self, manifest: &mut Manifest) -> Result<()> {
         let mut next = manifest.clone();
+        self.apply_parts(&mut next)?;
+        check_gap(&next)?;
+        *manifest = next;
+        Ok(())
+    }
+
+    /// [`apply`](Self::apply), reading the history page that holds the
+    /// truncation point (if a v5 manifest's history does) so the first
+    /// live sequence is exactly that of the entry straddling it, as in
+    /// every other version.
+    ///
+    /// Errors: those of [`apply`](Self::apply); `NotFound`, `Corrupt` or
+    /// store errors reading the page. The manifest is unchanged on error.
+    pub async fn apply_reading_history(
+        &self,
+        manifest: &mut Manifest,
+        reader: &super::HistoryReader,
+    ) -> Result<()> {
+        let mut next = manifest.clone();
+        self.apply_parts(&mut next)?;
+        if let (Some(through), Some(history)) = (self.truncate_through, next.history())
+            && let Some(first) = reader.first_entry_after(history, through).await?
+            && first > next.first_sequence()
+        {
+            next.set_live_from(first)?;
+        }
+        check_gap(&next)?;
+        *manifest = next;
+        Ok(())
+    }
+
+    /// Everything but the gap check, on `next`.
+    fn apply_parts(&self, next: &mut Manifest) -> Result<()> {
         if let Some(Some(snap)) = &self.snapshot
             && snap.through_seq >= next.next_sequence()
         {
@@ -86,20 +125,24 @@ impl ManifestEdit {
         if let Some(snapshot) = &self.snapshot {
             next.set_snapshot(snapshot.clone())?;
         }
-        if let Some(snap) = next.snapshot()
-            && snap.through_seq.saturating_add(1) < next.first_sequence()
-        {
-            return Err(Error::invalid_input(format!(
-                "the snapshot at {} covers sequences through {} but the first live sequence \
-                 would be {}: a replica restoring it could not go on",
-                snap.location,
-                snap.through_seq,
-                next.first_sequence()
-            )));
-        }
-        *manifest = next;
         Ok(())
     }
+}
+
+/// The live entries must follow the snapshot without a gap.
+fn check_gap(next: &Manifest) -> Result<()> {
+    if let Some(snap) = next.snapshot()
+        && snap.through_seq.saturating_add(1) < next.first_sequence()
+    {
+        return Err(Error::invalid_input(format!(
+            "the snapshot at {} covers sequences through {} but the first live sequence \
+             would be {}: a replica restoring it could not go on",
+            snap.location,
+            snap.through_seq,
+            next.first_sequence()
+        )));
+    }
+    Ok(())
 }
 
 /// Applies `edit` to the manifest at `manifest_path` without claiming the
@@ -123,6 +166,7 @@ pub async fn edit_unowned(
     retry: &RetryPolicy,
 ) -> Result<Manifest> {
     let mut backoff = retry.backoff(ChaCha8Rng::from_os_rng().random());
+    let reader = super::HistoryReader::new(store.clone(), 1 << 20);
     loop {
         let loaded = match read_manifest(store.as_ref(), manifest_path).await {
             Ok(Some(l)) => l,
@@ -136,7 +180,7 @@ pub async fn edit_unowned(
             Err(f) => return Err(f.error.context("manifest edit")),
         };
         let mut manifest = loaded.manifest;
-        edit.apply(&mut manifest)?;
+        edit.apply_reading_history(&mut manifest, &reader).await?;
         let bytes = manifest.to_bytes()?;
         let mode = PutMode::Update(loaded.version);
         match store
