@@ -139,6 +139,11 @@ fn mixed_faults_failovers_and_zombies_keep_the_log_correct() {
         |f: fn(&weft::store::FaultStats) -> u64| runs.iter().map(|r| f(&r.stats)).sum::<u64>();
     assert!(stats(|s| s.ambiguous) > 0 && stats(|s| s.hung) > 0 && stats(|s| s.lost) > 0);
     assert!(stats(|s| s.late) > 0, "no write ever landed late");
+    assert!(total(|r| r.pages) > 1_000, "few checkpoints happened");
+    assert!(
+        runs.iter().filter(|r| r.levels >= 3).count() > 10,
+        "history trees never grew three levels"
+    );
     assert!(stats(|s| s.preconditions) > 0 && stats(|s| s.errors) > 0);
 }
 
@@ -214,6 +219,7 @@ fn bucket_log_keeps_its_promises_under_faults_and_failovers() {
         total(|r| r.writers) > runs.len() * 3 / 2,
         "few failovers happened"
     );
+    assert!(total(|r| r.pages) > 500, "few checkpoints happened");
 }
 
 #[test]

@@ -700,6 +700,8 @@ fn encode_all(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use crate::ErrorKind;
     use crate::format::encode_manifest;
@@ -852,5 +854,149 @@ mod tests {
         let mut m = Manifest::from_data(data).unwrap();
         assert_eq!(m.bump_epoch().unwrap_err().kind(), ErrorKind::InvalidInput);
         assert_eq!(m.epoch(), u64::MAX);
+    }
+
+    fn small_policy() -> CheckpointPolicy {
+        CheckpointPolicy {
+            max_recent_entries: 6,
+            max_recent_bytes: 1 << 20,
+            leaf_entries: 4,
+            leaf_bytes: 1 << 19,
+            fanout: 3,
+            max_pages_per_commit: 64,
+        }
+    }
+
+    fn name(level: u8, first: u64, end: u64) -> String {
+        format!("hist/{level}-{first}-{end}")
+    }
+
+    /// Appends `n` one-record entries, checkpointing after each as a
+    /// committer would; returns every page stored, by location.
+    fn grow(m: &mut Manifest, n: usize, pages: &mut HashMap<String, HistoryPage>) {
+        for _ in 0..n {
+            let committed = m.next_sequence();
+            m.append(format!("seg/{committed}"), vec![], 1).unwrap();
+            for up in m.checkpoint(&small_policy(), committed, name).unwrap() {
+                let page = crate::format::decode_page(&up.bytes).unwrap();
+                assert_eq!(
+                    page.range(),
+                    Some((up.pointer.first_seq, up.pointer.end_seq))
+                );
+                assert!(pages.insert(up.location, page).is_none(), "pages are new");
+            }
+        }
+    }
+
+    /// Every entry the history and the manifest hold, in order.
+    fn all_entries(m: &Manifest, pages: &HashMap<String, HistoryPage>) -> Vec<u64> {
+        fn walk(loc: &str, pages: &HashMap<String, HistoryPage>, out: &mut Vec<u64>) {
+            match &pages[loc].items {
+                PageItems::Entries(es) => out.extend(es.iter().map(|e| e.sequence)),
+                PageItems::Pointers(ps) => {
+                    for p in ps {
+                        walk(&p.location, pages, out);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(h) = m.history() {
+            for (_, p) in h.pointers() {
+                walk(&p.location, pages, &mut out);
+            }
+        }
+        out.extend(m.entries().iter().map(|e| e.sequence));
+        out
+    }
+
+    #[test]
+    fn checkpoints_keep_the_manifest_bounded_and_lose_nothing() {
+        let mut m = Manifest::new(ManifestVersion::V5);
+        let mut pages = HashMap::new();
+        let mut max_len = 0;
+        for round in 0..10 {
+            grow(&mut m, 40, &mut pages);
+            max_len = max_len.max(m.encoded_len());
+            assert!(m.len() <= 6, "round {round}: {} recent entries", m.len());
+            let h = m.history().unwrap();
+            assert!(h.levels.iter().all(|l| l.len() < 3), "{h:?}");
+            assert_eq!(
+                all_entries(&m, &pages),
+                (0..m.next_sequence()).collect::<Vec<_>>()
+            );
+            assert_eq!(h.entries() + m.len() as u64, m.next_sequence());
+            let copy = Manifest::from_bytes(&m.to_bytes().unwrap()).unwrap();
+            assert_eq!(copy, m);
+        }
+        // 400 entries: leaves of 4, gathered by 3 up to a few levels, and a
+        // manifest that did not grow with the log.
+        assert!(m.history().unwrap().levels.len() >= 4);
+        assert!(max_len < 1_000, "{max_len} bytes");
+        // Every page was created once; a checkpoint never rewrote one.
+        assert!(pages.len() > 100);
+    }
+
+    #[test]
+    fn a_checkpoint_moves_only_committed_entries() {
+        let mut m = Manifest::new(ManifestVersion::V5);
+        for i in 0..10 {
+            m.append(format!("seg/{i}"), vec![], 1).unwrap();
+        }
+        // Only entries ending at or before 3 were committed before.
+        let ups = m.checkpoint(&small_policy(), 3, name).unwrap();
+        assert_eq!(ups.len(), 1);
+        assert_eq!(m.recent_from(), 3);
+        assert_eq!(m.entries().len(), 7);
+        assert_eq!(m.first_sequence(), 0);
+        // Nothing to do in v4, or within the limits.
+        let mut v4 = Manifest::new(ManifestVersion::V4);
+        v4.append("a", vec![], 1).unwrap();
+        assert!(v4.checkpoint(&small_policy(), 1, name).unwrap().is_empty());
+        let bad = CheckpointPolicy {
+            fanout: 1,
+            ..small_policy()
+        };
+        assert!(m.checkpoint(&bad, 10, name).is_err());
+        // History has no v4 form.
+        assert_eq!(
+            m.set_format_version(ManifestVersion::V4)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn truncation_drops_whole_pages_and_then_moves_exactly() {
+        let mut m = Manifest::new(ManifestVersion::V5);
+        let mut pages = HashMap::new();
+        grow(&mut m, 100, &mut pages);
+        let end = m.recent_from();
+        assert!(end > 80);
+        let before = m.history().unwrap().entries();
+        // Through 9: the frontier's oldest page (levels of 3 x 4 entries:
+        // 0..36) straddles it and stays whole; nothing is dropped yet.
+        assert_eq!(m.truncate_through(9), 0);
+        let h = m.history().unwrap();
+        assert_eq!(h.live_from, 0, "conservative: the straddling page's start");
+        // Through 40: the pages ending by then go.
+        let dropped = m.truncate_through(39);
+        let h = m.history().unwrap();
+        assert_eq!(h.live_from, h.first_seq().unwrap());
+        assert!(h.live_from > 0 && dropped > 0);
+        assert_eq!(dropped as u64, before - h.entries());
+        let first_page = h.first_seq().unwrap();
+        m.set_live_from(first_page + 1).unwrap();
+        assert_eq!(m.first_sequence(), first_page + 1);
+        assert!(m.set_live_from(first_page).is_err(), "never backwards");
+        assert!(m.set_live_from(end + 100).is_err());
+        let copy = Manifest::from_bytes(&m.to_bytes().unwrap()).unwrap();
+        assert_eq!(copy.first_sequence(), first_page + 1);
+        // Past the whole history: no pages left, entry-exact as in v4.
+        m.truncate_through(end);
+        assert!(m.history().is_none());
+        assert_eq!(m.first_sequence(), end + 1);
+        assert_eq!(Manifest::from_bytes(&m.to_bytes().unwrap()).unwrap(), m);
     }
 }

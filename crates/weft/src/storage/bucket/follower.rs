@@ -73,10 +73,7 @@ struct FollowerApplier {
 impl Shared {
     /// Drops what `manifest` no longer holds from the local copy.
     fn honour_retention(&self, manifest: &ManifestData) {
-        let first_entry = manifest
-            .entries
-            .first()
-            .map_or(manifest.next_sequence, |e| e.sequence);
+        let first_entry = manifest.first_sequence();
         let after_snapshot = manifest
             .snapshot
             .as_ref()

@@ -15,6 +15,7 @@
 //!   subscription, and refuses writes with `ReadOnly`.
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
+//! `history/<level>-<first>-<end>-<run>` (the manifest's history pages),
 //! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
 //!
 //! # Retention
@@ -72,6 +73,11 @@ impl BucketLayout {
     /// The prefix of segment objects.
     pub fn segments(&self) -> String {
         self.join("segments")
+    }
+
+    /// The prefix of the manifest's history pages.
+    pub fn history(&self) -> String {
+        self.join("history")
     }
 
     /// The prefix of snapshot objects.

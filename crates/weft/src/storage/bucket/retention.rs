@@ -26,6 +26,7 @@ pub fn gc(store: Arc<dyn ObjectStore>, prefix: &str) -> Gc {
     let layout = BucketLayout::new(prefix);
     Gc::new(store, layout.manifest().to_string(), layout.segments())
         .with_snapshot_prefix(layout.snapshots())
+        .with_history_prefix(layout.history())
 }
 
 /// Trims the bucket log at `prefix` through `through` without claiming it:

@@ -48,7 +48,9 @@ use crate::storage::cache::EntryCache;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
 use crate::store::RetryPolicy;
-use crate::wal::{Applier, Durability, Producer, Record, Replica, SnapshotWriter};
+use crate::wal::{
+    Applier, CheckpointPolicy, Durability, Producer, Record, Replica, SnapshotWriter,
+};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -70,6 +72,9 @@ pub struct BucketOptions {
     /// and simulation; `None` (the default) draws it from the operating
     /// system, which keeps run ids unique across processes.
     pub seed: Option<u64>,
+    /// When the manifest moves older entries into history pages (which
+    /// keeps it, and the cost of each commit, bounded).
+    pub checkpoint: CheckpointPolicy,
 }
 
 impl Default for BucketOptions {
@@ -81,6 +86,7 @@ impl Default for BucketOptions {
             rebuild_prefetch: 8,
             retry: RetryPolicy::default(),
             seed: None,
+            checkpoint: CheckpointPolicy::default(),
         }
     }
 }
@@ -328,7 +334,9 @@ impl BucketStorage {
         let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
             .with_flush_interval(options.flush_interval)
             .with_flush_bytes(options.flush_bytes)
-            .with_manifest_version(ManifestVersion::V4)
+            .with_manifest_version(ManifestVersion::V5)
+            .with_checkpoint_policy(options.checkpoint.clone())
+            .with_history_prefix(layout.history())
             .with_retry_policy(options.retry.clone())
             .with_clock(clock.clone());
         if let Some(seed) = options.seed {
