@@ -214,11 +214,12 @@ impl HistoryReader {
         Ok(found.into_iter().next().filter(|e| e.contains(seq)))
     }
 
-    /// The sequence of the first entry that ends after `seq` within the
-    /// history, for truncation: `None` when no page holds one.
+    /// The sequence of the first entry within the history that holds a
+    /// sequence `>= seq` (after truncating through `seq - 1`, the first
+    /// live entry): `None` when no page holds one.
     ///
     /// Errors: as for [`entries_from`](Self::entries_from).
-    pub async fn first_entry_after(&self, history: &History, seq: u64) -> Result<Option<u64>> {
+    pub async fn first_entry_from(&self, history: &History, seq: u64) -> Result<Option<u64>> {
         let Some((_, leaf)) = self.leaf_after(history, seq).await? else {
             return Ok(None);
         };

@@ -97,7 +97,9 @@ impl ManifestEdit {
         let mut next = manifest.clone();
         self.apply_parts(&mut next)?;
         if let (Some(through), Some(history)) = (self.truncate_through, next.history())
-            && let Some(first) = reader.first_entry_after(history, through).await?
+            && let Some(first) = reader
+                .first_entry_from(history, through.saturating_add(1))
+                .await?
             && first > next.first_sequence()
         {
             next.set_live_from(first)?;
