@@ -9,7 +9,8 @@
 use bytes::Bytes;
 use weft::format::frame::{self, FrameError};
 use weft::format::{
-    decode_manifest, decode_segment, decode_segment_with_limit, encode_manifest, encode_segment,
+    decode_manifest, decode_page, decode_segment, decode_segment_with_limit, encode_manifest,
+    encode_page, encode_segment,
 };
 use weft::wal::Manifest;
 use weft::wal::cursor::{decode_cursor, encode_cursor};
@@ -56,6 +57,23 @@ pub fn manifest_decode(data: &[u8]) -> bool {
         mem.to_bytes().expect("a loaded manifest must serialize"),
         again
     );
+    true
+}
+
+/// Fuzz body for a v5 manifest's history pages. Returns whether `data`
+/// decoded.
+pub fn history_page_decode(data: &[u8]) -> bool {
+    let page = match decode_page(data) {
+        Ok(page) => page,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            return false;
+        }
+    };
+    assert!(page.range().is_some(), "a decoded page has items");
+    let again = encode_page(&page).expect("a decoded page must re-encode");
+    // The layout has one spelling per page.
+    assert_eq!(&again[..], data);
     true
 }
 
