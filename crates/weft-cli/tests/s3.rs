@@ -371,7 +371,7 @@ async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
 
     // The default manifest is the bucket log's own.
     let v: Value = serde_json::from_str(ok(weft(&["inspect", &url, "--json"])).trim()).unwrap();
-    assert_eq!(v["format_version"], 4);
+    assert_eq!(v["format_version"], 5);
     assert_eq!(v["next_sequence"], 4);
     assert!(
         v["epoch"].as_u64().unwrap() >= 4,

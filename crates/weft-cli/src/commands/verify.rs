@@ -120,6 +120,47 @@ pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<Exit
     })
 }
 
+/// Checks one entry's segment against the manifest.
+async fn verify_entry(
+    store: &Arc<dyn ObjectStore>,
+    entry: &weft::format::ManifestEntry,
+    f: &mut Findings,
+) -> Result<()> {
+    f.units += 1;
+    match bucket::load_segment(store, entry).await {
+        Ok((size, segment)) => {
+            f.bytes += size;
+            let n = segment.records.len();
+            f.records += n as u64;
+            if let Some(count) = bucket::manifest_count(entry)
+                && count as usize != n
+            {
+                f.problem(format!(
+                    "entry {}: the manifest says {count} records, segment {} holds {n}",
+                    entry.sequence, entry.location
+                ));
+            }
+            if let Some(m) = entry
+                .metadata
+                .iter()
+                .find(|m| m.start_index as usize >= n.max(1))
+            {
+                f.problem(format!(
+                    "entry {}: metadata starts at record {} of a {n}-record segment",
+                    entry.sequence, m.start_index
+                ));
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => f.problem(format!(
+            "entry {}: segment {} does not exist",
+            entry.sequence, entry.location
+        )),
+        Err(e) if e.kind() == ErrorKind::Corrupt => f.problem(crate::exit::one_line(&e)),
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
 async fn verify_bucket(
     store: &Arc<dyn ObjectStore>,
     location: String,
@@ -138,41 +179,26 @@ async fn verify_bucket(
     for p in bucket::manifest_problems(&manifest.data) {
         f.problem(format!("manifest {manifest_path}: {p}"));
     }
-    let bar = output::progress(manifest.data.entries.len() as u64, "verifying");
-    for entry in &manifest.data.entries {
-        f.units += 1;
-        match bucket::load_segment(store, entry).await {
-            Ok((size, segment)) => {
-                f.bytes += size;
-                let n = segment.records.len();
-                f.records += n as u64;
-                if let Some(count) = bucket::manifest_count(entry)
-                    && count as usize != n
-                {
-                    f.problem(format!(
-                        "entry {}: the manifest says {count} records, segment {} holds {n}",
-                        entry.sequence, entry.location
-                    ));
-                }
-                if let Some(m) = entry
-                    .metadata
-                    .iter()
-                    .find(|m| m.start_index as usize >= n.max(1))
-                {
-                    f.problem(format!(
-                        "entry {}: metadata starts at record {} of a {n}-record segment",
-                        entry.sequence, m.start_index
-                    ));
-                }
+    let bar = output::progress(bucket::entry_count(&manifest.data), "verifying");
+    let mut walk = bucket::EntryWalk::new(store, &manifest.data);
+    loop {
+        let chunk = match walk.next_chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Corrupt) => {
+                f.problem(format!(
+                    "manifest {manifest_path}: its history cannot be read: {}",
+                    crate::exit::one_line(&e)
+                ));
+                walk.skip_history();
+                continue;
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => f.problem(format!(
-                "entry {}: segment {} does not exist",
-                entry.sequence, entry.location
-            )),
-            Err(e) if e.kind() == ErrorKind::Corrupt => f.problem(crate::exit::one_line(&e)),
             Err(e) => return Err(e),
+        };
+        for entry in &chunk {
+            verify_entry(store, entry, &mut f).await?;
+            bar.inc(1);
         }
-        bar.inc(1);
     }
     bar.finish_and_clear();
     if let Some(snapshot) = &manifest.data.snapshot
