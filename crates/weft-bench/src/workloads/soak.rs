@@ -152,8 +152,11 @@ pub async fn probe(
     let first_read_ms = t.elapsed().as_secs_f64() * 1e3;
     let first_append_ms = if writer {
         let t = Instant::now();
-        log.append(AppendRequest::new(LogTag::new("probe")?, Bytes::from_static(b"probe")))
-            .await?;
+        log.append(AppendRequest::new(
+            LogTag::new("probe")?,
+            Bytes::from_static(b"probe"),
+        ))
+        .await?;
         Some(t.elapsed().as_secs_f64() * 1e3)
     } else {
         None
@@ -275,9 +278,8 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let start = Instant::now();
     let end = start + duration;
     // Each appender gets an equal share of the rate, one batch per tick.
-    let per_appender = Duration::from_secs_f64(
-        (APPENDERS * BATCH) as f64 / settings.rate.max(1) as f64,
-    );
+    let per_appender =
+        Duration::from_secs_f64((APPENDERS * BATCH) as f64 / settings.rate.max(1) as f64);
     let mut appenders = Vec::new();
     for a in 0..APPENDERS {
         let (log, fill, tags) = (log.clone(), fill.clone(), tags.clone());
@@ -348,12 +350,16 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     };
     for w in &windows {
         report.add(
-            Row::new(W, format!("{case}: window ending {:.0} s", w.end_s), "commit p50")
-                .value(vec![w.commit_p50_ms], "ms")
-                .note(format!(
-                    "p99 {:.1} ms, {:.0} entries/s, manifest {} B, RSS {:.1} MB",
-                    w.commit_p99_ms, w.entries_per_s, w.manifest_bytes, w.rss_mb
-                )),
+            Row::new(
+                W,
+                format!("{case}: window ending {:.0} s", w.end_s),
+                "commit p50",
+            )
+            .value(vec![w.commit_p50_ms], "ms")
+            .note(format!(
+                "p99 {:.1} ms, {:.0} entries/s, manifest {} B, RSS {:.1} MB",
+                w.commit_p99_ms, w.entries_per_s, w.manifest_bytes, w.rss_mb
+            )),
         );
     }
     let ratio = last.commit_p50_ms / first.commit_p50_ms;
@@ -388,13 +394,27 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let writer_cache = ctx.fresh_dir("soak-writer")?;
     let _ = &writer_cache;
     let mut opens = Vec::new();
-    let fresh = probe_process(ctx, &prefix, ProbeKind::Follower, Some(&follower_cache), true).await?;
+    let fresh = probe_process(
+        ctx,
+        &prefix,
+        ProbeKind::Follower,
+        Some(&follower_cache),
+        true,
+    )
+    .await?;
     opens.push(("fresh follower (empty cache dir)", fresh.clone()));
-    let restarted =
-        probe_process(ctx, &prefix, ProbeKind::Follower, Some(&follower_cache), false).await?;
+    let restarted = probe_process(
+        ctx,
+        &prefix,
+        ProbeKind::Follower,
+        Some(&follower_cache),
+        false,
+    )
+    .await?;
     opens.push(("restarted follower (its cache dir)", restarted));
     log.close().await?;
-    let reopened = probe_process(ctx, &prefix, ProbeKind::Writer, Some(&writer_cache), false).await?;
+    let reopened =
+        probe_process(ctx, &prefix, ProbeKind::Writer, Some(&writer_cache), false).await?;
     opens.push(("reopened writer (its cache dir)", reopened));
     let stateless = probe_process(ctx, &prefix, ProbeKind::Writer, None, false).await?;
     opens.push(("writer with no local state", stateless));
@@ -415,15 +435,23 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     }
     let (raw_time, raw_bytes) = raw_parallel_get(&store, 32).await?;
     let raw_row = report.add(
-        Row::new(W, format!("read all {total} entries"), "raw parallel GET of every segment (32)")
-            .value(vec![raw_time.as_secs_f64()], "s")
-            .note(format!("{:.0} MiB", raw_bytes as f64 / MIB)),
+        Row::new(
+            W,
+            format!("read all {total} entries"),
+            "raw parallel GET of every segment (32)",
+        )
+        .value(vec![raw_time.as_secs_f64()], "s")
+        .note(format!("{:.0} MiB", raw_bytes as f64 / MIB)),
     );
     if let Some(ms) = fresh.caught_up_ms {
         report.add(
-            Row::new(W, format!("read all {total} entries"), "fresh follower caught up")
-                .value(vec![ms / 1e3], "s")
-                .against(&raw_row),
+            Row::new(
+                W,
+                format!("read all {total} entries"),
+                "fresh follower caught up",
+            )
+            .value(vec![ms / 1e3], "s")
+            .against(&raw_row),
         );
     }
     ctx.plots.push(Plot::TimeSeries {
