@@ -42,6 +42,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use rand::{Rng, SeedableRng};
@@ -306,13 +307,15 @@ impl Committer {
         let seed: u64 = self.rng.random();
         let store = self.store.clone();
         let policy = self.policy.clone();
-        let results = futures::future::join_all(
-            uploads
-                .iter()
-                .enumerate()
-                .map(|(i, u)| store_page(store.as_ref(), u, &policy, seed ^ i as u64)),
-        )
-        .await;
+        let results: Vec<Result<()>> =
+            futures::stream::iter(uploads.clone().into_iter().enumerate())
+                .map(move |(i, u)| {
+                    let (store, policy) = (store.clone(), policy.clone());
+                    async move { store_page(store.as_ref(), &u, &policy, seed ^ i as u64).await }
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
         if let Some(err) = results.into_iter().find_map(|r| r.err()) {
             warn!(error = %err, "storing history pages failed; checkpoint postponed");
             return;
