@@ -32,10 +32,12 @@ impl Source {
         }
     }
 
-    /// The first readable seqnum.
-    pub(crate) fn first_seqnum(&self) -> Result<u64> {
+    /// The first readable seqnum (of a follower: of what it has applied).
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub(crate) async fn first_seqnum(&self) -> Result<u64> {
         match self {
-            Source::Log(log) => Ok(log.storage().first_seqnum()),
+            Source::Log(log) => Ok(log.tip().await?.first),
             Source::Scan(scan) => scan.first_seqnum(),
         }
     }

@@ -47,7 +47,7 @@ pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let source = Source::open(&location, store).await?;
     let mut cursor = match args.from {
         Some(from) => from,
-        None => source.first_seqnum()?,
+        None => source.first_seqnum().await?,
     };
     let mut left = args.limit.unwrap_or(usize::MAX);
     let outcome = async {

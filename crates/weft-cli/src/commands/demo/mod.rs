@@ -16,9 +16,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use weft::exec::{ExecutorEngine, ExecutorStatus};
-use weft::{AppendRequest, Error, ErrorKind, Log, Position, Result};
+use weft::{AppendRequest, Error, ErrorKind, Log, Position, Result, Tip};
 
 use crate::location::{self, Create, StoreArgs};
 use crate::output;
@@ -55,9 +55,9 @@ pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
 
 async fn run_on(log: &Log, args: &DemoArgs, started: Instant) -> Result<()> {
     let tags = Tags::new()?;
-    let start = log.storage().next_seqnum();
-    let run = log.next_version(&tags.stock) + 1;
-    let placed_before = log.next_version(&tags.orders);
+    let start = log.tip().await?.next;
+    let run = log.next_version(&tags.stock).await? + 1;
+    let placed_before = log.next_version(&tags.orders).await?;
     output::line(&format!(
         "weft demo: an order-fulfilment shop on the log in {}",
         args.dir.display()
@@ -140,7 +140,7 @@ async fn run_on(log: &Log, args: &DemoArgs, started: Instant) -> Result<()> {
         .await
         .map_err(|_| stuck("shipping did not ship every reserved order"))??;
         // Let the printer show the last entry before the summary.
-        let end = log.storage().next_seqnum();
+        let end = log.tip().await?.next;
         tokio::time::timeout(SETTLE_TIMEOUT, printed_rx.wait_for(|p| *p >= end))
             .await
             .map_err(|_| stuck("the log's feed fell behind"))?
@@ -177,21 +177,15 @@ async fn summary(
     let mut per_tag: BTreeMap<String, u64> = BTreeMap::new();
     let mut distinct = std::collections::BTreeSet::new();
     let mut entries = 0u64;
-    let mut cursor = log.storage().first_seqnum();
-    loop {
-        let chunk = log.read_log(Position::At(cursor), 4096).await?;
-        let Some(last) = chunk.last() else { break };
-        cursor = last.seqnum + 1;
-        entries += chunk.len() as u64;
-        for e in &chunk {
-            for t in &e.tags {
-                distinct.insert(t.clone());
-                *per_tag.entry(t.namespace().to_owned()).or_default() += 1;
-            }
+    let mut all = log.stream_log(Position::Beginning);
+    while let Some(e) = all.try_next().await? {
+        entries += 1;
+        for t in &e.tags {
+            distinct.insert(t.clone());
+            *per_tag.entry(t.namespace().to_owned()).or_default() += 1;
         }
     }
-    let next = log.storage().next_seqnum();
-    let first = log.storage().first_seqnum();
+    let Tip { first, next } = log.tip().await?;
     output::line("")?;
     output::line("summary")?;
     output::line(&format!(
@@ -201,13 +195,13 @@ async fn summary(
     if next > first {
         output::line(&format!("  seqnums    {first}..={}", next - 1))?;
     }
-    let streams: Vec<String> = [&tags.stock, &tags.orders, &tags.inventory, &tags.shipments]
-        .iter()
-        .map(|t| match log.latest_version(t) {
+    let mut streams: Vec<String> = Vec::new();
+    for t in [&tags.stock, &tags.orders, &tags.inventory, &tags.shipments] {
+        streams.push(match log.latest_version(t).await? {
             Some(v) => format!("{t} v{v}"),
             None => format!("{t} (empty)"),
-        })
-        .collect();
+        });
+    }
     output::line(&format!("  streams    {}", streams.join(", ")))?;
     let tag_counts: Vec<String> = per_tag.iter().map(|(ns, n)| format!("{ns}: {n}")).collect();
     output::line(&format!(

@@ -79,16 +79,17 @@ use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::{Capabilities, CommitFeed, NewEntry, Storage};
+use super::core::{Gate, Visible};
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::clock::{self, Clock};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::format::frame;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
@@ -99,7 +100,7 @@ pub use options::{DirOptions, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, SyncMode};
 
 use lock::DirLock;
 use queue::Queue;
-use writer::{Command, Counters, Shared, Visible, Writer};
+use writer::{Command, Counters, ReadState, Shared, Writer};
 
 /// Counters of a [`DirStorage`] since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -198,21 +199,23 @@ impl DirStorage {
             .into_iter()
             .map(|s| (s.first, s))
             .collect();
+        let next = recovered.index.next();
         let shared = Arc::new(Shared {
             dir: dir.clone(),
-            feed: CommitFeed::new(recovered.index.next()),
-            state: RwLock::new(Visible {
-                gone_versions: recovered
-                    .versions
-                    .into_iter()
-                    .filter(|(tag, _)| recovered.index.next_version_at(tag, 0).is_none())
-                    .collect(),
-                index: recovered.index,
-                segments,
-            }),
+            visible: Visible::new(
+                ReadState {
+                    gone_versions: recovered
+                        .versions
+                        .into_iter()
+                        .filter(|(tag, _)| recovered.index.next_version_at(tag, 0).is_none())
+                        .collect(),
+                    index: recovered.index,
+                    segments,
+                },
+                next,
+            ),
             counters: Counters::default(),
-            closed: AtomicBool::new(false),
-            failure: Mutex::new(None),
+            gate: Gate::new("the log directory"),
             fail_next_sync: AtomicBool::new(false),
         });
         let queue = Arc::new(Queue::new());
@@ -277,10 +280,7 @@ impl DirStorage {
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.shared.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("the log directory is closed"));
-        }
-        Ok(())
+        self.shared.gate.check_open()
     }
 
     async fn call<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Result<T> {
@@ -422,17 +422,11 @@ impl Storage for DirStorage {
             // unknown to the index, but its versions are still trimmed.
             if seqnums.is_empty()
                 && state.index.next_version_at(tag, 0).is_none()
-                && state
-                    .gone_versions
-                    .get(tag)
-                    .is_some_and(|&next| from_version < next)
+                && let Some(&next) = state.gone_versions.get(tag)
+                && from_version < next
             {
-                return Err(Error::new(
-                    ErrorKind::Trimmed,
-                    format!(
-                        "version {from_version} of {tag} was trimmed; the stream has no live entry"
-                    ),
-                ));
+                // No live entry: the first readable version is the next one.
+                return Err(Error::trimmed_version(tag, from_version, next));
             }
             seqnums
         };
@@ -447,20 +441,22 @@ impl Storage for DirStorage {
         Ok(self.fetch(vec![seqnum]).await?.pop())
     }
 
-    fn next_seqnum(&self) -> u64 {
-        self.shared.read_state().index.next()
-    }
-
-    fn first_seqnum(&self) -> u64 {
-        self.shared.read_state().index.first()
-    }
-
-    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
+    async fn tip(&self) -> Result<Tip> {
+        self.check_open()?;
         let state = self.shared.read_state();
-        state
+        Ok(Tip {
+            first: state.index.first(),
+            next: state.index.next(),
+        })
+    }
+
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.check_open()?;
+        let state = self.shared.read_state();
+        Ok(state
             .index
             .latest_version(tag)
-            .or_else(|| state.gone_versions.get(tag).and_then(|v| v.checked_sub(1)))
+            .or_else(|| state.gone_versions.get(tag).and_then(|v| v.checked_sub(1))))
     }
 
     async fn trim(&self, through: u64) -> Result<()> {
@@ -468,7 +464,7 @@ impl Storage for DirStorage {
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.shared.feed
+        self.shared.visible.feed()
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -481,11 +477,12 @@ impl Storage for DirStorage {
             read_only: false,
             durable: true,
             max_entry_bytes: self.options.max_entry_bytes,
+            freshness: Freshness::SingleWriter,
         }
     }
 
     async fn close(&self) -> Result<()> {
-        if self.shared.closed.swap(true, Ordering::AcqRel) {
+        if !self.shared.gate.close() {
             return Ok(());
         }
         let (reply, rx) = oneshot::channel();
@@ -493,7 +490,7 @@ impl Storage for DirStorage {
             Ok(()) => rx.await.unwrap_or(Ok(())),
             Err(_) => Ok(()),
         };
-        self.shared.feed.close();
+        self.shared.visible.feed().close();
         result
     }
 }
