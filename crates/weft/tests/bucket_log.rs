@@ -27,6 +27,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(10),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 

@@ -213,6 +213,7 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
         FollowerOptions {
             poll_interval: Duration::from_millis(20),
             prefetch: 4,
+            ..FollowerOptions::default()
         },
     )
     .await

@@ -34,6 +34,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(5),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 

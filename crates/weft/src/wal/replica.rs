@@ -76,6 +76,7 @@ pub struct ReplicaBuilder<A> {
     prefetch: usize,
     poll_interval: Duration,
     page_cache_bytes: usize,
+    stop_at: Option<u64>,
 }
 
 /// Entries one step works on at a time while reading history pages.
@@ -108,9 +109,19 @@ impl<A: Applier> ReplicaBuilder<A> {
         self
     }
 
+    /// Applies only the entries that start before sequence `end` (which
+    /// must be where an entry starts, or the log's end, for the last
+    /// applied segment to be whole): a reader that fills in history up to
+    /// where another one tails from.
+    pub fn with_stop_at(mut self, end: u64) -> Self {
+        self.stop_at = Some(end);
+        self
+    }
+
     /// The replica.
     pub fn build(self) -> Replica<A> {
         Replica {
+            stop_at: self.stop_at,
             history: HistoryReader::new(self.store.clone(), self.page_cache_bytes),
             store: self.store,
             manifest_path: self.manifest_path,
@@ -139,6 +150,7 @@ pub struct Replica<A> {
     etag: Option<String>,
     manifest: Option<ManifestData>,
     history: HistoryReader,
+    stop_at: Option<u64>,
 }
 
 /// Reads one whole object.
@@ -197,6 +209,7 @@ impl<A: Applier> Replica<A> {
             prefetch: 8,
             poll_interval: Duration::from_millis(100),
             page_cache_bytes: DEFAULT_PAGE_CACHE_BYTES,
+            stop_at: None,
         }
     }
 
@@ -478,7 +491,10 @@ impl<A: Applier> Replica<A> {
         // it loaded the manifest. So the cursor, not the ETag, decides.
         let mut cursor = self.start_cursor(&mut outcome).await?;
         loop {
-            let pending = self.pending_rereading(cursor).await?;
+            let mut pending = self.pending_rereading(cursor).await?;
+            if let Some(end) = self.stop_at {
+                pending.retain(|e| e.sequence < end);
+            }
             if pending.is_empty() {
                 break;
             }

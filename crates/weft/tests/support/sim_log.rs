@@ -377,6 +377,7 @@ async fn open_follower(plan: &Plan, store: &Arc<dyn ObjectStore>) -> Option<Buck
         let options = FollowerOptions {
             poll_interval: plan.poll_interval,
             prefetch: 3,
+            ..FollowerOptions::default()
         };
         if let Ok(f) = BucketFollower::open(store.clone(), PREFIX, options).await {
             return Some(f);

@@ -1,26 +1,38 @@
 //! A read-only follower of a bucket log.
 //!
-//! The follower runs a [`Replica`] on a background task. Its applier
-//! reassembles committed batches from the records and adds them, whole, to
-//! a local [`EntryCache`], then publishes them on the commit feed, so every
-//! read, view, typed view and subscription of the core API works on a
-//! follower exactly as on the writer — lagging it by about one poll
-//! interval. Writes are refused with `ReadOnly`. The local copy lives in
-//! memory: a restarted follower rebuilds it from the bucket (a snapshot
-//! taken by the writer bounds that work once retention trims the log).
+//! The follower keeps the log's numbers, not its entries: which seqnums
+//! carry each tag and which seqnum holds each version of a stream, plus a
+//! bounded cache of the newest entries. Every other entry is read on demand
+//! from its segment through bounded caches (see `local` and `reader` in this
+//! module's parent). Its memory is the numbers plus
+//! [`FollowerOptions::memory_budget`], whatever the log's length.
 //!
-//! Retention: a follower that starts on a trimmed log restores the log
-//! state the writer stored when it trimmed (first seqnum, every stream's
-//! next version) and reads on from there. While it runs, after every poll
-//! it drops from its copy whatever the manifest no longer holds — the
-//! entries through the snapshot, or below the first live entry — so its
-//! reads fail with `Trimmed` where the writer's do. A follower that falls
-//! so far behind that the entries it still needs were truncated stops with
-//! `Trimmed` (see [`BucketFollower::stopped`]); it never skips entries.
+//! Opening reads the manifest and returns: the follower serves the log's
+//! live end at once. Two background tasks then run a [`Replica`] each:
+//!
+//! * the **tail** follows the manifest from where the log ended at open,
+//!   publishes every committed batch on the commit feed (so reads, views
+//!   and subscriptions work as on the writer, lagging it by about one poll)
+//!   and applies retention after every poll;
+//! * the **fill** indexes the history before that point, reading segments
+//!   `prefetch` at a time, and ends when it reaches it.
+//!
+//! Until the fill is over, reads by seqnum are served at once (any live
+//! entry); reads by tag or version are served at once when what they ask
+//! lies in what is indexed so far — the entries since open, or the part of
+//! the history the fill has reached — and otherwise wait for the fill. No
+//! read returns a partial answer. Writes are refused with `ReadOnly`.
+//!
+//! Retention: the fill starts from the log state the writer stored when it
+//! last trimmed (first seqnum, every stream's next version); the tail drops
+//! from the follower's copy whatever the manifest no longer holds after each
+//! poll, so reads fail with `Trimmed` where the writer's do. A follower that
+//! falls so far behind that the entries it still needs were truncated stops
+//! with `Trimmed` (see [`BucketFollower::stopped`]); it never skips entries.
 //!
 //! Tip and version queries answer for the prefix applied so far
-//! ([`Freshness::AppliedPrefix`]): a follower never asks the bucket
-//! whether the writer is ahead.
+//! ([`Freshness::AppliedPrefix`]): a follower never asks the bucket whether
+//! the writer is ahead.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,24 +45,31 @@ use tokio::task::JoinHandle;
 
 use super::BucketLayout;
 use super::kv::BucketKv;
+use super::local::{LocalLog, LocalState};
+use super::reader::BucketReader;
 use super::records::BatchAssembler;
 use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::ManifestData;
+use crate::format::{ManifestData, decode_manifest};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
-use crate::storage::cache::EntryCache;
-use crate::storage::core::CachedLog;
+use crate::storage::index::LogIndex;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
-use crate::wal::{Applier, Record, Replica};
+use crate::store::{StoreOp, to_error};
+use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
 /// How a follower tails the bucket.
 #[derive(Clone, Debug)]
 pub struct FollowerOptions {
     /// Wait between polls that found nothing new.
     pub poll_interval: Duration,
-    /// Segments fetched concurrently while catching up.
+    /// Segments fetched concurrently while catching up and filling in
+    /// history.
     pub prefetch: usize,
+    /// Bytes of entries, segments and history pages the follower keeps in
+    /// memory (split between the newest entries, decoded segments and
+    /// manifest history pages). Its other memory is the log's numbers.
+    pub memory_budget: usize,
 }
 
 impl Default for FollowerOptions {
@@ -58,48 +77,52 @@ impl Default for FollowerOptions {
         FollowerOptions {
             poll_interval: Duration::from_millis(50),
             prefetch: 8,
+            memory_budget: 256 << 20,
         }
     }
 }
 
-/// The local copy, its feed, and why the tailing task stopped (the gate's
-/// stop), shared by the handle and the tailing task.
-type Shared = CachedLog;
+/// How a memory budget is split between the caches.
+pub(super) struct Budget {
+    pub(super) recent: usize,
+    pub(super) segments: usize,
+    pub(super) pages: usize,
+}
 
-struct FollowerApplier {
+impl Budget {
+    /// The follower's split: a quarter for the newest entries, half for
+    /// decoded segments, an eighth for history pages (the rest is slack
+    /// for the replicas' prefetch windows).
+    pub(super) fn follower(total: usize) -> Self {
+        Budget {
+            recent: total / 4,
+            segments: total / 2,
+            pages: total / 8,
+        }
+    }
+}
+
+/// What the tail and the fill share with the handle.
+type Shared = LocalLog;
+
+/// The tail's applier: publishes committed batches at the live end.
+struct TailApplier {
     shared: Arc<Shared>,
     assembler: BatchAssembler,
 }
 
-/// Retention, as the follower applies it to its copy.
-trait HonourRetention {
-    fn honour_retention(&self, manifest: &ManifestData);
-}
-
-impl HonourRetention for CachedLog {
-    /// Drops what `manifest` no longer holds from the local copy.
-    fn honour_retention(&self, manifest: &ManifestData) {
-        let first_entry = manifest.first_sequence();
-        let after_snapshot = manifest
-            .snapshot
-            .as_ref()
-            .map_or(0, |s| s.through_seq.saturating_add(1));
-        let live_from = first_entry.max(after_snapshot);
-        let mut cache = self.visible().write();
-        if live_from > cache.index().first() {
-            cache.trim(live_from - 1);
-        }
-    }
-}
-
 #[async_trait]
-impl Applier for FollowerApplier {
-    /// Starts the local copy over at the trim point the writer stored.
+impl Applier for TailApplier {
+    /// A log whose manifest did not exist at open and was trimmed before
+    /// the tail first read it: start over at the trim point the writer
+    /// stored.
     async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
         let state = decode_trim_state(&snapshot, through_seq)?;
         let first = through_seq.saturating_add(1);
-        *self.shared.visible().write() =
-            EntryCache::with_version_floors(first, state.next_versions);
+        self.shared
+            .visible()
+            .write()
+            .restore_history(LogIndex::with_version_floors(first, state.next_versions));
         // Nothing below `first` will ever be announced.
         self.shared.feed().advance_to(first);
         self.assembler = BatchAssembler::starting_at(first);
@@ -108,22 +131,57 @@ impl Applier for FollowerApplier {
 
     async fn apply(&mut self, record: &Record) -> Result<()> {
         if let Some(batch) = self.assembler.push(record)? {
-            self.shared.visible().publish(batch, |cache, entries| {
-                if cache.index().is_empty() && cache.index().next() != entries[0].seqnum {
-                    // The log was trimmed before we first saw it.
-                    *cache = EntryCache::starting_at(entries[0].seqnum);
-                }
-                cache.extend(entries.iter().cloned())
-            })?;
+            self.shared.publish(batch)?;
         }
         Ok(())
+    }
+}
+
+/// The fill's applier: indexes the history before the live end.
+struct FillApplier {
+    shared: Arc<Shared>,
+    assembler: BatchAssembler,
+}
+
+#[async_trait]
+impl Applier for FillApplier {
+    /// The fill starts at the trim point the writer stored.
+    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
+        let state = decode_trim_state(&snapshot, through_seq)?;
+        let first = through_seq.saturating_add(1);
+        self.shared
+            .visible()
+            .write()
+            .restore_history(LogIndex::with_version_floors(first, state.next_versions));
+        self.assembler = BatchAssembler::starting_at(first);
+        Ok(())
+    }
+
+    async fn apply(&mut self, record: &Record) -> Result<()> {
+        if let Some(batch) = self.assembler.push(record)? {
+            self.shared.add_history(&batch)?;
+        }
+        Ok(())
+    }
+}
+
+/// Drops what `manifest` no longer holds from the follower's copy.
+fn honour_retention(shared: &Shared, manifest: &ManifestData) {
+    let after_snapshot = manifest
+        .snapshot
+        .as_ref()
+        .map_or(0, |s| s.through_seq.saturating_add(1));
+    let live_from = manifest.first_sequence().max(after_snapshot);
+    let mut state = shared.visible().write();
+    if live_from > state.tip().first {
+        state.trim(live_from - 1);
     }
 }
 
 /// Polls until `shutdown`, honouring retention after every poll. Transient
 /// store errors are retried after `interval`; any other error ends it.
 async fn tail(
-    replica: &mut Replica<FollowerApplier>,
+    replica: &mut Replica<TailApplier>,
     shared: &Shared,
     interval: Duration,
     shutdown: impl std::future::Future<Output = ()>,
@@ -133,7 +191,10 @@ async fn tail(
         let wait = match replica.poll().await {
             Ok(outcome) => {
                 if let Some(m) = replica.manifest() {
-                    shared.honour_retention(m);
+                    if !outcome.unchanged {
+                        shared.reader().set_manifest(Arc::new(m.clone()));
+                    }
+                    honour_retention(shared, m);
                 }
                 if outcome.applied > 0 {
                     Duration::ZERO
@@ -154,12 +215,58 @@ async fn tail(
     }
 }
 
+/// Indexes the history before `until`, where the tail started. Transient
+/// errors are retried after `interval`; a truncation that overtakes the
+/// fill starts it over from the new trim point.
+async fn fill(
+    store: Arc<dyn ObjectStore>,
+    layout: BucketLayout,
+    shared: Arc<Shared>,
+    until: u64,
+    prefetch: usize,
+    interval: Duration,
+) -> Result<()> {
+    loop {
+        let applier = FillApplier {
+            shared: shared.clone(),
+            assembler: BatchAssembler::new(),
+        };
+        let mut replica = Replica::builder(store.clone(), layout.manifest(), applier)
+            .with_prefetch(prefetch)
+            .with_stop_at(until)
+            .build();
+        loop {
+            if !shared.visible().read().filling_in() || shared.gate().is_closed() {
+                return Ok(());
+            }
+            match replica.poll().await {
+                Ok(_) => {
+                    if shared.visible().read().filling_in() {
+                        // Everything before `until` was read, yet the index
+                        // does not reach it: the log has a gap.
+                        return Err(Error::corrupt(format!(
+                            "the log's history ends before seqnum {until}, where its live \
+                             end started"
+                        )));
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
+                    tracing::warn!(error = %e, "filling in history failed; retrying");
+                    tokio::time::sleep(interval).await;
+                }
+                Err(e) if e.kind() == ErrorKind::Trimmed => break,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// A read-only replica of a bucket log that serves the whole read API.
 pub struct BucketFollower {
     shared: Arc<Shared>,
     kv: Arc<BucketKv>,
     stop: watch::Sender<bool>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for BucketFollower {
@@ -168,53 +275,154 @@ impl std::fmt::Debug for BucketFollower {
     }
 }
 
+/// The manifest at `layout`, or `None` when the log does not exist yet.
+async fn read_manifest(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+) -> Result<Option<ManifestData>> {
+    let path = layout.manifest();
+    let got = match store.get(&path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(to_error(StoreOp::Read, path.as_ref(), e)),
+    };
+    let bytes = got
+        .bytes()
+        .await
+        .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?;
+    let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
+    Ok(Some(m))
+}
+
+/// The manifest and, when the log was trimmed, the log state the writer
+/// stored then (every stream's version floor, so version queries are right
+/// from the start). A state superseded and collected between the two reads
+/// sends it back to the manifest, a few times at most.
+async fn read_start(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+) -> Result<(Option<ManifestData>, Option<crate::format::LogState>)> {
+    const ATTEMPTS: usize = 4;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let Some(m) = read_manifest(store, layout).await? else {
+            return Ok((None, None));
+        };
+        let Some(snap) = m.snapshot.clone() else {
+            return Ok((Some(m), None));
+        };
+        let path = object_store::path::Path::from(snap.location.as_str());
+        let got = match store.get(&path).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) if attempt < ATTEMPTS => continue,
+            Err(e) => return Err(to_error(StoreOp::Read, &snap.location, e)),
+        };
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| to_error(StoreOp::Read, &snap.location, e))?;
+        let state = decode_trim_state(&bytes, snap.through_seq)?;
+        return Ok((Some(m), Some(state)));
+    }
+}
+
 impl BucketFollower {
-    /// Opens a follower of the log at `prefix` in `store`: catches up once
-    /// (so reads right after `open` see the log as of now), then keeps
-    /// tailing in the background.
+    /// Opens a follower of the log at `prefix` in `store`. It reads the
+    /// manifest and returns: from then on it serves the log as of that
+    /// read, and newer entries as the tail applies them (see the
+    /// [module docs](self) for what waits for the history to be filled
+    /// in).
     ///
-    /// Errors: store errors (`NotFound` for a missing bucket,
-    /// `PermissionDenied`, `Unavailable`), `Corrupt` data.
+    /// Errors: store errors reading the manifest (`NotFound` for a missing
+    /// bucket, `PermissionDenied`, `Unavailable`), `Corrupt` for an
+    /// unreadable manifest or a trim state that is not a weft log state.
     pub async fn open(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
         options: FollowerOptions,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
-        let shared = Arc::new(CachedLog::new(
-            "the bucket follower",
-            EntryCache::starting_at(0),
-        ));
-        let applier = FollowerApplier {
-            shared: shared.clone(),
-            assembler: BatchAssembler::new(),
+        let budget = Budget::follower(options.memory_budget);
+        let (manifest, floors) = read_start(&store, &layout).await?;
+        // Where the live end starts, and the first live seqnum.
+        let (live_from, first) = match &manifest {
+            Some(m) => {
+                let after_snapshot = m
+                    .snapshot
+                    .as_ref()
+                    .map_or(0, |s| s.through_seq.saturating_add(1));
+                (m.next_sequence, m.first_sequence().max(after_snapshot))
+            }
+            None => (0, 0),
         };
-        let mut replica = Replica::builder(store.clone(), layout.manifest(), applier)
+        let index = match floors {
+            Some(state) => LogIndex::with_version_floors(first, state.next_versions),
+            None => LogIndex::starting_at(first),
+        };
+        let state = LocalState::filling(index, live_from, budget.recent);
+        let reader =
+            BucketReader::new(
+                store.clone(),
+                layout.manifest(),
+                Arc::new(manifest.clone().unwrap_or_else(|| {
+                    ManifestData::empty(crate::format::ManifestVersion::default())
+                })),
+                budget.pages,
+                budget.segments,
+            );
+        let shared = Arc::new(LocalLog::new("the bucket follower", state, reader));
+        // The tail starts where the log ended at open (from scratch when
+        // there was no log: then it restores a trim point itself).
+        let cursors = MemoryCursorStore::new();
+        if manifest.is_some() {
+            cursors.save(Cursor::at_entry(live_from)).await?;
+        }
+        let tail_applier = TailApplier {
+            shared: shared.clone(),
+            assembler: match manifest {
+                Some(_) => BatchAssembler::starting_at(live_from),
+                None => BatchAssembler::new(),
+            },
+        };
+        let mut replica = Replica::builder(store.clone(), layout.manifest(), tail_applier)
+            .with_cursor_store(cursors)
             .with_prefetch(options.prefetch)
             .with_poll_interval(options.poll_interval)
+            .with_page_cache_bytes(budget.pages)
             .build();
-        replica.poll().await?;
-        if let Some(m) = replica.manifest() {
-            shared.honour_retention(m);
-        }
         let (stop, mut stopped_rx) = watch::channel(false);
         let task_shared = shared.clone();
         let interval = options.poll_interval;
-        let task = tokio::spawn(async move {
+        let tail_task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped_rx.wait_for(|s| *s).await;
             };
             if let Err(e) = tail(&mut replica, &task_shared, interval, shutdown).await {
                 tracing::error!(error = %e, "bucket follower stopped");
                 task_shared.gate().stop(&e);
+                task_shared.fill_failed(&e);
                 task_shared.feed().close();
             }
         });
+        let mut tasks = vec![tail_task];
+        if shared.visible().read().filling_in() {
+            let (store, shared, layout) = (store.clone(), shared.clone(), layout.clone());
+            let prefetch = options.prefetch;
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) =
+                    fill(store, layout, shared.clone(), live_from, prefetch, interval).await
+                {
+                    tracing::error!(error = %e, "bucket follower could not fill in its history");
+                    shared.fill_failed(&e);
+                }
+            }));
+        }
         Ok(BucketFollower {
             shared,
             kv: Arc::new(BucketKv::new(store, layout.kv())),
             stop,
-            task: Mutex::new(Some(task)),
+            tasks: Mutex::new(tasks),
         })
     }
 
@@ -222,6 +430,25 @@ impl BucketFollower {
     /// has and its subscriptions end): the error that stopped it.
     pub fn stopped(&self) -> Option<Error> {
         self.shared.gate().stopped()
+    }
+
+    /// True while the follower is still indexing the history from before it
+    /// opened (reads that need it wait).
+    pub fn filling_in(&self) -> bool {
+        self.shared.visible().read().filling_in()
+    }
+
+    /// Waits until the history from before the follower opened is indexed.
+    ///
+    /// Errors: why filling it in failed; `Closed`.
+    pub async fn filled_in(&self) -> Result<()> {
+        self.shared.filled_in().await
+    }
+
+    /// Bytes the follower's caches hold now (entries read back, history
+    /// pages), excluding the newest entries it keeps.
+    pub fn cached_bytes(&self) -> usize {
+        self.shared.reader().cached_bytes()
     }
 
     fn read_only() -> Error {
@@ -239,7 +466,7 @@ impl Storage for BucketFollower {
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        self.shared.read(tag, from, max)
+        self.shared.read(tag, from, max).await
     }
 
     async fn read_versions(
@@ -248,11 +475,11 @@ impl Storage for BucketFollower {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.shared.read_versions(tag, from_version, max)
+        self.shared.read_versions(tag, from_version, max).await
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        self.shared.read_prev(tag, before)
+        self.shared.read_prev(tag, before).await
     }
 
     async fn tip(&self) -> Result<Tip> {
@@ -260,7 +487,7 @@ impl Storage for BucketFollower {
     }
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
-        self.shared.latest_version(tag)
+        self.shared.latest_version(tag).await
     }
 
     async fn trim(&self, _through: u64) -> Result<()> {
@@ -287,8 +514,12 @@ impl Storage for BucketFollower {
     async fn close(&self) -> Result<()> {
         self.shared.gate().close();
         let _ = self.stop.send(true);
-        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(task) = task {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        // The tail stops at the signal; the fill is simply dropped.
+        for (i, task) in tasks.into_iter().enumerate() {
+            if i > 0 {
+                task.abort();
+            }
             let _ = task.await;
         }
         self.shared.close();
@@ -299,5 +530,8 @@ impl Storage for BucketFollower {
 impl Drop for BucketFollower {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
+        for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            task.abort();
+        }
     }
 }

@@ -33,8 +33,7 @@
 
 pub mod follower;
 pub mod kv;
-// Wired into the writer and the follower by the next change.
-#[allow(dead_code)]
+mod local;
 mod reader;
 mod records;
 pub mod retention;

@@ -73,60 +73,67 @@ impl BucketReader {
         *self.manifest.write().unwrap_or_else(|p| p.into_inner()) = manifest;
     }
 
-    /// The history pages' reader (shared with the owner's replica).
-    pub(crate) fn history(&self) -> &HistoryReader {
-        &self.history
-    }
-
     /// Bytes the caches hold now.
     pub(crate) fn cached_bytes(&self) -> usize {
         self.segments.bytes() + self.history.cached_bytes()
     }
 
-    /// Up to `max` entries with seqnums in `[from, end)`, in order.
+    /// The entries with these seqnums (ascending, committed), in order.
     ///
-    /// Errors: `Trimmed` when `from` is below the first live seqnum;
+    /// Errors: `Trimmed` when one is below the first live seqnum;
     /// `Corrupt` for damaged objects or a manifest naming a missing one;
     /// store errors.
-    pub(crate) async fn read(&self, from: u64, end: u64, max: usize) -> Result<Vec<LogEntry>> {
-        let want = end.saturating_sub(from).min(max as u64) as usize;
-        let mut out = Vec::with_capacity(want.min(4096));
-        let mut at = from;
-        while out.len() < want {
-            let entries = self.locate(at).await?;
-            if entries.is_empty() {
-                break;
-            }
-            for e in &entries {
-                if out.len() == want {
-                    break;
+    pub(crate) async fn read_seqnums(&self, seqnums: &[u64]) -> Result<Vec<LogEntry>> {
+        let mut out = Vec::with_capacity(seqnums.len());
+        let mut located: Vec<ManifestEntry> = Vec::new();
+        let mut held: Option<(String, Arc<DecodedSegment>)> = None;
+        for &seq in seqnums {
+            let entry = match located.iter().find(|e| e.contains(seq)) {
+                Some(e) => e.clone(),
+                None => {
+                    located = self.locate(seq).await?;
+                    match located.first() {
+                        Some(e) => e.clone(),
+                        None => {
+                            return Err(Error::corrupt(format!(
+                                "no manifest entry holds committed seqnum {seq}"
+                            )));
+                        }
+                    }
                 }
-                let segment = match self.segment(&e.location).await {
-                    Ok(s) => s,
-                    Err(err) if err.kind() == ErrorKind::NotFound => {
-                        return Err(self.missing(at, e, err).await);
-                    }
-                    Err(err) => return Err(err),
-                };
-                let first = at.saturating_sub(e.sequence) as usize;
-                for (i, record) in segment.records.iter().enumerate().skip(first) {
-                    if out.len() == want {
-                        break;
-                    }
-                    let seqnum = e.sequence + i as u64;
-                    let f = frame::decode(record).map_err(|err| {
-                        Error::from(err).context(format!("record {i} of segment {}", e.location))
-                    })?;
-                    if f.meta.seqnum != seqnum {
-                        return Err(Error::corrupt(format!(
-                            "segment {} record {i} holds entry {}, the manifest says {seqnum}",
-                            e.location, f.meta.seqnum
-                        )));
-                    }
-                    out.push(f.to_entry());
-                    at = seqnum + 1;
+            };
+            let segment = match &held {
+                Some((loc, s)) if *loc == entry.location => s.clone(),
+                _ => {
+                    let s = match self.segment(&entry.location).await {
+                        Ok(s) => s,
+                        Err(err) if err.kind() == ErrorKind::NotFound => {
+                            return Err(self.missing(seq, &entry, err).await);
+                        }
+                        Err(err) => return Err(err),
+                    };
+                    held = Some((entry.location.clone(), s.clone()));
+                    s
                 }
+            };
+            let i = (seq - entry.sequence) as usize;
+            let record = segment.records.get(i).ok_or_else(|| {
+                Error::corrupt(format!(
+                    "segment {} holds {} records; the manifest puts seqnum {seq} at {i}",
+                    entry.location,
+                    segment.records.len()
+                ))
+            })?;
+            let f = frame::decode(record).map_err(|err| {
+                Error::from(err).context(format!("record {i} of segment {}", entry.location))
+            })?;
+            if f.meta.seqnum != seq {
+                return Err(Error::corrupt(format!(
+                    "segment {} record {i} holds entry {}, the manifest says {seq}",
+                    entry.location, f.meta.seqnum
+                )));
             }
+            out.push(f.to_entry());
         }
         Ok(out)
     }
@@ -134,7 +141,11 @@ impl BucketReader {
     /// The manifest entries from the one holding `seq`, checked against the
     /// first live seqnum.
     async fn locate(&self, seq: u64) -> Result<Vec<ManifestEntry>> {
-        let m = self.manifest();
+        let mut m = self.manifest();
+        if seq >= m.next_sequence {
+            // Committed after this copy was taken.
+            m = self.reload().await?;
+        }
         let first = m.first_sequence();
         if seq < first {
             return Err(Error::trimmed(seq, first));

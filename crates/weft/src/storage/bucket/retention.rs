@@ -56,12 +56,18 @@ pub async fn trim_unowned(
             format!("no bucket log at {manifest}: nothing to trim"),
         ));
     }
-    let (cache, _) = read_log(&store, &layout, 8, &crate::store::RetryPolicy::default(), 0).await?;
-    cache.check_trim(through)?;
-    if through < cache.index().first() {
+    let (index, _, _) =
+        read_log(&store, &layout, 8, &crate::store::RetryPolicy::default(), 0).await?;
+    if through >= index.next() {
+        return Err(Error::invalid_input(format!(
+            "cannot trim through {through}: the log ends before it (next seqnum {})",
+            index.next()
+        )));
+    }
+    if through < index.first() {
         return Ok(None);
     }
-    let state = LogState::new(through, cache.index().next_versions_through(through))?;
+    let state = LogState::new(through, index.next_versions_through(through))?;
     let pointer = SnapshotWriter::new(store, manifest.as_ref())
         .with_prefix(layout.snapshots())
         .with_clock(clock)

@@ -26,8 +26,18 @@
 //! error (`Fenced`, with both epochs, when a newer writer took over;
 //! `Closed` otherwise); reads of what was committed keep working.
 //!
-//! The reads, the tip and the stop/close state are the shared
-//! [`CachedLog`]; this module adds the sequencer, the producer and the
+//! ## Memory
+//!
+//! The writer keeps the log's numbers (the counters above and, for reads,
+//! which seqnums carry each tag and hold each version), not its entries:
+//! the newest entries up to a budget, and any other entry read back from
+//! its segment on demand through bounded caches. Its memory is the numbers
+//! plus [`BucketOptions::memory_budget`] (which also bounds the appends in
+//! flight), whatever the log's length. Opening reads the live log once to
+//! rebuild the numbers, keeping no entry.
+//!
+//! The reads, the tip and the stop/close state are the shared local log
+//! (`local`); this module adds the sequencer, the producer and the
 //! visibility task.
 
 use std::sync::Arc;
@@ -40,6 +50,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
 use super::kv::BucketKv;
+use super::local::{LocalLog, LocalState};
+use super::reader::BucketReader;
 use super::records::{BatchAssembler, encode_batch};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
@@ -48,8 +60,8 @@ use crate::format::{
 };
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
-use crate::storage::cache::EntryCache;
-use crate::storage::core::{CachedLog, results_of};
+use crate::storage::core::results_of;
+use crate::storage::index::LogIndex;
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::store::RetryPolicy;
@@ -80,6 +92,10 @@ pub struct BucketOptions {
     /// When the manifest moves older entries into history pages (which
     /// keeps it, and the cost of each commit, bounded).
     pub checkpoint: CheckpointPolicy,
+    /// Bytes the writer holds besides the log's numbers: half bounds the
+    /// appends in flight (the producer's budget), the rest the newest
+    /// entries, decoded segments read back and manifest history pages.
+    pub memory_budget: usize,
 }
 
 impl Default for BucketOptions {
@@ -92,6 +108,26 @@ impl Default for BucketOptions {
             retry: RetryPolicy::default(),
             seed: None,
             checkpoint: CheckpointPolicy::default(),
+            memory_budget: 256 << 20,
+        }
+    }
+}
+
+/// How a writer splits its memory budget.
+struct WriterBudget {
+    in_flight: usize,
+    recent: usize,
+    segments: usize,
+    pages: usize,
+}
+
+impl WriterBudget {
+    fn of(total: usize) -> Self {
+        WriterBudget {
+            in_flight: (total / 2).clamp(1 << 20, u32::MAX as usize),
+            recent: total / 8,
+            segments: total / 4,
+            pages: total / 16,
         }
     }
 }
@@ -106,8 +142,9 @@ struct InFlight {
 /// What the writer handle and its visibility task share.
 #[derive(Debug)]
 struct Shared {
-    /// The committed entries, the feed, and whether the writer stopped.
-    log: CachedLog,
+    /// The committed log's numbers and newest entries, the reader of the
+    /// others, the feed, and whether the writer stopped.
+    log: LocalLog,
     /// Ticks whenever a batch became visible or the writer failed.
     settled: tokio::sync::watch::Sender<()>,
 }
@@ -134,34 +171,55 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// Collects every committed batch during the rebuild on open, after the
-/// log state of the last trim if there is one.
+/// Rebuilds a log's numbers from its committed entries during the read on
+/// open, after the log state of its last trim if there is one. Entries are
+/// counted and dropped: nothing of their payloads is kept.
 struct Rebuild {
     assembler: BatchAssembler,
-    batches: Vec<Vec<LogEntry>>,
-    state: Option<LogState>,
+    /// The index and counters so far; `None` until the first batch or the
+    /// trim state says where the log starts.
+    numbers: Option<(LogIndex, Sequencer)>,
+}
+
+impl Rebuild {
+    fn add(&mut self, batch: &[LogEntry]) -> Result<()> {
+        let (index, sequencer) = self.numbers.get_or_insert_with(|| {
+            let first = batch.first().map_or(0, |e| e.seqnum);
+            (LogIndex::starting_at(first), Sequencer::new())
+        });
+        for e in batch {
+            sequencer.observe(e)?;
+            index.insert(e.seqnum, &e.tags, e.stream_version)?;
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl Applier for Rebuild {
     async fn apply(&mut self, record: &Record) -> Result<()> {
         if let Some(batch) = self.assembler.push(record)? {
-            self.batches.push(batch);
+            self.add(&batch)?;
         }
         Ok(())
     }
 
     async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
         let state = decode_trim_state(&snapshot, through_seq)?;
-        self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
-        self.batches.clear();
-        self.state = Some(state);
+        let first = through_seq.saturating_add(1);
+        self.assembler = BatchAssembler::starting_at(first);
+        self.numbers = Some((
+            LogIndex::with_version_floors(first, state.next_versions.clone()),
+            Sequencer::resume(first, state.next_versions),
+        ));
         Ok(())
     }
 }
 
-/// Reads a bucket log's committed entries, from the log state of its last
-/// trim if there is one: the local copy and the counters that continue it.
+/// A bucket log's numbers, rebuilt by reading its committed entries from
+/// the log state of its last trim if there is one: the index, the counters
+/// that continue it, and the manifest they were read from. No entry is
+/// kept.
 ///
 /// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
 /// `Corrupt` for entries that do not continue each other or the stored
@@ -172,53 +230,42 @@ pub(super) async fn read_log(
     prefetch: usize,
     retry: &RetryPolicy,
     seed: u64,
-) -> Result<(EntryCache, Sequencer)> {
+) -> Result<(LogIndex, Sequencer, ManifestData)> {
     let rebuild = Rebuild {
         assembler: BatchAssembler::new(),
-        batches: Vec::new(),
-        state: None,
+        numbers: None,
     };
     let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
         .with_prefetch(prefetch)
         .build();
     read_with_retries(&mut replica, retry, seed).await?;
-    if let Some(m) = replica.manifest() {
-        check_weft_log(&layout.manifest(), m)?;
-    }
-    let batches = std::mem::take(&mut replica.applier_mut().batches);
-    let (mut cache, mut sequencer) = match replica.applier_mut().state.take() {
-        // Trimmed: the numbering goes on from the stored state.
-        Some(state) => {
-            let first = state.through.saturating_add(1);
-            (
-                EntryCache::with_version_floors(first, state.next_versions.clone()),
-                Sequencer::resume(first, state.next_versions),
-            )
-        }
-        None => {
-            let first = batches
-                .first()
-                .map(|b| b[0].seqnum)
-                .or_else(|| replica.manifest().map(|m| m.next_sequence))
-                .unwrap_or(0);
-            (EntryCache::starting_at(first), Sequencer::new())
-        }
-    };
-    for batch in batches {
-        for entry in &batch {
-            sequencer.observe(entry)?;
-        }
-        cache.extend(batch)?;
-    }
-    let next = replica.manifest().map_or(0, |m| m.next_sequence);
+    let manifest = replica
+        .manifest()
+        .cloned()
+        .unwrap_or_else(|| ManifestData::empty(ManifestVersion::default()));
+    check_weft_log(&layout.manifest(), &manifest)?;
+    let next = manifest.next_sequence;
+    let (index, mut sequencer) = replica
+        .applier_mut()
+        .numbers
+        .take()
+        .unwrap_or_else(|| (LogIndex::starting_at(next), Sequencer::new()));
     sequencer.advance_to(next);
-    if sequencer.next_seqnum() != next {
+    if sequencer.next_seqnum() != next || (index.next() != next && !index.is_empty()) {
         return Err(Error::corrupt(format!(
             "the log's entries end at seqnum {} but its manifest says {next}",
             sequencer.next_seqnum()
         )));
     }
-    Ok((cache, sequencer))
+    // A log whose entries were all trimmed: the index starts at its end.
+    let index = if index.next() == next {
+        index
+    } else {
+        let floors: Vec<(LogTag, u64)> =
+            sequencer.versions().map(|(t, v)| (t.clone(), v)).collect();
+        LogIndex::with_version_floors(next, floors)
+    };
+    Ok((index, sequencer, manifest))
 }
 
 /// Reads the whole log into the rebuild applier. A transient failure
@@ -339,8 +386,10 @@ impl BucketStorage {
         if let Some(seed) = options.seed {
             builder = builder.with_seed(seed);
         }
+        let budget = WriterBudget::of(options.memory_budget);
+        builder = builder.with_max_inflight_bytes(budget.in_flight);
         let producer = builder.open().await?;
-        let (cache, sequencer) = read_log(
+        let (index, sequencer, manifest) = read_log(
             &store,
             &layout,
             options.rebuild_prefetch,
@@ -348,11 +397,22 @@ impl BucketStorage {
             options.seed.unwrap_or(0),
         )
         .await?;
+        let reader = BucketReader::new(
+            store.clone(),
+            layout.manifest(),
+            Arc::new(manifest),
+            budget.pages,
+            budget.segments,
+        );
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
             .with_clock(clock.clone());
         let shared = Arc::new(Shared {
-            log: CachedLog::new("the bucket writer", cache),
+            log: LocalLog::new(
+                "the bucket writer",
+                LocalState::new(index, budget.recent),
+                reader,
+            ),
             settled: tokio::sync::watch::Sender::new(()),
         });
         let (in_flight, rx) = mpsc::unbounded_channel();
@@ -414,7 +474,7 @@ impl Shared {
         let mut rx = self.settled.subscribe();
         let _ = rx
             .wait_for(|_| {
-                self.log.gate().is_done() || self.log.visible().read().index().next() >= through
+                self.log.gate().is_done() || self.log.visible().read().tip().next >= through
             })
             .await;
     }
@@ -502,7 +562,7 @@ impl Storage for BucketStorage {
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        self.shared.log.read(tag, from, max)
+        self.shared.log.read(tag, from, max).await
     }
 
     async fn read_versions(
@@ -511,11 +571,11 @@ impl Storage for BucketStorage {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.shared.log.read_versions(tag, from_version, max)
+        self.shared.log.read_versions(tag, from_version, max).await
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        self.shared.log.read_prev(tag, before)
+        self.shared.log.read_prev(tag, before).await
     }
 
     async fn tip(&self) -> Result<Tip> {
@@ -523,7 +583,7 @@ impl Storage for BucketStorage {
     }
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
-        self.shared.log.latest_version(tag)
+        self.shared.log.latest_version(tag).await
     }
 
     /// Stores the numbering state as of `through` as the WAL's snapshot and
@@ -534,12 +594,18 @@ impl Storage for BucketStorage {
         self.check_failed()?;
         let _one_at_a_time = self.trim_lock.lock().await;
         let floors = {
-            let cache = self.shared.log.visible().read();
-            cache.check_trim(through)?;
-            if through < cache.index().first() {
+            let state = self.shared.log.visible().read();
+            let tip = state.tip();
+            if through >= tip.next {
+                return Err(Error::invalid_input(format!(
+                    "cannot trim through {through}: the log ends before it (next seqnum {})",
+                    tip.next
+                )));
+            }
+            if through < tip.first {
                 return Ok(());
             }
-            cache.index().next_versions_through(through)
+            state.index().next_versions_through(through)
         };
         let state = encode_log_state(&LogState::new(through, floors)?)?;
         self.snapshots
