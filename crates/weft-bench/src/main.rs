@@ -112,6 +112,9 @@ fn run_probe(args: &Args, kind: workloads::soak::ProbeKind) -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    if let Ok(dir) = std::env::var(workloads::dir_soak::REOPEN_ENV) {
+        return workloads::dir_soak::reopen_child(&dir);
+    }
     let args = Args::parse();
     if let Some(kind) = args.probe {
         return run_probe(&args, kind);

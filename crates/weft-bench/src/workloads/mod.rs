@@ -3,6 +3,7 @@
 
 mod bucket;
 mod dir;
+pub mod dir_soak;
 mod follower;
 mod peer;
 mod raw;
@@ -52,10 +53,13 @@ pub enum Workload {
     /// latency and open times as it ages.
     #[value(name = "soak")]
     Soak,
+    /// A dir log grown to a few GiB, then reopened: RSS and open time.
+    #[value(name = "dir-soak")]
+    DirSoak,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -64,6 +68,7 @@ impl Workload {
         Workload::Replica,
         Workload::FollowerLag,
         Workload::Soak,
+        Workload::DirSoak,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +81,7 @@ impl Workload {
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
             Workload::Soak => "soak",
+            Workload::DirSoak => "dir-soak",
         }
     }
 
@@ -94,6 +100,9 @@ impl Workload {
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
             Workload::Soak => {
                 "bucket log at a fixed load for minutes: commit latency, RSS, manifest size, opens"
+            }
+            Workload::DirSoak => {
+                "a dir log grown to a few GiB (WEFT_BENCH_SOAK_GIB), then reopened: RSS, open time"
             }
         }
     }
@@ -119,6 +128,7 @@ impl Workload {
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
             Workload::Soak => soak::run(ctx, report).await,
+            Workload::DirSoak => dir_soak::run(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())

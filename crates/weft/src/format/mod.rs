@@ -10,6 +10,7 @@
 //!   entries into, and the pointers that name them.
 //! * [`frame`] — the checksummed entry frame of the `dir` backend's
 //!   segment files (also the record layout of bucket segments).
+//! * [`index`] — keys and values of the persistent log index.
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
 //!
@@ -21,6 +22,7 @@
 mod cursor;
 pub mod frame;
 pub mod history;
+pub mod index;
 pub mod log_state;
 pub mod manifest;
 pub mod segment;
