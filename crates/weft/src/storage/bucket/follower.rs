@@ -44,18 +44,19 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::BucketLayout;
+use super::budget::Budget;
+use super::catchup::{Patience, fill, open_numbers, read_start};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
+use super::numbers::Numbers;
 use super::reader::BucketReader;
 use super::records::BatchAssembler;
 use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{ManifestData, decode_manifest};
+use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
-use crate::storage::index::LogIndex;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
-use crate::store::{StoreOp, to_error};
 use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
 /// How a follower tails the bucket.
@@ -66,10 +67,18 @@ pub struct FollowerOptions {
     /// Segments fetched concurrently while catching up and filling in
     /// history.
     pub prefetch: usize,
-    /// Bytes of entries, segments and history pages the follower keeps in
-    /// memory (split between the newest entries, decoded segments and
-    /// manifest history pages). Its other memory is the log's numbers.
+    /// Bytes the follower keeps in memory besides the log's numbers: the
+    /// newest entries, decoded segments read back, manifest history pages,
+    /// and (with a cache directory) the persistent index's caches.
     pub memory_budget: usize,
+    /// A directory for the follower's persistent state (the log's numbers
+    /// in a persistent index). With one, memory does not grow with the log
+    /// and a restarted follower reads only what was committed since it
+    /// last ran; without one, the numbers live in memory (a few dozen bytes
+    /// per entry) and every open reads the whole log in the background.
+    /// The state is derived from the log and rebuilt when it is damaged or
+    /// belongs to another log. Two live handles must not share one.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for FollowerOptions {
@@ -78,26 +87,7 @@ impl Default for FollowerOptions {
             poll_interval: Duration::from_millis(50),
             prefetch: 8,
             memory_budget: 256 << 20,
-        }
-    }
-}
-
-/// How a memory budget is split between the caches.
-pub(super) struct Budget {
-    pub(super) recent: usize,
-    pub(super) segments: usize,
-    pub(super) pages: usize,
-}
-
-impl Budget {
-    /// The follower's split: a quarter for the newest entries, half for
-    /// decoded segments, an eighth for history pages (the rest is slack
-    /// for the replicas' prefetch windows).
-    pub(super) fn follower(total: usize) -> Self {
-        Budget {
-            recent: total / 4,
-            segments: total / 2,
-            pages: total / 8,
+            cache_dir: None,
         }
     }
 }
@@ -122,7 +112,7 @@ impl Applier for TailApplier {
         self.shared
             .visible()
             .write()
-            .restore_history(LogIndex::with_version_floors(first, state.next_versions));
+            .restore_history(first, state.next_versions)?;
         // Nothing below `first` will ever be announced.
         self.shared.feed().advance_to(first);
         self.assembler = BatchAssembler::starting_at(first);
@@ -137,45 +127,16 @@ impl Applier for TailApplier {
     }
 }
 
-/// The fill's applier: indexes the history before the live end.
-struct FillApplier {
-    shared: Arc<Shared>,
-    assembler: BatchAssembler,
-}
-
-#[async_trait]
-impl Applier for FillApplier {
-    /// The fill starts at the trim point the writer stored.
-    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
-        let state = decode_trim_state(&snapshot, through_seq)?;
-        let first = through_seq.saturating_add(1);
-        self.shared
-            .visible()
-            .write()
-            .restore_history(LogIndex::with_version_floors(first, state.next_versions));
-        self.assembler = BatchAssembler::starting_at(first);
-        Ok(())
-    }
-
-    async fn apply(&mut self, record: &Record) -> Result<()> {
-        if let Some(batch) = self.assembler.push(record)? {
-            self.shared.add_history(&batch)?;
-        }
-        Ok(())
-    }
-}
-
 /// Drops what `manifest` no longer holds from the follower's copy.
-fn honour_retention(shared: &Shared, manifest: &ManifestData) {
-    let after_snapshot = manifest
-        .snapshot
-        .as_ref()
-        .map_or(0, |s| s.through_seq.saturating_add(1));
-    let live_from = manifest.first_sequence().max(after_snapshot);
+///
+/// Errors: the persistent index's.
+fn honour_retention(shared: &Shared, manifest: &ManifestData) -> Result<()> {
+    let live_from = super::catchup::first_live(manifest);
     let mut state = shared.visible().write();
     if live_from > state.tip().first {
-        state.trim(live_from - 1);
+        state.trim(live_from - 1, &[])?;
     }
+    Ok(())
 }
 
 /// Polls until `shutdown`, honouring retention after every poll. Transient
@@ -194,7 +155,7 @@ async fn tail(
                     if !outcome.unchanged {
                         shared.reader().set_manifest(Arc::new(m.clone()));
                     }
-                    honour_retention(shared, m);
+                    honour_retention(shared, m)?;
                 }
                 if outcome.applied > 0 {
                     Duration::ZERO
@@ -215,52 +176,6 @@ async fn tail(
     }
 }
 
-/// Indexes the history before `until`, where the tail started. Transient
-/// errors are retried after `interval`; a truncation that overtakes the
-/// fill starts it over from the new trim point.
-async fn fill(
-    store: Arc<dyn ObjectStore>,
-    layout: BucketLayout,
-    shared: Arc<Shared>,
-    until: u64,
-    prefetch: usize,
-    interval: Duration,
-) -> Result<()> {
-    loop {
-        let applier = FillApplier {
-            shared: shared.clone(),
-            assembler: BatchAssembler::new(),
-        };
-        let mut replica = Replica::builder(store.clone(), layout.manifest(), applier)
-            .with_prefetch(prefetch)
-            .with_stop_at(until)
-            .build();
-        loop {
-            if !shared.visible().read().filling_in() || shared.gate().is_closed() {
-                return Ok(());
-            }
-            match replica.poll().await {
-                Ok(_) => {
-                    if shared.visible().read().filling_in() {
-                        // Everything before `until` was read, yet the index
-                        // does not reach it: the log has a gap.
-                        return Err(Error::corrupt(format!(
-                            "the log's history ends before seqnum {until}, where its live \
-                             end started"
-                        )));
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
-                    tracing::warn!(error = %e, "filling in history failed; retrying");
-                    tokio::time::sleep(interval).await;
-                }
-                Err(e) if e.kind() == ErrorKind::Trimmed => break,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
 /// A read-only replica of a bucket log that serves the whole read API.
 pub struct BucketFollower {
     shared: Arc<Shared>,
@@ -272,58 +187,6 @@ pub struct BucketFollower {
 impl std::fmt::Debug for BucketFollower {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BucketFollower").finish_non_exhaustive()
-    }
-}
-
-/// The manifest at `layout`, or `None` when the log does not exist yet.
-async fn read_manifest(
-    store: &Arc<dyn ObjectStore>,
-    layout: &BucketLayout,
-) -> Result<Option<ManifestData>> {
-    let path = layout.manifest();
-    let got = match store.get(&path).await {
-        Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(to_error(StoreOp::Read, path.as_ref(), e)),
-    };
-    let bytes = got
-        .bytes()
-        .await
-        .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?;
-    let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
-    Ok(Some(m))
-}
-
-/// The manifest and, when the log was trimmed, the log state the writer
-/// stored then (every stream's version floor, so version queries are right
-/// from the start). A state superseded and collected between the two reads
-/// sends it back to the manifest, a few times at most.
-async fn read_start(
-    store: &Arc<dyn ObjectStore>,
-    layout: &BucketLayout,
-) -> Result<(Option<ManifestData>, Option<crate::format::LogState>)> {
-    const ATTEMPTS: usize = 4;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let Some(m) = read_manifest(store, layout).await? else {
-            return Ok((None, None));
-        };
-        let Some(snap) = m.snapshot.clone() else {
-            return Ok((Some(m), None));
-        };
-        let path = object_store::path::Path::from(snap.location.as_str());
-        let got = match store.get(&path).await {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) if attempt < ATTEMPTS => continue,
-            Err(e) => return Err(to_error(StoreOp::Read, &snap.location, e)),
-        };
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| to_error(StoreOp::Read, &snap.location, e))?;
-        let state = decode_trim_state(&bytes, snap.through_seq)?;
-        return Ok((Some(m), Some(state)));
     }
 }
 
@@ -344,45 +207,42 @@ impl BucketFollower {
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
         let budget = Budget::follower(options.memory_budget);
-        let (manifest, floors) = read_start(&store, &layout).await?;
-        // Where the live end starts, and the first live seqnum.
-        let (live_from, first) = match &manifest {
-            Some(m) => {
-                let after_snapshot = m
-                    .snapshot
-                    .as_ref()
-                    .map_or(0, |s| s.through_seq.saturating_add(1));
-                (m.next_sequence, m.first_sequence().max(after_snapshot))
-            }
-            None => (0, 0),
-        };
-        let index = match floors {
-            Some(state) => LogIndex::with_version_floors(first, state.next_versions),
-            None => LogIndex::starting_at(first),
-        };
-        let state = LocalState::filling(index, live_from, budget.recent);
-        let reader =
-            BucketReader::new(
-                store.clone(),
-                layout.manifest(),
-                Arc::new(manifest.clone().unwrap_or_else(|| {
-                    ManifestData::empty(crate::format::ManifestVersion::default())
-                })),
-                budget.pages,
-                budget.segments,
-            );
+        let (manifest, trim) = read_start(&store, &layout).await?;
+        let exists = manifest.is_some();
+        let manifest = manifest
+            .unwrap_or_else(|| ManifestData::empty(crate::format::ManifestVersion::default()));
+        let reader = BucketReader::new(
+            store.clone(),
+            layout.manifest(),
+            Arc::new(manifest.clone()),
+            budget.pages,
+            budget.segments,
+        );
+        let (numbers, from) = open_numbers(
+            &layout,
+            &manifest,
+            trim.as_ref(),
+            options.cache_dir.as_deref(),
+            budget.index.clone(),
+            &reader,
+        )
+        .await?;
+        // The live end starts where the log ended at open.
+        let live_from = manifest.next_sequence;
+        let state = LocalState::filling(numbers, live_from, budget.recent);
         let shared = Arc::new(LocalLog::new("the bucket follower", state, reader));
-        // The tail starts where the log ended at open (from scratch when
-        // there was no log: then it restores a trim point itself).
+        // The tail goes on from there (from scratch when there was no log:
+        // then it restores a trim point itself).
         let cursors = MemoryCursorStore::new();
-        if manifest.is_some() {
+        if exists {
             cursors.save(Cursor::at_entry(live_from)).await?;
         }
         let tail_applier = TailApplier {
             shared: shared.clone(),
-            assembler: match manifest {
-                Some(_) => BatchAssembler::starting_at(live_from),
-                None => BatchAssembler::new(),
+            assembler: if exists {
+                BatchAssembler::starting_at(live_from)
+            } else {
+                BatchAssembler::new()
             },
         };
         let mut replica = Replica::builder(store.clone(), layout.manifest(), tail_applier)
@@ -406,13 +266,21 @@ impl BucketFollower {
             }
         });
         let mut tasks = vec![tail_task];
-        if shared.visible().read().filling_in() {
+        if from < live_from {
             let (store, shared, layout) = (store.clone(), shared.clone(), layout.clone());
             let prefetch = options.prefetch;
             tasks.push(tokio::spawn(async move {
-                if let Err(e) =
-                    fill(store, layout, shared.clone(), live_from, prefetch, interval).await
-                {
+                let patience = Patience::Forever(interval);
+                let filled = fill(
+                    store,
+                    layout,
+                    shared.clone(),
+                    from,
+                    live_from,
+                    prefetch,
+                    patience,
+                );
+                if let Err(e) = filled.await {
                     tracing::error!(error = %e, "bucket follower could not fill in its history");
                     shared.fill_failed(&e);
                 }
@@ -523,7 +391,25 @@ impl Storage for BucketFollower {
             let _ = task.await;
         }
         self.shared.close();
-        Ok(())
+        close_index(&self.shared).await
+    }
+}
+
+/// Flushes, closes and lets go of the persistent index, if the numbers
+/// live in one, so that another handle may open its directory (off the
+/// runtime: it waits for the index's flusher). Call once the handle is
+/// closed: its reads fail with `Closed` from then on anyway.
+pub(super) async fn close_index(shared: &LocalLog) -> Result<()> {
+    let numbers = shared.visible().write().take_numbers();
+    match numbers {
+        Numbers::Disk(index) => tokio::task::spawn_blocking(move || {
+            let closed = index.close();
+            drop(index);
+            closed
+        })
+        .await
+        .map_err(|e| Error::internal("closing the log index panicked").with_source(e))?,
+        Numbers::Memory(_) => Ok(()),
     }
 }
 

@@ -29,30 +29,13 @@ use std::collections::VecDeque;
 
 use tokio::sync::watch;
 
+use super::numbers::{EntryNumbers, Numbers};
 use super::reader::BucketReader;
 use crate::error::{Error, Result};
 use crate::model::{LogEntry, LogTag};
 use crate::storage::Tip;
 use crate::storage::core::{Gate, Visible};
 use crate::storage::index::LogIndex;
-
-/// One entry as the index records it.
-#[derive(Clone, Debug)]
-struct Numbers {
-    seqnum: u64,
-    tags: Vec<LogTag>,
-    version: u64,
-}
-
-impl Numbers {
-    fn of(e: &LogEntry) -> Self {
-        Numbers {
-            seqnum: e.seqnum,
-            tags: e.tags.clone(),
-            version: e.stream_version,
-        }
-    }
-}
 
 /// The entries since a follower started, while the history before them is
 /// still being filled in.
@@ -61,7 +44,7 @@ struct Pending {
     /// Where the follower started: the fill indexes everything before it.
     from: u64,
     index: LogIndex,
-    numbers: Vec<Numbers>,
+    numbers: Vec<EntryNumbers>,
 }
 
 /// The newest entries, up to a byte budget.
@@ -128,7 +111,7 @@ enum Plan<T> {
 #[derive(Debug)]
 pub(crate) struct LocalState {
     /// Tags and versions of `[first, indexed)`.
-    index: LogIndex,
+    index: Numbers,
     pending: Option<Pending>,
     recent: Recent,
     /// A trim point that came while filling in history: applied to the
@@ -139,7 +122,7 @@ pub(crate) struct LocalState {
 
 impl LocalState {
     /// Everything indexed from `index` on; entries after it are live.
-    pub(crate) fn new(index: LogIndex, recent_budget: usize) -> Self {
+    pub(crate) fn new(index: Numbers, recent_budget: usize) -> Self {
         LocalState {
             index,
             pending: None,
@@ -153,7 +136,7 @@ impl LocalState {
 
     /// A state that serves from `from` on at once while the history before
     /// it is filled in (see the module docs), starting from `index`.
-    pub(crate) fn filling(index: LogIndex, from: u64, recent_budget: usize) -> Self {
+    pub(crate) fn filling(index: Numbers, from: u64, recent_budget: usize) -> Self {
         let mut s = LocalState::new(index, recent_budget);
         if s.index.next() < from {
             s.pending = Some(Pending {
@@ -195,9 +178,14 @@ impl LocalState {
         self.pending.is_some()
     }
 
-    /// The full index (for a writer's trim: version floors).
-    pub(crate) fn index(&self) -> &LogIndex {
+    /// The numbers (for a writer's trim: version floors; its sequencer).
+    pub(crate) fn numbers(&self) -> &Numbers {
         &self.index
+    }
+
+    /// Takes the numbers out, leaving an empty index behind.
+    pub(crate) fn take_numbers(&mut self) -> Numbers {
+        std::mem::replace(&mut self.index, Numbers::Memory(LogIndex::default()))
     }
 
     /// Adds a committed batch at the live end.
@@ -208,14 +196,10 @@ impl LocalState {
             Some(p) => {
                 for e in batch {
                     p.index.insert(e.seqnum, &e.tags, e.stream_version)?;
-                    p.numbers.push(Numbers::of(e));
+                    p.numbers.push(EntryNumbers::of(e));
                 }
             }
-            None => {
-                for e in batch {
-                    self.index.insert(e.seqnum, &e.tags, e.stream_version)?;
-                }
-            }
+            None => self.index.push(&EntryNumbers::of_all(batch))?,
         }
         self.recent.push(batch);
         Ok(())
@@ -229,36 +213,50 @@ impl LocalState {
     /// Errors: `Corrupt` when it does not continue the index.
     pub(crate) fn add_history(&mut self, batch: &[LogEntry]) -> Result<()> {
         let until = self.pending.as_ref().map_or(u64::MAX, |p| p.from);
-        for e in batch.iter().filter(|e| e.seqnum < until) {
-            self.index.insert(e.seqnum, &e.tags, e.stream_version)?;
+        let next = self.index.next();
+        let fresh: Vec<EntryNumbers> = batch
+            .iter()
+            .filter(|e| e.seqnum >= next && e.seqnum < until)
+            .map(EntryNumbers::of)
+            .collect();
+        if !fresh.is_empty() {
+            self.index.push(&fresh)?;
         }
         if self.index.next() == until
             && let Some(p) = self.pending.take()
         {
-            for n in p.numbers {
-                self.index.insert(n.seqnum, &n.tags, n.version)?;
-            }
+            self.index.push(&p.numbers)?;
             if let Some(through) = self.deferred_trim.take() {
-                self.index.trim(through);
+                self.index.trim(through, &[])?;
             }
         }
         Ok(())
     }
 
-    /// Starts the fill over from a trim point: the index becomes `index`
-    /// (the floors the writer stored), keeping the live entries.
-    pub(crate) fn restore_history(&mut self, index: LogIndex) {
-        self.index = index;
+    /// Starts the index over at a trim point: history from `first` on, with
+    /// the version `floors` the writer stored; the live entries stay.
+    ///
+    /// Errors: the index's I/O kinds.
+    pub(crate) fn restore_history(&mut self, first: u64, floors: Vec<(LogTag, u64)>) -> Result<()> {
+        match &mut self.index {
+            Numbers::Memory(i) => {
+                *i = LogIndex::with_version_floors(first, floors);
+                Ok(())
+            }
+            Numbers::Disk(i) => i.trim(first, &floors),
+        }
     }
 
     /// Forgets every entry with seqnum `<= through` (while filling in
     /// history, the index is trimmed once the fill is over).
-    pub(crate) fn trim(&mut self, through: u64) {
+    ///
+    /// Errors: the index's I/O kinds.
+    pub(crate) fn trim(&mut self, through: u64, floors: &[(LogTag, u64)]) -> Result<()> {
         self.recent.trim(through);
         match &mut self.pending {
             None => {
                 if through >= self.index.first() {
-                    self.index.trim(through);
+                    self.index.trim(through, floors)?;
                 }
             }
             Some(p) => {
@@ -268,6 +266,7 @@ impl LocalState {
                 }
             }
         }
+        Ok(())
     }
 
     fn seqnums(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Plan<Vec<u64>>> {
@@ -309,33 +308,33 @@ impl LocalState {
         }
     }
 
-    fn prev(&self, tag: Option<&LogTag>, before: u64) -> Plan<Option<u64>> {
+    fn prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Plan<Option<u64>>> {
         let Some(p) = &self.pending else {
-            return Plan::Ready(self.index.prev(tag, before));
+            return self.index.prev(tag, before).map(Plan::Ready);
         };
         if tag.is_none() {
             let candidate = before.min(self.next()).checked_sub(1);
-            return Plan::Ready(candidate.filter(|&c| c >= self.first()));
+            return Ok(Plan::Ready(candidate.filter(|&c| c >= self.first())));
         }
         if before > p.from
             && let Some(found) = p.index.prev(tag, before)
         {
-            return Plan::Ready(Some(found));
+            return Ok(Plan::Ready(Some(found)));
         }
         if before <= self.index.next() {
-            return Plan::Ready(self.index.prev(tag, before));
+            return self.index.prev(tag, before).map(Plan::Ready);
         }
-        Plan::Wait
+        Ok(Plan::Wait)
     }
 
-    fn latest_version(&self, tag: &LogTag) -> Plan<Option<u64>> {
+    fn latest_version(&self, tag: &LogTag) -> Result<Plan<Option<u64>>> {
         let Some(p) = &self.pending else {
-            return Plan::Ready(self.index.latest_version(tag));
+            return self.index.latest_version(tag).map(Plan::Ready);
         };
-        match p.index.latest_version(tag) {
+        Ok(match p.index.latest_version(tag) {
             Some(v) => Plan::Ready(Some(v)),
             None => Plan::Wait,
-        }
+        })
     }
 }
 
@@ -506,7 +505,7 @@ impl LocalLog {
         tag: Option<&LogTag>,
         before: u64,
     ) -> Result<Option<LogEntry>> {
-        let found = self.answer(|s| Ok(s.prev(tag, before))).await?;
+        let found = self.answer(|s| s.prev(tag, before)).await?;
         match found {
             Some(s) => Ok(self.entries(vec![s]).await?.pop()),
             None => Ok(None),
@@ -521,7 +520,7 @@ impl LocalLog {
 
     /// See [`Storage::latest_version`](crate::Storage::latest_version).
     pub(crate) async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
-        self.answer(|s| Ok(s.latest_version(tag))).await
+        self.answer(|s| s.latest_version(tag)).await
     }
 
     /// Closes the handle and ends every subscription.
@@ -561,7 +560,7 @@ mod tests {
     /// A follower that started at 4 on a log whose entries 0..4 are
     /// `a0 b0 a1 b1` and goes on with `a2 c0`.
     fn filling() -> LocalState {
-        let mut s = LocalState::filling(LogIndex::starting_at(0), 4, 1 << 20);
+        let mut s = LocalState::filling(Numbers::Memory(LogIndex::starting_at(0)), 4, 1 << 20);
         s.add_live(&[entry(4, "a", 2), entry(5, "c", 0)]).unwrap();
         s
     }
@@ -580,17 +579,26 @@ mod tests {
         assert_eq!(ready(s.version_seqnums(&tag("a"), 2, 5)), Some(vec![4]));
         assert!(ready(s.version_seqnums(&tag("a"), 1, 5)).is_none());
         assert!(ready(s.version_seqnums(&tag("b"), 0, 5)).is_none());
-        assert!(matches!(s.latest_version(&tag("c")), Plan::Ready(Some(0))));
-        assert!(matches!(s.latest_version(&tag("b")), Plan::Wait));
-        assert!(matches!(s.prev(Some(&tag("a")), 6), Plan::Ready(Some(4))));
-        assert!(matches!(s.prev(Some(&tag("b")), 6), Plan::Wait));
+        assert!(matches!(
+            s.latest_version(&tag("c")).unwrap(),
+            Plan::Ready(Some(0))
+        ));
+        assert!(matches!(s.latest_version(&tag("b")).unwrap(), Plan::Wait));
+        assert!(matches!(
+            s.prev(Some(&tag("a")), 6).unwrap(),
+            Plan::Ready(Some(4))
+        ));
+        assert!(matches!(s.prev(Some(&tag("b")), 6).unwrap(), Plan::Wait));
 
         // The fill: part of it answers what it holds enough of.
         s.add_history(&[entry(0, "a", 0), entry(1, "b", 0)])
             .unwrap();
         assert_eq!(ready(s.seqnums(Some(&tag("a")), 0, 1)), Some(vec![0]));
         assert!(ready(s.seqnums(Some(&tag("a")), 0, 2)).is_none());
-        assert!(matches!(s.prev(Some(&tag("b")), 2), Plan::Ready(Some(1))));
+        assert!(matches!(
+            s.prev(Some(&tag("b")), 2).unwrap(),
+            Plan::Ready(Some(1))
+        ));
         // Done: the live numbers move in; everything answers.
         s.add_history(&[entry(2, "a", 1), entry(3, "b", 1), entry(4, "a", 2)])
             .unwrap();
@@ -602,20 +610,23 @@ mod tests {
         assert_eq!(ready(s.version_seqnums(&tag("b"), 0, 5)), Some(vec![1, 3]));
         assert_eq!(s.tip(), Tip { first: 0, next: 6 });
         s.add_live(&[entry(6, "b", 2)]).unwrap();
-        assert!(matches!(s.latest_version(&tag("b")), Plan::Ready(Some(2))));
+        assert!(matches!(
+            s.latest_version(&tag("b")).unwrap(),
+            Plan::Ready(Some(2))
+        ));
         assert_eq!(s.recent.get(6).map(|e| e.seqnum), Some(6));
         assert!(s.recent.get(0).is_none(), "history is never cached");
     }
 
     #[test]
     fn recent_entries_stay_within_their_budget() {
-        let mut s = LocalState::new(LogIndex::starting_at(0), 300);
+        let mut s = LocalState::new(Numbers::Memory(LogIndex::starting_at(0)), 300);
         for i in 0..10 {
             s.add_live(&[entry(i, "a", i)]).unwrap();
         }
         assert!(s.recent.bytes <= 300);
         assert!(s.recent.get(9).is_some() && s.recent.get(0).is_none());
-        s.trim(8);
+        s.trim(8, &[]).unwrap();
         assert!(s.recent.get(8).is_none() && s.recent.get(9).is_some());
         assert_eq!(s.tip(), Tip { first: 9, next: 10 });
     }

@@ -31,9 +31,12 @@
 //! references any more; [`trim_unowned`] trims from a tool without fencing
 //! the writer.
 
+mod budget;
+mod catchup;
 pub mod follower;
 pub mod kv;
 mod local;
+mod numbers;
 mod reader;
 mod records;
 pub mod retention;

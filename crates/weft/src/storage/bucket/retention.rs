@@ -13,7 +13,7 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 
 use super::BucketLayout;
-use super::writer::read_log;
+use super::catchup::read_numbers;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, SnapshotPointer, encode_log_state};
@@ -56,8 +56,8 @@ pub async fn trim_unowned(
             format!("no bucket log at {manifest}: nothing to trim"),
         ));
     }
-    let (index, _, _) =
-        read_log(&store, &layout, 8, &crate::store::RetryPolicy::default(), 0).await?;
+    let (index, _) =
+        read_numbers(&store, &layout, 8, &crate::store::RetryPolicy::default()).await?;
     if through >= index.next() {
         return Err(Error::invalid_input(format!(
             "cannot trim through {through}: the log ends before it (next seqnum {})",

@@ -44,15 +44,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use object_store::ObjectStore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
+use super::budget::Budget;
+use super::catchup::{Patience, fill, open_numbers, read_start};
+use super::follower::close_index;
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
+use super::numbers::{IndexVersions, Numbers, WriterVersions};
 use super::reader::BucketReader;
-use super::records::{BatchAssembler, encode_batch};
+use super::records::encode_batch;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
@@ -61,13 +64,10 @@ use crate::format::{
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::core::results_of;
-use crate::storage::index::LogIndex;
-use crate::storage::sequencer::Sequencer;
+use crate::storage::sequencer::{MemoryVersions, Sequencer};
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::store::RetryPolicy;
-use crate::wal::{
-    Applier, CheckpointPolicy, Durability, Producer, Record, Replica, SnapshotWriter,
-};
+use crate::wal::{CheckpointPolicy, Durability, Producer, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -92,10 +92,19 @@ pub struct BucketOptions {
     /// When the manifest moves older entries into history pages (which
     /// keeps it, and the cost of each commit, bounded).
     pub checkpoint: CheckpointPolicy,
-    /// Bytes the writer holds besides the log's numbers: half bounds the
-    /// appends in flight (the producer's budget), the rest the newest
-    /// entries, decoded segments read back and manifest history pages.
+    /// Bytes the writer holds besides the log's numbers: a quarter bounds
+    /// the appends in flight (the producer's budget), the rest the newest
+    /// entries, decoded segments read back, manifest history pages and
+    /// (with a cache directory) the persistent index's caches.
     pub memory_budget: usize,
+    /// A directory for the writer's persistent state (the log's numbers in
+    /// a persistent index, see [`FollowerOptions::cache_dir`]). With one, a
+    /// reopened writer reads only what was committed since it last ran, and
+    /// a standby follower's directory can be handed to a new writer; without
+    /// one, every open reads the whole live log.
+    ///
+    /// [`FollowerOptions::cache_dir`]: super::FollowerOptions::cache_dir
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for BucketOptions {
@@ -109,25 +118,7 @@ impl Default for BucketOptions {
             seed: None,
             checkpoint: CheckpointPolicy::default(),
             memory_budget: 256 << 20,
-        }
-    }
-}
-
-/// How a writer splits its memory budget.
-struct WriterBudget {
-    in_flight: usize,
-    recent: usize,
-    segments: usize,
-    pages: usize,
-}
-
-impl WriterBudget {
-    fn of(total: usize) -> Self {
-        WriterBudget {
-            in_flight: (total / 2).clamp(1 << 20, u32::MAX as usize),
-            recent: total / 8,
-            segments: total / 4,
-            pages: total / 16,
+            cache_dir: None,
         }
     }
 }
@@ -155,7 +146,7 @@ pub struct BucketStorage {
     snapshots: SnapshotWriter,
     /// One trim at a time, so trim points (and snapshots) only move forward.
     trim_lock: tokio::sync::Mutex<()>,
-    sequencer: tokio::sync::Mutex<Sequencer>,
+    sequencer: tokio::sync::Mutex<Sequencer<WriterVersions>>,
     /// Batches in planning order; the visibility task makes them readable
     /// in that order, whether or not their callers are still waiting.
     in_flight: mpsc::UnboundedSender<InFlight>,
@@ -171,136 +162,10 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// Rebuilds a log's numbers from its committed entries during the read on
-/// open, after the log state of its last trim if there is one. Entries are
-/// counted and dropped: nothing of their payloads is kept.
-struct Rebuild {
-    assembler: BatchAssembler,
-    /// The index and counters so far; `None` until the first batch or the
-    /// trim state says where the log starts.
-    numbers: Option<(LogIndex, Sequencer)>,
-}
-
-impl Rebuild {
-    fn add(&mut self, batch: &[LogEntry]) -> Result<()> {
-        let (index, sequencer) = self.numbers.get_or_insert_with(|| {
-            let first = batch.first().map_or(0, |e| e.seqnum);
-            (LogIndex::starting_at(first), Sequencer::new())
-        });
-        for e in batch {
-            sequencer.observe(e)?;
-            index.insert(e.seqnum, &e.tags, e.stream_version)?;
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Applier for Rebuild {
-    async fn apply(&mut self, record: &Record) -> Result<()> {
-        if let Some(batch) = self.assembler.push(record)? {
-            self.add(&batch)?;
-        }
-        Ok(())
-    }
-
-    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
-        let state = decode_trim_state(&snapshot, through_seq)?;
-        let first = through_seq.saturating_add(1);
-        self.assembler = BatchAssembler::starting_at(first);
-        self.numbers = Some((
-            LogIndex::with_version_floors(first, state.next_versions.clone()),
-            Sequencer::resume(first, state.next_versions),
-        ));
-        Ok(())
-    }
-}
-
-/// A bucket log's numbers, rebuilt by reading its committed entries from
-/// the log state of its last trim if there is one: the index, the counters
-/// that continue it, and the manifest they were read from. No entry is
-/// kept.
-///
-/// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
-/// `Corrupt` for entries that do not continue each other or the stored
-/// state; store errors.
-pub(super) async fn read_log(
-    store: &Arc<dyn ObjectStore>,
-    layout: &BucketLayout,
-    prefetch: usize,
-    retry: &RetryPolicy,
-    seed: u64,
-) -> Result<(LogIndex, Sequencer, ManifestData)> {
-    let rebuild = Rebuild {
-        assembler: BatchAssembler::new(),
-        numbers: None,
-    };
-    let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
-        .with_prefetch(prefetch)
-        .build();
-    read_with_retries(&mut replica, retry, seed).await?;
-    let manifest = replica
-        .manifest()
-        .cloned()
-        .unwrap_or_else(|| ManifestData::empty(ManifestVersion::default()));
-    check_weft_log(&layout.manifest(), &manifest)?;
-    let next = manifest.next_sequence;
-    let (index, mut sequencer) = replica
-        .applier_mut()
-        .numbers
-        .take()
-        .unwrap_or_else(|| (LogIndex::starting_at(next), Sequencer::new()));
-    sequencer.advance_to(next);
-    if sequencer.next_seqnum() != next || (index.next() != next && !index.is_empty()) {
-        return Err(Error::corrupt(format!(
-            "the log's entries end at seqnum {} but its manifest says {next}",
-            sequencer.next_seqnum()
-        )));
-    }
-    // A log whose entries were all trimmed: the index starts at its end.
-    let index = if index.next() == next {
-        index
-    } else {
-        let floors: Vec<(LogTag, u64)> =
-            sequencer.versions().map(|(t, v)| (t.clone(), v)).collect();
-        LogIndex::with_version_floors(next, floors)
-    };
-    Ok((index, sequencer, manifest))
-}
-
-/// Reads the whole log into the rebuild applier. A transient failure
-/// (one segment fetch of many) is retried within `policy`, resuming where
-/// the failed step stopped; the budget starts over whenever a step made
-/// progress, so a long log is read on a flaky store as long as the store
-/// answers now and then. (On open, giving up fails the open after the
-/// claim: the previous writer is fenced either way.)
-async fn read_with_retries(
-    replica: &mut Replica<Rebuild>,
-    policy: &RetryPolicy,
-    seed: u64,
-) -> Result<()> {
-    let mut backoff = policy.backoff(seed ^ 0x0072_6562_7569_6c64);
-    loop {
-        let before = replica.cursor();
-        let err = match replica.poll().await {
-            Ok(_) => return Ok(()),
-            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
-            Err(e) => return Err(e),
-        };
-        if replica.cursor() != before {
-            backoff.reset();
-        }
-        tracing::debug!(error = %err, "reading the bucket log: retrying");
-        if !backoff.wait().await {
-            return Err(err.context("reading the bucket log"));
-        }
-    }
-}
-
 /// A weft log's manifest numbers records (v3/v4) and every entry has
 /// records; segment-numbered entries (v1/v2, or legacy entries of a
 /// converted v1/v2 manifest) mean a WAL some other writer keeps.
-fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
+pub(super) fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
     if m.version.has_record_counts() && m.entries.iter().all(|e| e.count.is_some_and(|c| c > 0)) {
         return Ok(());
     }
@@ -386,33 +251,68 @@ impl BucketStorage {
         if let Some(seed) = options.seed {
             builder = builder.with_seed(seed);
         }
-        let budget = WriterBudget::of(options.memory_budget);
+        let budget = Budget::writer(options.memory_budget);
         builder = builder.with_max_inflight_bytes(budget.in_flight);
         let producer = builder.open().await?;
-        let (index, sequencer, manifest) = read_log(
-            &store,
-            &layout,
-            options.rebuild_prefetch,
-            &options.retry,
-            options.seed.unwrap_or(0),
-        )
-        .await?;
+        // Our epoch is in the manifest: what is read from here on is final.
+        let (manifest, trim) = read_start(&store, &layout).await?;
+        let manifest = manifest.unwrap_or_else(|| ManifestData::empty(ManifestVersion::default()));
+        check_weft_log(&layout.manifest(), &manifest)?;
+        let next = manifest.next_sequence;
         let reader = BucketReader::new(
             store.clone(),
             layout.manifest(),
-            Arc::new(manifest),
+            Arc::new(manifest.clone()),
             budget.pages,
             budget.segments,
         );
+        let (numbers, from) = open_numbers(
+            &layout,
+            &manifest,
+            trim.as_ref(),
+            options.cache_dir.as_deref(),
+            budget.index.clone(),
+            &reader,
+        )
+        .await?;
+        let log = Arc::new(LocalLog::new(
+            "the bucket writer",
+            LocalState::new(numbers, budget.recent),
+            reader,
+        ));
+        let patience = Patience::Bounded(options.retry.clone(), options.seed.unwrap_or(0));
+        fill(
+            store.clone(),
+            layout.clone(),
+            log.clone(),
+            from,
+            next,
+            options.rebuild_prefetch,
+            patience,
+        )
+        .await?;
+        let sequencer = {
+            let state = log.visible().read();
+            match state.numbers() {
+                Numbers::Memory(index) => Sequencer::with_table(
+                    next,
+                    WriterVersions::Memory(MemoryVersions::from_versions(
+                        index.next_versions_through(u64::MAX),
+                    )),
+                ),
+                Numbers::Disk(index) => Sequencer::with_table(
+                    next,
+                    WriterVersions::Index(IndexVersions::new(index.clone(), 100_000)),
+                ),
+            }
+        };
+        let log = Arc::into_inner(log)
+            .ok_or_else(|| Error::internal("the rebuild kept a handle on the writer's log"))?;
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
             .with_clock(clock.clone());
         let shared = Arc::new(Shared {
-            log: LocalLog::new(
-                "the bucket writer",
-                LocalState::new(index, budget.recent),
-                reader,
-            ),
+            log,
             settled: tokio::sync::watch::Sender::new(()),
         });
         let (in_flight, rx) = mpsc::unbounded_channel();
@@ -605,14 +505,19 @@ impl Storage for BucketStorage {
             if through < tip.first {
                 return Ok(());
             }
-            state.index().next_versions_through(through)
+            state.numbers().floors_through(through)?
         };
+        let floors_kept = floors.clone();
         let state = encode_log_state(&LogState::new(through, floors)?)?;
         self.snapshots
             .write(&self.producer, state, through)
             .await
             .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
-        self.shared.log.visible().write().trim(through);
+        self.shared
+            .log
+            .visible()
+            .write()
+            .trim(through, &floors_kept)?;
         Ok(())
     }
 
@@ -638,6 +543,11 @@ impl Storage for BucketStorage {
         self.shared.settled.send_replace(());
         let result = self.producer.close().await;
         self.shared.log.feed().close();
-        result
+        // The sequencer's hold on the index goes first, so closing it lets
+        // go of its directory.
+        *self.sequencer.lock().await =
+            Sequencer::with_table(0, WriterVersions::Memory(MemoryVersions::default()));
+        let closed = close_index(&self.shared.log).await;
+        result.and(closed)
     }
 }
