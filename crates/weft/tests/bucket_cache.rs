@@ -233,6 +233,11 @@ async fn a_cache_dir_of_another_log_or_a_damaged_one_is_rebuilt() {
     };
     let f = open(&one).await;
     let want_one = by_tag(&f, "a").await;
+    // One handle per directory: a second is refused while the first lives.
+    let err = BucketFollower::open(one.clone(), PREFIX, follower_options(Some(dir.path())))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked);
     f.close().await.unwrap();
     // The same directory for another log (same path in another bucket):
     // the recorded tip does not match; the index is rebuilt.

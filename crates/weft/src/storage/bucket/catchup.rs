@@ -91,9 +91,9 @@ pub(crate) fn first_live(manifest: &ManifestData) -> u64 {
 /// The numbers a writer or follower starts from, and the seqnum from which
 /// it must read the log to complete them.
 ///
-/// Errors: I/O kinds for a cache directory that cannot be used; store
-/// errors reading the entry the tip check needs (other than finding it
-/// gone).
+/// Errors: `Locked` when another handle uses the cache directory; I/O
+/// kinds for one that cannot be used; store errors reading the entry the
+/// tip check needs (other than finding it gone).
 pub(crate) async fn open_numbers(
     layout: &BucketLayout,
     manifest: &ManifestData,
@@ -112,7 +112,7 @@ pub(crate) async fn open_numbers(
         ));
     };
     let manifest_path = layout.manifest();
-    let mut index = open_index(dir, &identity(manifest_path.as_ref()), options)?;
+    let (mut index, lock) = open_index(dir, &identity(manifest_path.as_ref()), options)?;
     let covered = index.covered();
     let reason = if covered > next {
         Some(format!(
@@ -140,7 +140,7 @@ pub(crate) async fn open_numbers(
             covered.max(first)
         }
     };
-    Ok((Numbers::Disk(Arc::new(index)), from))
+    Ok((Numbers::Disk(Arc::new(index), Arc::new(lock)), from))
 }
 
 /// Why the index's last covered entry is not the log's, if it is not.
@@ -226,7 +226,7 @@ pub(crate) async fn read_numbers(
     let numbers = log.visible().write().take_numbers();
     match numbers {
         Numbers::Memory(index) => Ok((index, manifest)),
-        Numbers::Disk(_) => Err(Error::internal("numbers read into memory came from disk")),
+        Numbers::Disk(..) => Err(Error::internal("numbers read into memory came from disk")),
     }
 }
 

@@ -199,7 +199,8 @@ impl BucketFollower {
     ///
     /// Errors: store errors reading the manifest (`NotFound` for a missing
     /// bucket, `PermissionDenied`, `Unavailable`), `Corrupt` for an
-    /// unreadable manifest or a trim state that is not a weft log state.
+    /// unreadable manifest or a trim state that is not a weft log state;
+    /// `Locked` when another handle uses [`FollowerOptions::cache_dir`].
     pub async fn open(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
@@ -402,9 +403,11 @@ impl Storage for BucketFollower {
 pub(super) async fn close_index(shared: &LocalLog) -> Result<()> {
     let numbers = shared.visible().write().take_numbers();
     match numbers {
-        Numbers::Disk(index) => tokio::task::spawn_blocking(move || {
+        Numbers::Disk(index, lock) => tokio::task::spawn_blocking(move || {
             let closed = index.close();
             drop(index);
+            // Only now may another handle take the directory.
+            drop(lock);
             closed
         })
         .await

@@ -243,7 +243,7 @@ impl LocalState {
                 *i = LogIndex::with_version_floors(first, floors);
                 Ok(())
             }
-            Numbers::Disk(i) => i.trim(first, &floors),
+            Numbers::Disk(i, _) => i.trim(first, &floors),
         }
     }
 

@@ -50,8 +50,9 @@ impl EntryNumbers {
 pub(crate) enum Numbers {
     /// In memory, rebuilt on open.
     Memory(LogIndex),
-    /// In the persistent index of a cache directory.
-    Disk(Arc<Index>),
+    /// In the persistent index of a cache directory, and the directory's
+    /// lock.
+    Disk(Arc<Index>, Arc<CacheLock>),
 }
 
 /// The value the index records for an entry, to tell later whether the
@@ -68,7 +69,7 @@ impl Numbers {
     pub(crate) fn first(&self) -> u64 {
         match self {
             Numbers::Memory(i) => i.first(),
-            Numbers::Disk(i) => i.first(),
+            Numbers::Disk(i, _) => i.first(),
         }
     }
 
@@ -76,7 +77,7 @@ impl Numbers {
     pub(crate) fn next(&self) -> u64 {
         match self {
             Numbers::Memory(i) => i.next(),
-            Numbers::Disk(i) => i.next(),
+            Numbers::Disk(i, _) => i.next(),
         }
     }
 
@@ -92,7 +93,7 @@ impl Numbers {
                 }
                 Ok(())
             }
-            Numbers::Disk(i) => {
+            Numbers::Disk(i, _) => {
                 let entries: Vec<IndexEntry> = batch
                     .iter()
                     .map(|e| IndexEntry {
@@ -119,14 +120,14 @@ impl Numbers {
                 i.trim(through);
                 Ok(())
             }
-            Numbers::Disk(i) => i.trim(through.saturating_add(1), floors),
+            Numbers::Disk(i, _) => i.trim(through.saturating_add(1), floors),
         }
     }
 
     pub(crate) fn seqnums(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<u64>> {
         match self {
             Numbers::Memory(i) => i.seqnums(tag, from, max),
-            Numbers::Disk(i) => {
+            Numbers::Disk(i, _) => {
                 if from < i.first() {
                     return Err(Error::trimmed(from, i.first()));
                 }
@@ -143,21 +144,21 @@ impl Numbers {
     ) -> Result<Vec<u64>> {
         match self {
             Numbers::Memory(i) => i.version_seqnums(tag, from_version, max),
-            Numbers::Disk(i) => i.version_seqnums(tag, from_version, max),
+            Numbers::Disk(i, _) => i.version_seqnums(tag, from_version, max),
         }
     }
 
     pub(crate) fn prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<u64>> {
         match self {
             Numbers::Memory(i) => Ok(i.prev(tag, before)),
-            Numbers::Disk(i) => i.prev(tag, before),
+            Numbers::Disk(i, _) => i.prev(tag, before),
         }
     }
 
     pub(crate) fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         match self {
             Numbers::Memory(i) => Ok(i.latest_version(tag)),
-            Numbers::Disk(i) => Ok(i.next_version(tag)?.checked_sub(1)),
+            Numbers::Disk(i, _) => Ok(i.next_version(tag)?.checked_sub(1)),
         }
     }
 
@@ -169,19 +170,54 @@ impl Numbers {
     pub(crate) fn floors_through(&self, through: u64) -> Result<Vec<(LogTag, u64)>> {
         match self {
             Numbers::Memory(i) => Ok(i.next_versions_through(through)),
-            Numbers::Disk(i) => i.streams_ending_by(through),
+            Numbers::Disk(i, _) => i.streams_ending_by(through),
         }
     }
 }
 
-/// Opens the persistent index in `dir` for the log `identity` names.
+/// Holds a cache directory for one handle until dropped: an OS advisory
+/// lock (`flock`) on `<dir>/LOCK`, released by the OS if the process dies.
+#[derive(Debug)]
+pub(crate) struct CacheLock {
+    _file: std::fs::File,
+}
+
+/// Opens the persistent index in `dir` for the log `identity` names, after
+/// taking the directory's lock.
 ///
-/// Errors: `InvalidInput` for bad options; I/O kinds when the directory
-/// cannot be used.
-pub(crate) fn open_index(dir: &Path, identity: &str, options: IndexOptions) -> Result<Index> {
+/// Errors: `Locked` when another handle (in this process or another) uses
+/// the directory; `InvalidInput` for bad options; I/O kinds when the
+/// directory cannot be used.
+pub(crate) fn open_index(
+    dir: &Path,
+    identity: &str,
+    options: IndexOptions,
+) -> Result<(Index, CacheLock)> {
+    use fs4::fs_std::FileExt;
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("create the cache directory {}", dir.display()), e))?;
-    Index::open(&dir.join("index"), identity.as_bytes(), options)
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(format!("open lock file {}", path.display()), e))?;
+    let locked = file
+        .try_lock_exclusive()
+        .map_err(|e| Error::io(format!("lock {}", path.display()), e))?;
+    if !locked {
+        return Err(Error::new(
+            crate::ErrorKind::Locked,
+            format!(
+                "the cache directory {} is in use by another writer or follower",
+                dir.display()
+            ),
+        ));
+    }
+    let index = Index::open(&dir.join("index"), identity.as_bytes(), options)?;
+    Ok((index, CacheLock { _file: file }))
 }
 
 /// A writer's stream versions over the persistent index: the streams it

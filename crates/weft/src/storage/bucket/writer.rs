@@ -218,7 +218,8 @@ impl BucketStorage {
     /// Errors: `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
     /// manifest is not a record-numbered (v3/v4) weft log — refused before
-    /// anything is written. A WAL whose records are not entry frames is
+    /// anything is written. `Locked` when another handle uses
+    /// [`BucketOptions::cache_dir`]. A WAL whose records are not entry frames is
     /// only found out while rebuilding, after the claim (`Corrupt`); the
     /// claim has then fenced that WAL's writer.
     pub async fn open(
@@ -300,7 +301,7 @@ impl BucketStorage {
                         index.next_versions_through(u64::MAX),
                     )),
                 ),
-                Numbers::Disk(index) => Sequencer::with_table(
+                Numbers::Disk(index, _) => Sequencer::with_table(
                     next,
                     WriterVersions::Index(IndexVersions::new(index.clone(), 100_000)),
                 ),
