@@ -14,7 +14,6 @@
 //! time) and adds their numbers, resuming after transient failures; a
 //! truncation that overtakes it starts it over from the new trim point.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +23,7 @@ use object_store::ObjectStore;
 
 use super::BucketLayout;
 use super::local::LocalLog;
-use super::numbers::{Numbers, check_of, identity, open_index};
+use super::numbers::{CacheDir, Numbers, check_of, identity};
 use super::reader::BucketReader;
 use super::records::BatchAssembler;
 use super::writer::decode_trim_state;
@@ -91,28 +90,28 @@ pub(crate) fn first_live(manifest: &ManifestData) -> u64 {
 /// The numbers a writer or follower starts from, and the seqnum from which
 /// it must read the log to complete them.
 ///
-/// Errors: `Locked` when another handle uses the cache directory; I/O
-/// kinds for one that cannot be used; store errors reading the entry the
-/// tip check needs (other than finding it gone).
+/// Errors: I/O kinds for a cache directory that cannot be used; store
+/// errors reading the entry the tip check needs (other than finding it
+/// gone).
 pub(crate) async fn open_numbers(
     layout: &BucketLayout,
     manifest: &ManifestData,
     trim: Option<&LogState>,
-    cache_dir: Option<&Path>,
+    cache: Option<CacheDir>,
     options: IndexOptions,
     reader: &BucketReader,
 ) -> Result<(Numbers, u64)> {
     let first = first_live(manifest);
     let next = manifest.next_sequence;
     let floors: Vec<_> = trim.map(|t| t.next_versions.clone()).unwrap_or_default();
-    let Some(dir) = cache_dir else {
+    let Some(cache) = cache else {
         return Ok((
             Numbers::Memory(LogIndex::with_version_floors(first, floors)),
             first,
         ));
     };
     let manifest_path = layout.manifest();
-    let (mut index, lock) = open_index(dir, &identity(manifest_path.as_ref()), options)?;
+    let mut index = cache.open_index(&identity(manifest_path.as_ref()), options)?;
     let covered = index.covered();
     let reason = if covered > next {
         Some(format!(
@@ -140,7 +139,7 @@ pub(crate) async fn open_numbers(
             covered.max(first)
         }
     };
-    Ok((Numbers::Disk(Arc::new(index), Arc::new(lock)), from))
+    Ok((Numbers::Disk(Arc::new(index), Arc::new(cache)), from))
 }
 
 /// Why the index's last covered entry is not the log's, if it is not.

@@ -48,7 +48,7 @@ use super::budget::Budget;
 use super::catchup::{Patience, fill, open_numbers, read_start};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
-use super::numbers::Numbers;
+use super::numbers::{CacheDir, Numbers};
 use super::reader::BucketReader;
 use super::records::BatchAssembler;
 use super::writer::decode_trim_state;
@@ -208,6 +208,11 @@ impl BucketFollower {
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
         let budget = Budget::follower(options.memory_budget);
+        let cache = options
+            .cache_dir
+            .as_deref()
+            .map(CacheDir::acquire)
+            .transpose()?;
         let (manifest, trim) = read_start(&store, &layout).await?;
         let exists = manifest.is_some();
         let manifest = manifest
@@ -223,7 +228,7 @@ impl BucketFollower {
             &layout,
             &manifest,
             trim.as_ref(),
-            options.cache_dir.as_deref(),
+            cache,
             budget.index.clone(),
             &reader,
         )

@@ -52,7 +52,7 @@ pub(crate) enum Numbers {
     Memory(LogIndex),
     /// In the persistent index of a cache directory, and the directory's
     /// lock.
-    Disk(Arc<Index>, Arc<CacheLock>),
+    Disk(Arc<Index>, Arc<CacheDir>),
 }
 
 /// The value the index records for an entry, to tell later whether the
@@ -175,49 +175,56 @@ impl Numbers {
     }
 }
 
-/// Holds a cache directory for one handle until dropped: an OS advisory
-/// lock (`flock`) on `<dir>/LOCK`, released by the OS if the process dies.
+/// A cache directory held by one handle until dropped: an OS advisory lock
+/// (`flock`) on `<dir>/LOCK`, released by the OS if the process dies.
 #[derive(Debug)]
-pub(crate) struct CacheLock {
-    _file: std::fs::File,
+pub(crate) struct CacheDir {
+    path: std::path::PathBuf,
+    _lock: std::fs::File,
 }
 
-/// Opens the persistent index in `dir` for the log `identity` names, after
-/// taking the directory's lock.
-///
-/// Errors: `Locked` when another handle (in this process or another) uses
-/// the directory; `InvalidInput` for bad options; I/O kinds when the
-/// directory cannot be used.
-pub(crate) fn open_index(
-    dir: &Path,
-    identity: &str,
-    options: IndexOptions,
-) -> Result<(Index, CacheLock)> {
-    use fs4::fs_std::FileExt;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("create the cache directory {}", dir.display()), e))?;
-    let path = dir.join("LOCK");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(format!("open lock file {}", path.display()), e))?;
-    let locked = file
-        .try_lock_exclusive()
-        .map_err(|e| Error::io(format!("lock {}", path.display()), e))?;
-    if !locked {
-        return Err(Error::new(
-            crate::ErrorKind::Locked,
-            format!(
-                "the cache directory {} is in use by another writer or follower",
-                dir.display()
-            ),
-        ));
+impl CacheDir {
+    /// Takes the directory `path` (created if absent) without waiting.
+    ///
+    /// Errors: `Locked` when another handle (in this process or another)
+    /// uses it; I/O kinds when it cannot be used.
+    pub(crate) fn acquire(path: &Path) -> Result<CacheDir> {
+        use fs4::fs_std::FileExt;
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::io(format!("create the cache directory {}", path.display()), e))?;
+        let lock = path.join("LOCK");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock)
+            .map_err(|e| Error::io(format!("open lock file {}", lock.display()), e))?;
+        let locked = file
+            .try_lock_exclusive()
+            .map_err(|e| Error::io(format!("lock {}", lock.display()), e))?;
+        if !locked {
+            return Err(Error::new(
+                crate::ErrorKind::Locked,
+                format!(
+                    "the cache directory {} is in use by another writer or follower",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(CacheDir {
+            path: path.to_path_buf(),
+            _lock: file,
+        })
     }
-    let index = Index::open(&dir.join("index"), identity.as_bytes(), options)?;
-    Ok((index, CacheLock { _file: file }))
+
+    /// Opens the persistent index in the directory for the log `identity`
+    /// names.
+    ///
+    /// Errors: `InvalidInput` for bad options; I/O kinds.
+    pub(crate) fn open_index(&self, identity: &str, options: IndexOptions) -> Result<Index> {
+        Index::open(&self.path.join("index"), identity.as_bytes(), options)
+    }
 }
 
 /// A writer's stream versions over the persistent index: the streams it

@@ -53,7 +53,7 @@ use super::catchup::{Patience, fill, open_numbers, read_start};
 use super::follower::close_index;
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
-use super::numbers::{IndexVersions, Numbers, WriterVersions};
+use super::numbers::{CacheDir, IndexVersions, Numbers, WriterVersions};
 use super::reader::BucketReader;
 use super::records::encode_batch;
 use crate::clock::{self, Clock};
@@ -218,8 +218,9 @@ impl BucketStorage {
     /// Errors: `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
     /// manifest is not a record-numbered (v3/v4) weft log — refused before
-    /// anything is written. `Locked` when another handle uses
-    /// [`BucketOptions::cache_dir`]. A WAL whose records are not entry frames is
+    /// anything is written; `Locked` when another handle uses
+    /// [`BucketOptions::cache_dir`] (refused before the claim too). A WAL
+    /// whose records are not entry frames is
     /// only found out while rebuilding, after the claim (`Corrupt`); the
     /// claim has then fenced that WAL's writer.
     pub async fn open(
@@ -239,6 +240,13 @@ impl BucketStorage {
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
         refuse_foreign_wal(store.as_ref(), &layout.manifest()).await?;
+        // Taken before the claim: a writer that cannot have its directory
+        // must not fence the one that has it.
+        let cache = options
+            .cache_dir
+            .as_deref()
+            .map(CacheDir::acquire)
+            .transpose()?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
         let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
@@ -271,7 +279,7 @@ impl BucketStorage {
             &layout,
             &manifest,
             trim.as_ref(),
-            options.cache_dir.as_deref(),
+            cache,
             budget.index.clone(),
             &reader,
         )
