@@ -30,6 +30,55 @@ pub(crate) struct StoreArgs {
     /// $AZURE_ALLOW_HTTP).
     #[arg(long, global = true)]
     allow_http: bool,
+
+    /// Where a bucket log's numbers are kept between runs, so that
+    /// `append`, `read` and `tail` read only what changed since the last
+    /// run instead of the whole log (one subdirectory per log and role;
+    /// default: $XDG_CACHE_HOME/weft, else ~/.cache/weft). `none` keeps
+    /// nothing. A directory another weft process is using is skipped.
+    #[arg(long, global = true, env = "WEFT_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<String>,
+}
+
+/// What a command does with a bucket log, for its cache subdirectory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Writer,
+    Reader,
+}
+
+impl StoreArgs {
+    /// The cache directory for `role` on the log at `location`, if any.
+    fn cache_for(&self, location: &Location, role: Role) -> Option<std::path::PathBuf> {
+        let base = match self.cache_dir.as_deref() {
+            Some("none") => return None,
+            Some(dir) => std::path::PathBuf::from(dir),
+            None => match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+                Some(xdg) => std::path::PathBuf::from(xdg).join("weft"),
+                None => std::path::PathBuf::from(std::env::var_os("HOME")?)
+                    .join(".cache")
+                    .join("weft"),
+            },
+        };
+        let text = location.to_string();
+        let readable: String = text
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(80)
+            .collect();
+        let name = format!("{readable}-{:08x}", crc32c::crc32c(text.as_bytes()));
+        let role = match role {
+            Role::Writer => "writer",
+            Role::Reader => "reader",
+        };
+        Some(base.join(name).join(role))
+    }
 }
 
 impl StoreArgs {
@@ -105,7 +154,18 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
             if create == Create::No {
                 require_bucket_log(&store, location).await?;
             }
-            let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
+            let cache_dir = args.cache_for(location, Role::Writer);
+            let options = BucketOptions {
+                cache_dir: cache_dir.clone(),
+                ..BucketOptions::default()
+            };
+            let storage = match BucketStorage::open(store.clone(), "", options).await {
+                Err(e) if e.kind() == ErrorKind::Locked && cache_dir.is_some() => {
+                    tracing::warn!(error = %e, "reading the log without the cache directory");
+                    BucketStorage::open(store, "", BucketOptions::default()).await?
+                }
+                other => other?,
+            };
             Ok(Log::new(storage))
         }
         Location::File { .. } => Err(Error::unsupported(format!(
@@ -122,7 +182,18 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
 pub(crate) async fn follow_bucket(location: &Location, args: &StoreArgs) -> Result<Log> {
     let store = open_store(location, args)?;
     require_bucket_log(&store, location).await?;
-    let follower = BucketFollower::open(store, "", FollowerOptions::default()).await?;
+    let cache_dir = args.cache_for(location, Role::Reader);
+    let options = FollowerOptions {
+        cache_dir: cache_dir.clone(),
+        ..FollowerOptions::default()
+    };
+    let follower = match BucketFollower::open(store.clone(), "", options).await {
+        Err(e) if e.kind() == ErrorKind::Locked && cache_dir.is_some() => {
+            tracing::warn!(error = %e, "following the log without the cache directory");
+            BucketFollower::open(store, "", FollowerOptions::default()).await?
+        }
+        other => other?,
+    };
     Ok(Log::new(follower))
 }
 

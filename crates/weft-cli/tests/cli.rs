@@ -19,6 +19,8 @@ fn weft_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(BIN)
         .args(args)
         .env_remove("RUST_LOG")
+        // Never the user's own cache directory.
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -33,6 +35,11 @@ fn weft_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
         pipe.write_all(data).expect("write stdin");
     }
     child.wait_with_output().expect("wait for weft")
+}
+
+/// The cache directory the tests' `weft` runs keep bucket logs' numbers in.
+fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("weft-cli-cache")
 }
 
 fn stdout(out: &Output) -> String {
@@ -777,6 +784,7 @@ fn spawn(args: &[&str]) -> std::process::Child {
     Command::new(BIN)
         .args(args)
         .env_remove("RUST_LOG")
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
