@@ -128,22 +128,35 @@ pub async fn probe(
     cache: Option<&Path>,
     catch_up: bool,
 ) -> Result<ProbeResult> {
-    let _ = cache;
+    let cache_dir = cache.map(Path::to_path_buf);
     let started = Instant::now();
+    let mut follower = None;
     let (log, writer) = match kind {
-        ProbeKind::Follower => (
-            Log::new(BucketFollower::open(store, PREFIX, FollowerOptions::default()).await?),
-            false,
-        ),
-        ProbeKind::Writer => (
-            Log::new(BucketStorage::open(store, PREFIX, BucketOptions::default()).await?),
-            true,
-        ),
+        ProbeKind::Follower => {
+            let options = FollowerOptions {
+                cache_dir,
+                ..FollowerOptions::default()
+            };
+            let f = Arc::new(BucketFollower::open(store, PREFIX, options).await?);
+            follower = Some(f.clone());
+            (Log::from_arc(f), false)
+        }
+        ProbeKind::Writer => {
+            let options = BucketOptions {
+                cache_dir,
+                ..BucketOptions::default()
+            };
+            (
+                Log::new(BucketStorage::open(store, PREFIX, options).await?),
+                true,
+            )
+        }
     };
     let open_ms = started.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let newest = log
         .latest_seqnum()
+        .await?
         .context("the soaked log has no entries")?;
     let got = log.storage().read(None, newest, 1).await?;
     if got.len() != 1 {
@@ -161,13 +174,13 @@ pub async fn probe(
     } else {
         None
     };
-    let caught_up_ms = if catch_up {
-        // Caught up: the oldest live entry reads too.
-        let first = log.storage().first_seqnum();
-        log.storage().read(None, first, 1).await?;
-        Some(started.elapsed().as_secs_f64() * 1e3)
-    } else {
-        None
+    let caught_up_ms = match (&follower, catch_up) {
+        (Some(f), true) => {
+            // Caught up: every entry from before the open is indexed.
+            f.filled_in().await?;
+            Some(started.elapsed().as_secs_f64() * 1e3)
+        }
+        _ => None,
     };
     let (rss, peak) = rss_mb();
     log.close().await?;
@@ -265,7 +278,16 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let duration = Duration::from_secs(secs);
     let prefix = ctx.fresh_prefix("soak");
     let store = ctx.s3()?.store(&prefix)?;
-    let log = Log::new(BucketStorage::open(store.clone(), PREFIX, BucketOptions::default()).await?);
+    let follower_cache = ctx.fresh_dir("soak-follower")?;
+    let writer_cache = ctx.fresh_dir("soak-writer")?;
+    let stateless_cache = ctx.fresh_dir("soak-stateless")?;
+    // The writer keeps its numbers in its cache directory, as a service
+    // would (default options otherwise).
+    let options = BucketOptions {
+        cache_dir: Some(writer_cache.clone()),
+        ..BucketOptions::default()
+    };
+    let log = Log::new(BucketStorage::open(store.clone(), PREFIX, options).await?);
 
     let fill = crate::load::payload(ENTRY, 11);
     let tags: Arc<Vec<LogTag>> = Arc::new(
@@ -390,9 +412,6 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
 
     // Opens, each in its own process. Followers while the writer is still
     // up; then the writer steps down and is reopened.
-    let follower_cache = ctx.fresh_dir("soak-follower")?;
-    let writer_cache = ctx.fresh_dir("soak-writer")?;
-    let _ = &writer_cache;
     let mut opens = Vec::new();
     let fresh = probe_process(
         ctx,
@@ -416,8 +435,12 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let reopened =
         probe_process(ctx, &prefix, ProbeKind::Writer, Some(&writer_cache), false).await?;
     opens.push(("reopened writer (its cache dir)", reopened));
-    let stateless = probe_process(ctx, &prefix, ProbeKind::Writer, None, false).await?;
-    opens.push(("writer with no local state", stateless));
+    let stateless =
+        probe_process(ctx, &prefix, ProbeKind::Writer, Some(&stateless_cache), false).await?;
+    opens.push(("writer with no local state (empty cache dir)", stateless));
+    let handed =
+        probe_process(ctx, &prefix, ProbeKind::Writer, Some(&follower_cache), false).await?;
+    opens.push(("writer on the standby follower's cache dir", handed));
     for (what, p) in &opens {
         report.add(
             Row::new(W, format!("open after {total} entries"), *what)
