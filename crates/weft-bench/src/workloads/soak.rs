@@ -435,11 +435,23 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let reopened =
         probe_process(ctx, &prefix, ProbeKind::Writer, Some(&writer_cache), false).await?;
     opens.push(("reopened writer (its cache dir)", reopened));
-    let stateless =
-        probe_process(ctx, &prefix, ProbeKind::Writer, Some(&stateless_cache), false).await?;
+    let stateless = probe_process(
+        ctx,
+        &prefix,
+        ProbeKind::Writer,
+        Some(&stateless_cache),
+        false,
+    )
+    .await?;
     opens.push(("writer with no local state (empty cache dir)", stateless));
-    let handed =
-        probe_process(ctx, &prefix, ProbeKind::Writer, Some(&follower_cache), false).await?;
+    let handed = probe_process(
+        ctx,
+        &prefix,
+        ProbeKind::Writer,
+        Some(&follower_cache),
+        false,
+    )
+    .await?;
     opens.push(("writer on the standby follower's cache dir", handed));
     for (what, p) in &opens {
         report.add(
