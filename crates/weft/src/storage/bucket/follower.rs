@@ -15,7 +15,7 @@
 //!   and subscriptions work as on the writer, lagging it by about one poll)
 //!   and applies retention after every poll;
 //! * the **fill** indexes the history before that point, reading segments
-//!   `prefetch` at a time, and ends when it reaches it.
+//!   `fill_prefetch` at a time, and ends when it reaches it.
 //!
 //! Until the fill is over, reads by seqnum are served at once (any live
 //! entry); reads by tag or version are served at once when what they ask
@@ -64,9 +64,12 @@ use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replic
 pub struct FollowerOptions {
     /// Wait between polls that found nothing new.
     pub poll_interval: Duration,
-    /// Segments fetched concurrently while catching up and filling in
-    /// history.
+    /// Segments fetched concurrently while tailing.
     pub prefetch: usize,
+    /// Segments fetched concurrently while filling in history (a fresh
+    /// follower reads the whole log this way: its speed is the GET
+    /// parallelism; each segment in flight is held in memory).
+    pub fill_prefetch: usize,
     /// Bytes the follower keeps in memory besides the log's numbers: the
     /// newest entries, decoded segments read back, manifest history pages,
     /// and (with a cache directory) the persistent index's caches.
@@ -86,6 +89,7 @@ impl Default for FollowerOptions {
         FollowerOptions {
             poll_interval: Duration::from_millis(50),
             prefetch: 8,
+            fill_prefetch: 32,
             memory_budget: 256 << 20,
             cache_dir: None,
         }
@@ -274,7 +278,7 @@ impl BucketFollower {
         let mut tasks = vec![tail_task];
         if from < live_from {
             let (store, shared, layout) = (store.clone(), shared.clone(), layout.clone());
-            let prefetch = options.prefetch;
+            let prefetch = options.fill_prefetch.max(1);
             tasks.push(tokio::spawn(async move {
                 let patience = Patience::Forever(interval);
                 let filled = fill(

@@ -113,7 +113,7 @@ impl Default for BucketOptions {
             flush_interval: Duration::from_millis(20),
             flush_bytes: 4 << 20,
             max_entry_bytes: MAX_ENTRY_BYTES,
-            rebuild_prefetch: 8,
+            rebuild_prefetch: 32,
             retry: RetryPolicy::default(),
             seed: None,
             checkpoint: CheckpointPolicy::default(),
