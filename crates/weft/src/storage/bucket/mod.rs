@@ -2,21 +2,38 @@
 //!
 //! Each log entry travels as one WAL record holding its entry frame
 //! ([`crate::format::frame`]: seqnum, version, timestamp, tags, data,
-//! CRC-32C). The manifest is written in a record-numbered format (v3/v4), so
-//! a record's WAL sequence *is* the entry's seqnum, and a whole append batch
-//! is one producer group, committed in one segment by one manifest CAS.
+//! CRC-32C). The manifest is written in weft's record-numbered format (v5:
+//! bounded, older entries in history pages), so a record's WAL sequence
+//! *is* the entry's seqnum, and a whole append batch is one producer group,
+//! committed in one segment by one manifest CAS.
 //!
 //! * [`BucketStorage`] — the writer: owns the epoch (opening it fences any
 //!   older writer), checks conditional appends against its authoritative
-//!   versions before the CAS, and rebuilds those versions from the bucket
+//!   versions before the CAS, and completes those versions from the bucket
 //!   when it opens.
-//! * [`BucketFollower`] — a read replica: tails the manifest, keeps the
-//!   entries and their tag/version indexes locally, serves every read and
-//!   subscription, and refuses writes with `ReadOnly`.
+//! * [`BucketFollower`] — a read replica: tails the manifest, serves every
+//!   read and subscription, and refuses writes with `ReadOnly`.
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
 //! `history/<level>-<first>-<end>-<run>` (the manifest's history pages),
 //! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
+//!
+//! # Memory and open time
+//!
+//! Neither keeps the log's entries. Both keep its *numbers* (which seqnums
+//! carry each tag, which seqnum holds each version) — in memory, or with a
+//! cache directory in the persistent log index ([`crate::index`]) — plus the
+//! newest entries up to a budget; any other entry is read back from its
+//! segment on demand, through bounded caches of segments and history pages.
+//! Everything but in-memory numbers comes out of one `memory_budget`.
+//!
+//! With a cache directory, opening reads only what was committed since the
+//! directory's index last covered the log; without one (or on an empty
+//! one) it reads the whole live log once: the writer before it accepts
+//! appends, a follower in the background while it already serves the live
+//! end (see [`follower`]). A standby follower's directory can be handed to
+//! a new writer. The directory is derived state, checked against the log
+//! and rebuilt when it does not match (`docs/FAILURE_SEMANTICS.md`).
 //!
 //! # Retention
 //!
