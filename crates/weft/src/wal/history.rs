@@ -4,7 +4,7 @@
 //! across the history tree and the manifest's recent entries: it reads the
 //! frontier in the manifest, then one page per level down to the leaf,
 //! through a byte-bounded cache of decoded pages (pages are immutable, so a
-//! cached page is never stale). [`store_page`] creates a page once, and
+//! cached page is never stale). `store_page` creates a page once, and
 //! resolves a create whose reply was lost by reading the object back.
 //!
 //! Page names are `<history prefix>/<level:02x>-<first:016x>-<end:016x>-<run>`:
