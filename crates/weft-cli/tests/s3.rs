@@ -525,3 +525,33 @@ fn append_read_and_tail_keep_the_logs_numbers_in_the_cache_dir() {
     assert_eq!(ok(out).lines().count(), 3);
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
+
+/// `weft demo s3://...` runs the shop on that bucket (it used to make a
+/// local directory named `s3:`), and a second run resumes from the bucket.
+#[test]
+fn demo_runs_on_a_bucket_and_resumes_there() {
+    let (_, url) = bucket("demo");
+    let cwd = tempfile::tempdir().unwrap();
+    let run = || {
+        Command::new(BIN)
+            .args(["demo", &url, "--orders", "3"])
+            .args([
+                "--endpoint",
+                &required("WEFT_TEST_S3_ENDPOINT"),
+                "--allow-http",
+            ])
+            .current_dir(cwd.path())
+            .env_remove("RUST_LOG")
+            .env("WEFT_CACHE_DIR", cache_dir())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run weft demo")
+    };
+    let first = ok(run());
+    assert!(first.contains("new log") && first.contains(&url), "{first}");
+    let second = ok(run());
+    assert!(second.contains("resuming"), "{second}");
+    ok(weft(&["verify", &url]));
+    let local: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(local.is_empty(), "the demo made local files: {local:?}");
+}

@@ -18,6 +18,8 @@
 //! assert!(!err.kind().is_retryable());
 //! ```
 
+pub(crate) mod os;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -309,23 +311,15 @@ impl Error {
         .with_detail(ErrorDetail::Fenced { ours, theirs })
     }
 
-    /// An I/O error from the local filesystem, classified by its kind.
+    /// An I/O error from the local filesystem, classified by its errno
+    /// (or its `io::ErrorKind` when it has none) in one place: ENOENT is
+    /// `NotFound`; EACCES and EPERM `PermissionDenied`; EROFS `ReadOnly`;
+    /// ENOTDIR, EISDIR and bad names `InvalidInput`; EEXIST `Conflict`;
+    /// ENOSPC, EDQUOT, EINTR, EAGAIN, EMFILE and the like `Unavailable`;
+    /// `UnexpectedEof` and `InvalidData` `Corrupt`; ENOSYS and EXDEV
+    /// `Unsupported`; EIO and anything else `Closed`.
     pub fn io(context: impl fmt::Display, err: std::io::Error) -> Self {
-        use std::io::ErrorKind as Io;
-        let kind = match err.kind() {
-            Io::NotFound => ErrorKind::NotFound,
-            Io::PermissionDenied => ErrorKind::PermissionDenied,
-            // The caller named a path that cannot be what it should be (a
-            // file where a directory belongs, or the reverse).
-            Io::InvalidInput | Io::InvalidFilename | Io::NotADirectory | Io::IsADirectory => {
-                ErrorKind::InvalidInput
-            }
-            Io::InvalidData | Io::UnexpectedEof => ErrorKind::Corrupt,
-            Io::Interrupted | Io::TimedOut | Io::WouldBlock => ErrorKind::Unavailable,
-            // Disk full, read-only filesystem, EIO: the write did not happen
-            // and the log cannot be trusted to have kept going; re-open.
-            _ => ErrorKind::Closed,
-        };
+        let kind = os::classify(&err).error_kind();
         Error::new(kind, format!("{context}: {err}")).with_source(err)
     }
 }

@@ -45,6 +45,7 @@ pub mod kv;
 pub mod log;
 mod lru;
 pub mod model;
+mod outage;
 pub mod storage;
 pub mod store;
 pub mod wal;

@@ -3,8 +3,8 @@
 //! anywhere go here.
 
 use bytes::Bytes;
+use weft::format::replica_cursor::decode_cursor;
 use weft::format::{decode_manifest, decode_segment};
-use weft::wal::cursor::decode_cursor;
 use weft::{AppendRequest, ErrorKind, Log, LogTag, Position};
 
 fn kind<T: std::fmt::Debug>(r: weft::Result<T>) -> ErrorKind {

@@ -415,7 +415,7 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
         entries,
         "the follower's log equals the new writer's"
     );
-    assert!(follower.stopped().is_none(), "{:?}", follower.stopped());
+    assert_eq!(follower.stopped(), None);
     follower.close().await.unwrap();
     reopened.storage().close().await.unwrap();
 }

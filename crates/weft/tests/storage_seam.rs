@@ -138,6 +138,32 @@ async fn a_follower_answers_for_its_applied_prefix() {
     assert_eq!(f.latest_version(&t).await.unwrap(), Some(4));
 }
 
+#[tokio::test]
+async fn a_dir_follower_answers_for_its_applied_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Log::new(DirStorage::open(dir.path()).await.unwrap());
+    let t = tag("t");
+    append_n(&w, &t, 3).await;
+    let options = weft::storage::dir::DirFollowerOptions {
+        poll_interval: Duration::from_millis(5),
+    };
+    let f = Log::new(
+        weft::storage::dir::DirFollower::open_with(dir.path(), options)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        f.storage().capabilities().freshness,
+        Freshness::AppliedPrefix
+    );
+    assert_eq!(f.tip().await.unwrap(), Tip { first: 0, next: 3 });
+    append_n(&w, &t, 2).await;
+    until(&f, |tip| tip.next == 5).await;
+    assert_eq!(f.latest_version(&t).await.unwrap(), Some(4));
+    f.close().await.unwrap();
+    assert_eq!(f.tip().await.unwrap_err().kind(), ErrorKind::Closed);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tail_subscription_on_a_follower_of_a_wholly_trimmed_log_goes_live() {
     // The follower restores the trim's state: nothing to read, numbering

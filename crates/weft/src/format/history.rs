@@ -56,7 +56,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::cursor::Cursor;
+use super::fields::Reader;
 use super::manifest::{
     ManifestEntry, ManifestVersion, check_entries, decode_entry_in, encode_entry,
 };
@@ -203,7 +203,7 @@ fn put_pointer(p: &PagePointer, out: &mut BytesMut) -> Result<()> {
     Ok(())
 }
 
-fn read_pointer(c: &mut Cursor<'_>) -> Result<PagePointer> {
+fn read_pointer(c: &mut Reader<'_>) -> Result<PagePointer> {
     let first_seq = c.u64("pointer first_seq")?;
     let end_seq = c.u64("pointer end_seq")?;
     let entries = c.u64("pointer entries")?;
@@ -326,7 +326,7 @@ pub(crate) fn encode_history_block(history: &History, out: &mut BytesMut) -> Res
 ///
 /// Errors: `Corrupt` for a truncated block or more than [`MAX_LEVELS`]
 /// levels. The ordering rules are checked by the manifest decoder.
-pub(crate) fn decode_history_block(c: &mut Cursor<'_>) -> Result<History> {
+pub(crate) fn decode_history_block(c: &mut Reader<'_>) -> Result<History> {
     let live_from = c.u64("history live_from")?;
     let level_count = c.u8("history level count")? as usize;
     if level_count > MAX_LEVELS {
@@ -424,7 +424,7 @@ pub fn decode_page(bytes: &[u8]) -> Result<HistoryPage> {
             "history page: crc32c mismatch: stored {stored:08x}, computed {actual:08x}"
         )));
     }
-    let mut c = Cursor::new(body, WHAT);
+    let mut c = Reader::new(body, WHAT);
     if c.take(4, "magic")? != PAGE_MAGIC {
         return Err(Error::corrupt("history page: bad magic"));
     }

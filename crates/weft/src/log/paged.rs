@@ -34,8 +34,10 @@ pub(super) enum Walk {
     Versions(LogTag, u64),
 }
 
-/// Entries read to the end of the log in bounded pages; see the
-/// [module docs](self).
+/// Entries read to the end of the log in pages of [`PAGE_ENTRIES`],
+/// fetched as the stream is polled. It ends after a short page (the end of
+/// the log as of that read); a read error (`Trimmed` when a trim overtook
+/// it) is its last item.
 pub struct EntryStream {
     inner: BoxStream<'static, Result<LogEntry>>,
 }

@@ -102,8 +102,9 @@ pub enum Freshness {
     /// query is one round trip to it and returns its state at that moment;
     /// other processes may append right after.
     SharedDatabase,
-    /// A read replica (the bucket follower): the answer covers the prefix
-    /// applied so far, which may lag the writer (by about one poll).
+    /// A read replica (the bucket follower, the dir follower): the answer
+    /// covers the prefix applied so far, which may lag the writer (by about
+    /// one poll).
     AppliedPrefix,
 }
 

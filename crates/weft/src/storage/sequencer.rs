@@ -301,6 +301,67 @@ mod tests {
         assert_eq!(nums, vec![(1, 1), (2, 0), (3, 2)]);
     }
 
+    /// A table that keeps one stream in memory and looks the others up in
+    /// a backing map on demand, as a bounded cache over a persistent index
+    /// would; it can also fail like one.
+    #[derive(Default)]
+    struct OneSlot {
+        backing: std::collections::BTreeMap<LogTag, u64>,
+        slot: Option<(LogTag, u64)>,
+        lookups: usize,
+        broken: bool,
+    }
+
+    impl VersionTable for OneSlot {
+        fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>> {
+            if self.broken {
+                return Err(Error::new(ErrorKind::Unavailable, "index offline"));
+            }
+            if let Some((t, v)) = &self.slot
+                && t == tag
+            {
+                return Ok(Some(*v));
+            }
+            self.lookups += 1;
+            let found = self.backing.get(tag).copied();
+            if let Some(v) = found {
+                self.slot = Some((tag.clone(), v));
+            }
+            Ok(found)
+        }
+
+        fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
+            self.backing.insert(tag.clone(), next);
+            self.slot = Some((tag.clone(), next));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn versions_can_be_looked_up_on_demand() {
+        let mut s = Sequencer::with_table(0, OneSlot::default());
+        for tags in [vec!["a", "b", "a"], vec!["b"], vec!["a", "c"]] {
+            let batch = tags.iter().map(|t| entry(t, None)).collect();
+            s.plan(batch, 1).unwrap();
+        }
+        let err = s.plan(vec![entry("b", Some(1))], 1).unwrap_err();
+        assert_eq!(err.conflict_next_version(), Some(2));
+        let planned = s
+            .plan(vec![entry("c", Some(1)), entry("a", Some(3))], 1)
+            .unwrap();
+        let nums: Vec<_> = planned
+            .iter()
+            .map(|e| (e.seqnum, e.stream_version))
+            .collect();
+        assert_eq!(nums, vec![(6, 1), (7, 3)]);
+        assert!(s.table().lookups > 0, "streams were looked up");
+        // A failing lookup is the append's error; nothing is numbered.
+        s.versions.broken = true;
+        let err = s.plan(vec![entry("a", None)], 1).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
+        assert_eq!(s.next_seqnum(), 8);
+    }
+
     #[test]
     fn unplan_gives_back_the_last_batch_only() {
         let mut s = Sequencer::new();

@@ -1,6 +1,8 @@
 //! `weft demo`: a small but real system on the embedded default.
 //!
-//! It opens (or creates) a `dir` log, starts the shop's two executors
+//! It opens (or creates) a log — a local directory by default, or a bucket
+//! (`s3://`, `az://`), through the same `open_log` as `weft append` —
+//! starts the shop's two executors
 //! ([`shop`]), restocks the warehouse, places a handful of orders with
 //! conditional appends, prints every entry as it commits, waits until every
 //! order is decided and every reserved order shipped, and ends with a
@@ -11,7 +13,6 @@
 mod shop;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -30,9 +31,10 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// `weft demo`
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// The log directory (created if absent; re-running on it resumes).
-    #[arg(default_value = "weft-demo")]
-    dir: PathBuf,
+    /// The log: a directory (created if absent) or s3://bucket/prefix,
+    /// az://container/prefix (created if absent). Re-running on it resumes.
+    #[arg(default_value = "weft-demo", value_name = "LOG")]
+    log: String,
 
     /// How many orders this run places.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -40,27 +42,31 @@ pub(crate) struct DemoArgs {
 }
 
 /// Runs `weft demo`.
-pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
+pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let location = weft::store::Location::Dir {
-        path: args.dir.clone(),
-    };
-    let log = location::open_log(&location, Create::IfMissing, &StoreArgs::default()).await?;
-    let outcome = run_on(&log, &args, started).await;
+    // A location, not a path: `s3://bucket/x` is a bucket, never a local
+    // directory named `s3:`.
+    let location = location::parse(&args.log)?;
+    let log = location::open_log(&location, Create::IfMissing, store).await?;
+    let outcome = run_on(&log, &args, &location, started).await;
     let closed = log.close().await;
     outcome?;
     closed?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_on(log: &Log, args: &DemoArgs, started: Instant) -> Result<()> {
+async fn run_on(
+    log: &Log,
+    args: &DemoArgs,
+    location: &weft::store::Location,
+    started: Instant,
+) -> Result<()> {
     let tags = Tags::new()?;
     let start = log.tip().await?.next;
     let run = log.next_version(&tags.stock).await? + 1;
     let placed_before = log.next_version(&tags.orders).await?;
     output::line(&format!(
-        "weft demo: an order-fulfilment shop on the log in {}",
-        args.dir.display()
+        "weft demo: an order-fulfilment shop on the log at {location}"
     ))?;
     if start == 0 {
         output::line("new log: starting from seqnum 0")?;

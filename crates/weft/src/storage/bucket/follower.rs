@@ -56,6 +56,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
+use crate::outage::Outage;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
@@ -152,9 +153,11 @@ async fn tail(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     tokio::pin!(shutdown);
+    let mut outage = Outage::new("bucket follower poll");
     loop {
         let wait = match replica.poll().await {
             Ok(outcome) => {
+                outage.recovered();
                 if let Some(m) = replica.manifest() {
                     if !outcome.unchanged {
                         shared.reader().set_manifest(Arc::new(m.clone()));
@@ -168,7 +171,7 @@ async fn tail(
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
-                tracing::warn!(error = %e, "follower poll failed; retrying");
+                outage.failed(&e);
                 interval
             }
             Err(e) => return Err(e),
@@ -305,8 +308,13 @@ impl BucketFollower {
     }
 
     /// Why the follower stopped tailing, if it did (it then serves what it
-    /// has and its subscriptions end): the error that stopped it.
-    pub fn stopped(&self) -> Option<Error> {
+    /// has and its subscriptions end), as a message.
+    pub fn stopped(&self) -> Option<String> {
+        self.stop_error().map(|e| e.to_string())
+    }
+
+    /// The error that stopped the tailing, if one did.
+    pub fn stop_error(&self) -> Option<Error> {
         self.shared.gate().stopped()
     }
 

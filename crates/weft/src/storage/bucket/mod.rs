@@ -50,6 +50,7 @@
 
 mod budget;
 mod catchup;
+pub mod check;
 pub mod follower;
 pub mod kv;
 mod local;
@@ -59,6 +60,7 @@ mod records;
 pub mod retention;
 pub mod writer;
 
+pub use check::{BucketCheck, check};
 pub use follower::{BucketFollower, FollowerOptions};
 pub use kv::BucketKv;
 pub use retention::{gc, trim_unowned};

@@ -354,7 +354,7 @@ impl BucketStorage {
 
     /// Why the writer stopped accepting appends, if it did: the error that
     /// stopped it (a `Fenced` one carries both epochs).
-    pub fn stopped(&self) -> Option<Error> {
+    pub fn stop_error(&self) -> Option<Error> {
         self.shared.log.gate().stopped()
     }
 

@@ -23,11 +23,10 @@
 //! after a failed `fdatasync` the kernel may have dropped the dirty pages,
 //! so retrying the sync could report success for lost data.
 //!
-//! Making a group visible and announcing it on the feed is one step of the
-//! shared [`Visible`](crate::storage::core::Visible).
+//! Making a group visible and announcing it on the feed is one step
+//! ([`Shelf::publish`]).
 
-use std::collections::HashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{IoSlice, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -44,15 +43,15 @@ use super::fsutil;
 use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
 use super::queue::Queue;
+use super::read::{ReadState, Shelf};
 use super::segment::{self, HEADER_LEN, Segment};
-use super::trim::TrimPoint;
+use super::trim::{self, TrimPoint};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
-use crate::storage::core::{Gate, Visible, results_of};
-use crate::storage::index::LogIndex;
+use crate::storage::core::{Gate, results_of};
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
@@ -97,18 +96,6 @@ pub(super) enum Command {
     },
 }
 
-/// What readers see: only entries whose group was synced (or, relaxed,
-/// written).
-#[derive(Debug)]
-pub(super) struct ReadState {
-    pub(super) index: LogIndex,
-    /// Next version of the primary tags the index has no stream for: those
-    /// whose every entry was trimmed before this handle opened.
-    pub(super) gone_versions: HashMap<LogTag, u64>,
-    /// Live segments by first seqnum.
-    pub(super) segments: BTreeMap<u64, Segment>,
-}
-
 /// Counters behind [`DirStats`](super::DirStats).
 #[derive(Debug, Default)]
 pub(super) struct Counters {
@@ -125,7 +112,7 @@ pub(super) struct Counters {
 pub(super) struct Shared {
     pub(super) dir: PathBuf,
     /// The read state and the commit feed.
-    pub(super) visible: Visible<ReadState>,
+    pub(super) state: Shelf,
     pub(super) counters: Counters,
     /// Closed by `close`; stopped by a failed write or sync.
     pub(super) gate: Gate,
@@ -135,11 +122,11 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn read_state(&self) -> std::sync::RwLockReadGuard<'_, ReadState> {
-        self.visible.read()
+        self.state.read()
     }
 
     fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, ReadState> {
-        self.visible.write()
+        self.state.write()
     }
 
     /// `Closed` once the log was closed or the writer failed.
@@ -340,9 +327,30 @@ impl Writer {
         self.shared.check_writable()
     }
 
+    /// Stops the writer when the directory is no longer the one it locked
+    /// (see [`super::lock`]).
+    fn check_directory(&mut self) -> Result<()> {
+        let Some(lock) = &self.lock else {
+            return self.check_writable();
+        };
+        if let Err(e) = lock.identity().check() {
+            self.stop(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Writes, syncs, publishes and answers one group.
     fn commit(&mut self, group: Vec<Pending>) {
         if let Err(e) = self.check_writable() {
+            for p in group {
+                let _ = p.reply.send(Err(e.clone()));
+            }
+            return;
+        }
+        // Nothing is numbered or written yet: a directory swapped under
+        // the lock stops the writer with every appender told `Closed`.
+        if let Err(e) = self.check_directory() {
             for p in group {
                 let _ = p.reply.send(Err(e.clone()));
             }
@@ -430,7 +438,7 @@ impl Writer {
         }
         let n = committed.len() as u64;
         let group_len = self.group_len as u64;
-        let shown = self.shared.visible.publish(committed, |state, entries| {
+        let shown = self.shared.state.publish(committed, |state, entries| {
             let Some(seg) = state.segments.get_mut(&first) else {
                 return Err(Error::internal(
                     "the active segment vanished from the index",
@@ -565,6 +573,7 @@ impl Writer {
     /// whole segments below it.
     fn trim(&mut self, through: u64) -> Result<()> {
         self.check_writable()?;
+        self.check_directory()?;
         let next = self.sequencer.next_seqnum();
         if through >= next {
             return Err(Error::invalid_input(format!(
@@ -598,7 +607,7 @@ impl Writer {
                 next_versions,
             }
         };
-        point.store(&self.shared.dir)?;
+        trim::store(&self.shared.dir, &point)?;
         let active_first = self.active.as_ref().map(|a| a.first);
         let doomed: Vec<Segment> = {
             let mut state = self.shared.write_state();
