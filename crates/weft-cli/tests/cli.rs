@@ -487,8 +487,9 @@ fn inspect_verify_and_dump_read_a_v5_history() {
     assert!(listed <= 5, "{listed} entries listed");
     assert_eq!(v["history"]["entries"].as_u64().unwrap() + listed, 40);
     assert_eq!(v["history"]["first_sequence"], 0);
-    // Verify and dump walk every entry, pages included.
-    let out = ok(weft(&["verify", &url]));
+    // Verify and dump walk every entry, pages included (its records are
+    // opaque bytes, not entry frames: a WAL, so --manifest).
+    let out = ok(weft(&["verify", &url, "--manifest", "manifest"]));
     assert!(out.contains("40 segments, 40 records"), "{out}");
     let dump = ok(weft(&[
         "wal",
@@ -512,7 +513,7 @@ fn inspect_verify_and_dump_read_a_v5_history() {
         .unwrap()
         .path();
     std::fs::remove_file(&page).unwrap();
-    let out = weft(&["verify", &url]);
+    let out = weft(&["verify", &url, "--manifest", "manifest"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stdout(&out).contains("history cannot be read"),

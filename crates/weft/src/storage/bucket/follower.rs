@@ -207,6 +207,8 @@ impl BucketFollower {
     /// Errors: store errors reading the manifest (`NotFound` for a missing
     /// bucket, `PermissionDenied`, `Unavailable`), `Corrupt` for an
     /// unreadable manifest or a trim state that is not a weft log state;
+    /// `InvalidInput` for a manifest that is not a weft log's (a
+    /// segment-numbered WAL);
     /// `Locked` when another handle uses [`FollowerOptions::cache_dir`].
     pub async fn open(
         store: Arc<dyn ObjectStore>,
@@ -221,6 +223,9 @@ impl BucketFollower {
             .map(CacheDir::acquire)
             .transpose()?;
         let (manifest, trim) = read_start(&store, &layout).await?;
+        if let Some(m) = &manifest {
+            super::writer::check_weft_log(&layout.manifest(), m)?;
+        }
         let exists = manifest.is_some();
         let manifest = manifest
             .unwrap_or_else(|| ManifestData::empty(crate::format::ManifestVersion::default()));
@@ -294,7 +299,9 @@ impl BucketFollower {
                     patience,
                 );
                 if let Err(e) = filled.await {
-                    tracing::error!(error = %e, "bucket follower could not fill in its history");
+                    // Every read that waits for the fill gets this error
+                    // (and `filled_in`): that is where it is reported.
+                    tracing::info!(error = %e, "bucket follower could not fill in its history");
                     shared.fill_failed(&e);
                 }
             }));
