@@ -3,7 +3,8 @@
 //! process so that its resident memory is the store's alone.
 //!
 //! `cargo bench -p weft --bench index_stores` (`WEFT_BENCH_QUICK=1` for a
-//! smoke run; `WEFT_BENCH_STORES_CASES=entries:streams,...` to pick sizes).
+//! smoke run; `WEFT_BENCH_STORES_CASES=entries:streams,...` to pick sizes,
+//! `WEFT_BENCH_STORES_CASES=none` for the damage trials alone).
 //!
 //! The records are those of `weft::index`: per entry a posting `(tag id,
 //! seqnum)` for each of its 1–2 tags and a version row `(stream id,
@@ -184,7 +185,6 @@ fn main() -> Result<()> {
             })
             .collect(),
         Err(_) if quick => vec![(100_000, 1_000), (100_000, 100_000)],
-        Ok(_) if std::env::var_os("WEFT_BENCH_STORES_DAMAGE_ONLY").is_some() => Vec::new(),
         Err(_) => vec![(2_000_000, 1_000), (2_000_000, 1_000_000)],
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-index-stores");

@@ -10,14 +10,27 @@
 //!  table      key                                   value
 //!  meta       name (ASCII, see [`meta`])            per name, below
 //!  tags       tag                                   [id u64][next_version u64][floor u64][last u64]
-//!  postings   [tag_id u64 BE][seqnum u64 BE]        (empty)
-//!  versions   [tag_id u64 BE][version u64 BE]       [seqnum u64]
+//!  postings   [tag_id u64 BE][first seqnum u64 BE]  chunk: the seqnums carrying the tag
+//!  versions   [tag_id u64 BE][first version u64 BE] chunk: the seqnums of versions first..
 //!  locators   [seqnum u64 BE]                       backend-defined bytes
 //!  append_ids [0x01][append id bytes]               [seqnum u64]
 //!  (each)     [0xff; 9]  (the witness row)          [covered u64]
 //!
 //!  tag = [ns_len u16][namespace utf-8][key_len u16][key utf-8]   (key_len 0: no key)
 //! ```
+//!
+//! A *chunk* lists ascending seqnums, those of one tag in one batch the
+//! index wrote (at most [`CHUNK_MAX`]), so a log of few, busy tags costs a
+//! row per tag per batch rather than per entry:
+//!
+//! ```text
+//!  [count u32][first seqnum u64][count - 1 gaps: LEB128 varint, each >= 1]
+//! ```
+//!
+//! A `postings` chunk's first seqnum equals its key's; a `versions` chunk
+//! holds the seqnums of versions `first version .. first version + count`
+//! of its tag as a primary tag, and the chunks of one tag cover its
+//! versions densely.
 //!
 //! Every table (keyspace) carries a *witness* row, rewritten by every
 //! batch that writes the index: the covered point as of that batch. Its
@@ -78,6 +91,91 @@ pub fn decode_pair_key(bytes: &[u8]) -> Result<(u64, u64)> {
         .map_err(|_| Error::corrupt(format!("index key of {} bytes, expected 16", bytes.len())))?;
     let (a, b) = k.split_at(8);
     Ok((be(a), be(b)))
+}
+
+/// The most seqnums one chunk holds.
+pub const CHUNK_MAX: usize = 512;
+
+/// Encodes ascending seqnums (at least one) as a chunk.
+///
+/// Errors: `InvalidInput` for an empty or non-ascending list, or more
+/// than [`CHUNK_MAX`] seqnums.
+pub fn encode_chunk(seqnums: &[u64]) -> Result<Vec<u8>> {
+    let Some(&first) = seqnums.first() else {
+        return Err(Error::invalid_input("an index chunk needs a seqnum"));
+    };
+    if seqnums.len() > CHUNK_MAX {
+        return Err(Error::invalid_input(format!(
+            "an index chunk holds at most {CHUNK_MAX} seqnums, not {}",
+            seqnums.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(12 + seqnums.len() * 2);
+    out.extend_from_slice(&(seqnums.len() as u32).to_le_bytes());
+    out.extend_from_slice(&first.to_le_bytes());
+    for w in seqnums.windows(2) {
+        let gap = w[1]
+            .checked_sub(w[0])
+            .filter(|&g| g > 0)
+            .ok_or_else(|| Error::invalid_input("index chunk seqnums must ascend"))?;
+        let mut g = gap;
+        loop {
+            let byte = (g & 0x7f) as u8;
+            g >>= 7;
+            if g == 0 {
+                out.push(byte);
+                break;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes a chunk.
+///
+/// Errors: `Corrupt` for a truncated or overlong chunk, a count out of
+/// range, a zero gap or a seqnum past `u64::MAX`.
+pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<u64>> {
+    let bad = |why: &str| Error::corrupt(format!("index chunk: {why}"));
+    if bytes.len() < 12 {
+        return Err(bad("truncated"));
+    }
+    let count = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+    if count == 0 || count > CHUNK_MAX || count - 1 > bytes.len() - 12 {
+        return Err(bad("count out of range"));
+    }
+    let mut first = [0; 8];
+    first.copy_from_slice(&bytes[4..12]);
+    let mut s = u64::from_le_bytes(first);
+    let mut out = Vec::with_capacity(count);
+    out.push(s);
+    let mut at = 12;
+    for _ in 1..count {
+        let mut gap: u64 = 0;
+        let mut shift = 0u32;
+        loop {
+            let byte = *bytes.get(at).ok_or_else(|| bad("truncated"))?;
+            at += 1;
+            if shift > 63 || (shift == 63 && byte > 1) {
+                return Err(bad("gap overflows"));
+            }
+            gap |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        if gap == 0 {
+            return Err(bad("zero gap"));
+        }
+        s = s.checked_add(gap).ok_or_else(|| bad("seqnum overflows"))?;
+        out.push(s);
+    }
+    if at != bytes.len() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok(out)
 }
 
 /// An append id as a key of the `append_ids` table: a `0x01` byte keeps
@@ -270,6 +368,23 @@ mod tests {
     }
 
     #[test]
+    fn chunks_round_trip_and_refuse_bad_input() {
+        for list in [vec![7], vec![0, 1, 2, 300, 70_000, u64::MAX]] {
+            let bytes = encode_chunk(&list).unwrap();
+            assert_eq!(decode_chunk(&bytes).unwrap(), list);
+            for cut in 0..bytes.len() {
+                assert!(decode_chunk(&bytes[..cut]).is_err(), "cut {cut}");
+            }
+        }
+        assert!(encode_chunk(&[]).is_err());
+        assert!(encode_chunk(&[3, 3]).is_err());
+        assert!(encode_chunk(&vec![1; CHUNK_MAX + 1]).is_err());
+        let mut extra = encode_chunk(&[1, 2]).unwrap();
+        extra.push(1);
+        assert!(decode_chunk(&extra).is_err());
+    }
+
+    #[test]
     fn tags_round_trip_and_damage_is_corrupt() {
         for text in ["orders", "orders:o-1", "a:b:c"] {
             let tag: LogTag = text.parse().unwrap();
@@ -302,6 +417,14 @@ mod tests {
             let _ = decode_seqnum_key(&bytes);
             let _ = decode_tip_value(&bytes);
             let _ = decode_u64_value(&bytes, "x");
+            let _ = decode_chunk(&bytes);
+        }
+
+        #[test]
+        fn chunks_round_trip(mut list in proptest::collection::vec(any::<u64>(), 1..200)) {
+            list.sort_unstable();
+            list.dedup();
+            prop_assert_eq!(decode_chunk(&encode_chunk(&list).unwrap()).unwrap(), list);
         }
     }
 }

@@ -9,8 +9,8 @@
 //!   the last entry before a seqnum);
 //! * per primary tag, the seqnum of each version (reads by version) and
 //!   the stream's next version (what a sequencer checks a conditional
-//!   append against: looked up on demand through a bounded cache, so ten
-//!   million streams cost disk, not memory);
+//!   append against: looked up on demand through a bounded cache,
+//!   [`IndexVersions`], so ten million streams cost disk, not memory);
 //! * where entries live, as backend-defined *locators* (a segment file and
 //!   offset for `dir`; a segment object and record for a bucket), sparse:
 //!   one per run of entries the backend reads together;
@@ -42,6 +42,9 @@
 
 pub mod store;
 mod tail;
+mod versions;
+
+pub use versions::IndexVersions;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
