@@ -48,6 +48,7 @@ fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
             base_backoff: Duration::from_millis(2),
             max_backoff: Duration::from_millis(50),
             jitter: 0.5,
+            ..RetryPolicy::default()
         })
 }
 
@@ -214,7 +215,7 @@ async fn truncation_into_history_is_exact_and_gc_keeps_the_live(store: Arc<dyn O
     assert!(deleted.iter().any(|d| d.starts_with(SEGMENTS)));
     for d in &deleted {
         if let Some(name) = d.strip_prefix(&format!("{HISTORY}/")) {
-            let (_, _, page_end, _) = weft::wal::history::parse_page_name(name).unwrap();
+            let page_end = weft::wal::history::parse_page_name(name).unwrap().end;
             assert!(page_end <= 42, "GC deleted the live page {d}");
         }
     }
@@ -297,11 +298,13 @@ async fn v4_logs_upgrade_in_place_on_seaweedfs() {
 }
 
 /// GC keeps a page its writer stored for a checkpoint whose CAS has not
-/// landed yet, however old; it collects such a page of an older run.
+/// landed yet (until the commit window passed), whatever the grace; it
+/// collects such a page of another run, which the lease says cannot
+/// commit.
 #[tokio::test]
 async fn gc_keeps_pages_a_checkpoint_may_still_reference() {
     use weft::wal::gc::KeepReason;
-    use weft::wal::history::page_path;
+    use weft::wal::history::{PageName, page_path};
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let p = builder(store.clone()).open().await.unwrap();
     append_each(&p, texts(0..30)).await;
@@ -309,8 +312,15 @@ async fn gc_keeps_pages_a_checkpoint_may_still_reference() {
     let end = m.recent_from();
     // The writer's next checkpoint would start at `end`; an older run's
     // page over the same range is a zombie's.
-    let pending = page_path(HISTORY, 0, end, end + 2, p.run_id());
-    let zombie = page_path(HISTORY, 0, end, end + 2, ulid::Ulid::from_parts(1, 1));
+    let page = |run| PageName {
+        level: 0,
+        first: end,
+        end: end + 2,
+        run,
+        plan: 1_000,
+    };
+    let pending = page_path(HISTORY, &page(p.run_id()));
+    let zombie = page_path(HISTORY, &page(ulid::Ulid::from_parts(1, 1)));
     for loc in [&pending, &zombie] {
         store
             .put(

@@ -23,8 +23,11 @@ fn tag(s: &str) -> LogTag {
     s.parse().unwrap()
 }
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 fn bucket_options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }

@@ -13,6 +13,9 @@
 //! * [`index`] — keys and values of the persistent log index.
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
+//! * [`bucket_kv`] — one key of a bucket log's KV, with the writer tokens
+//!   that make its compare-and-set outcome exact.
+//! * [`writer_lease`] — the object that names a bucket log's live writer.
 //! * [`dir_segment`], [`trim_point`], [`kv_bucket`] — the `dir` backend's
 //!   segment header, trim file and KV bucket files.
 //! * [`replica_cursor`] — a replica's saved cursor.
@@ -24,6 +27,7 @@
 //! report values that cannot be represented as
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
+pub mod bucket_kv;
 pub mod dir_segment;
 mod fields;
 pub mod frame;
@@ -35,7 +39,11 @@ pub mod manifest;
 pub mod replica_cursor;
 pub mod segment;
 pub mod trim_point;
+pub mod writer_lease;
 
+pub use bucket_kv::{
+    KvObject, MAX_WRITERS, WRITER_TOKEN_LEN, WriterToken, decode_kv_object, encode_kv_object,
+};
 pub use history::{
     History, HistoryPage, MAX_LEVELS, PageItems, PagePointer, decode_page, encode_page,
 };
@@ -51,3 +59,4 @@ pub use segment::{
     SEGMENT_V2_FOOTER_LEN, SegmentBuilder, SegmentInfo, SegmentVersion, ZSTD_LEVEL, decode_segment,
     decode_segment_with_limit, encode_segment, inspect_segment,
 };
+pub use writer_lease::{WriterLease, decode_lease, encode_lease};

@@ -7,9 +7,14 @@
 //! cached page is never stale). `store_page` creates a page once, and
 //! resolves a create whose reply was lost by reading the object back.
 //!
-//! Page names are `<history prefix>/<level:02x>-<first:016x>-<end:016x>-<run>`:
-//! the writer's run id makes them unique per writer, so no two writers ever
-//! create the same object, and GC recognises them by that shape.
+//! Page names are `<history prefix>/<level:02x>-<first:016x>-<end:016x>-
+//! <run>-<plan:016x>`: the writer's run id makes them unique per writer, so
+//! no two writers ever create the same object, and GC recognises them and
+//! their writer by that shape. `plan` counts the writer's checkpoint plans:
+//! a plan never reuses a page an earlier one stored (which may have waited
+//! past the commit window, see [`super::window`], and be collected), so
+//! every page a checkpoint's CAS names was stored after the manifest
+//! version that CAS is conditioned on was learned.
 
 use std::sync::Arc;
 
@@ -35,11 +40,32 @@ pub fn default_prefix(manifest_path: &str) -> String {
     }
 }
 
-/// The object path of a page of `level` covering `[first, end)`, written by
-/// run `run`.
-pub fn page_path(prefix: &str, level: u8, first: u64, end: u64, run: Ulid) -> String {
+/// What a page's name says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageName {
+    /// 0 for a leaf.
+    pub level: u8,
+    /// The first sequence it covers.
+    pub first: u64,
+    /// One past the last sequence it covers.
+    pub end: u64,
+    /// The run of the writer that stored it.
+    pub run: Ulid,
+    /// Which of that writer's checkpoint plans stored it.
+    pub plan: u64,
+}
+
+/// The object path of the page `name` under `prefix`.
+pub fn page_path(prefix: &str, name: &PageName) -> String {
     let prefix = prefix.trim_matches('/');
-    let name = format!("{level:02x}-{first:016x}-{end:016x}-{run}");
+    let PageName {
+        level,
+        first,
+        end,
+        run,
+        plan,
+    } = name;
+    let name = format!("{level:02x}-{first:016x}-{end:016x}-{run}-{plan:016x}");
     if prefix.is_empty() {
         name
     } else {
@@ -48,22 +74,24 @@ pub fn page_path(prefix: &str, level: u8, first: u64, end: u64, run: Ulid) -> St
 }
 
 /// Parses the last part of a page's path; `None` for any other name.
-pub fn parse_page_name(name: &str) -> Option<(u8, u64, u64, Ulid)> {
-    let mut parts = name.splitn(4, '-');
+pub fn parse_page_name(name: &str) -> Option<PageName> {
+    let mut parts = name.splitn(5, '-');
     let level = parts.next()?;
     let first = parts.next()?;
     let end = parts.next()?;
     let run = parts.next()?;
+    let plan = parts.next()?;
     let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    if !hex(level, 2) || !hex(first, 16) || !hex(end, 16) {
+    if !hex(level, 2) || !hex(first, 16) || !hex(end, 16) || !hex(plan, 16) {
         return None;
     }
-    Some((
-        u8::from_str_radix(level, 16).ok()?,
-        u64::from_str_radix(first, 16).ok()?,
-        u64::from_str_radix(end, 16).ok()?,
-        Ulid::from_string(run).ok()?,
-    ))
+    Some(PageName {
+        level: u8::from_str_radix(level, 16).ok()?,
+        first: u64::from_str_radix(first, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        run: Ulid::from_string(run).ok()?,
+        plan: u64::from_str_radix(plan, 16).ok()?,
+    })
 }
 
 /// Default bytes of decoded pages a [`HistoryReader`] keeps.
@@ -296,14 +324,27 @@ mod tests {
     #[test]
     fn names_round_trip() {
         let run = Ulid::from_parts(1_700_000_000_000, 9);
-        let p = page_path("log/history/", 1, 0x10, 0x2a0, run);
+        let page = PageName {
+            level: 1,
+            first: 0x10,
+            end: 0x2a0,
+            run,
+            plan: 0x1f,
+        };
+        let p = page_path("log/history/", &page);
         assert_eq!(
             p,
-            format!("log/history/01-0000000000000010-00000000000002a0-{run}")
+            format!("log/history/01-0000000000000010-00000000000002a0-{run}-000000000000001f")
         );
         let name = p.rsplit('/').next().unwrap();
-        assert_eq!(parse_page_name(name), Some((1, 0x10, 0x2a0, run)));
-        for bad in ["", "01-x", "1-0000000000000010-00000000000002a0-x"] {
+        assert_eq!(parse_page_name(name), Some(page));
+        let unplanned = format!("01-0000000000000010-00000000000002a0-{run}");
+        for bad in [
+            "",
+            "01-x",
+            "1-0000000000000010-00000000000002a0-x",
+            unplanned.as_str(),
+        ] {
             assert_eq!(parse_page_name(bad), None, "{bad:?}");
         }
         assert_eq!(default_prefix("wal/manifest"), "wal/history");

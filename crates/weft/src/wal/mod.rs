@@ -15,6 +15,9 @@
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
 //! * [`gc`] — retention GC of objects no manifest references any more.
+//! * [`lease`] — the writer lease that makes a running writer visible.
+//! * [`window`] — the commit window: the rule between uploads, the CAS
+//!   that references them, and GC.
 
 pub mod applier;
 mod commit;
@@ -22,6 +25,7 @@ pub mod cursor;
 mod flush;
 pub mod gc;
 pub mod history;
+pub mod lease;
 pub mod maintenance;
 pub mod manifest;
 mod pipeline;
@@ -29,6 +33,7 @@ pub mod producer;
 pub mod replica;
 pub mod segments;
 pub mod snapshot;
+pub mod window;
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};
 pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};

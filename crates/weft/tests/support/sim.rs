@@ -284,6 +284,7 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
             hang: rng.random_range(0.0..0.05),
             lost: rng.random_range(0.0..0.05),
             late: rng.random_range(0.0..0.05),
+            resent: 0.0,
             latency: rng.random_range(0.3..1.0),
             latency_min: Duration::ZERO,
             latency_max: ms(rng, 1, 40),
@@ -295,6 +296,7 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
             hang: rng.random_range(0.0..0.05),
             lost: rng.random_range(0.0..0.05),
             late: rng.random_range(0.0..0.05),
+            resent: 0.0,
             latency: rng.random_range(0.3..1.0),
             latency_min: Duration::ZERO,
             latency_max: ms(rng, 1, 40),
@@ -322,6 +324,7 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
         base_backoff: ms(rng, 1, 5),
         max_backoff: ms(rng, 10, 60),
         jitter: 0.5,
+        ..RetryPolicy::default()
     };
     (faults, retry)
 }
@@ -490,7 +493,9 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
     for _ in 0..50 {
         let index = world.writer_count();
         let id = world.invoke(OpKind::Open { writer: index });
+        // Failovers fence the writer before on purpose.
         let opened = Producer::builder(store.clone(), MANIFEST, SEGMENTS)
+            .with_take_over(true)
             .with_seed(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1))
             .with_clock(ManualClock::new(1_700_000_000_000))
             .with_retry_policy(plan.retry.clone())
@@ -1092,7 +1097,8 @@ pub fn check_manifest_history(
 
 /// The run id in a history page location `<prefix>/<lv>-<first>-<end>-<run>`.
 fn page_run(location: &str) -> Option<&str> {
-    location.rsplit('/').next()?.splitn(4, '-').nth(3)
+    // <level>-<first>-<end>-<run>-<plan>
+    location.rsplit('/').next()?.split('-').nth(3)
 }
 
 /// A run's report in a few lines, for failure messages.
@@ -1369,7 +1375,7 @@ mod checker_tests {
         let mut checkpointed = |m: &mut Manifest, run: Ulid| {
             let ups = m
                 .checkpoint(&policy, m.next_sequence(), |l, f, e| {
-                    format!("{HISTORY}/{l:02x}-{f:016x}-{e:016x}-{run}")
+                    format!("{HISTORY}/{l:02x}-{f:016x}-{e:016x}-{run}-{:016x}", 0)
                 })
                 .unwrap();
             assert!(!ups.is_empty());

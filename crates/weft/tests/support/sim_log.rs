@@ -396,6 +396,8 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
             retry: plan.retry.clone(),
             seed: Some(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1)),
             checkpoint: tiny_checkpoints(seed),
+            // Failovers fence the writer before on purpose.
+            take_over: true,
             ..BucketOptions::default()
         };
         let opened = BucketStorage::open_with_clock(

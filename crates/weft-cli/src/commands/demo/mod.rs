@@ -47,7 +47,7 @@ pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
     // A location, not a path: `s3://bucket/x` is a bucket, never a local
     // directory named `s3:`.
     let location = location::parse(&args.log)?;
-    let log = location::open_log(&location, Create::IfMissing, store).await?;
+    let log = location::open_log(&location, Create::IfMissing, false, store).await?;
     let outcome = run_on(&log, &args, &location, started).await;
     let closed = log.close().await;
     outcome?;

@@ -31,50 +31,73 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, ManifestData, decode_manifest};
 use crate::index::IndexOptions;
 use crate::storage::index::LogIndex;
-use crate::store::{RetryPolicy, StoreOp, to_error};
+use crate::store::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
 use crate::wal::{Applier, Cursor, CursorStore, HistoryReader, MemoryCursorStore, Record, Replica};
 
 /// The manifest and, when the log was trimmed, the log state the writer
 /// stored then (every stream's version floor). A state superseded and
 /// collected between the two reads sends it back to the manifest, a few
-/// times at most. `(None, None)` when the log does not exist yet.
+/// times at most. `(None, None)` when the log does not exist yet. Each
+/// read is retried under `retry` and bounded by its deadline.
 ///
-/// Errors: store errors; `Corrupt` for an unreadable manifest or a trim
-/// state that is not a weft log state.
+/// Errors: store errors (`Unavailable` after the retries or the
+/// deadline); `Corrupt` for an unreadable manifest or a trim state that is
+/// not a weft log state.
 pub(crate) async fn read_start(
     store: &Arc<dyn ObjectStore>,
     layout: &BucketLayout,
+    retry: &RetryPolicy,
 ) -> Result<(Option<ManifestData>, Option<LogState>)> {
     const ATTEMPTS: usize = 4;
     let path = layout.manifest();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let got = match store.get(&path).await {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok((None, None)),
-            Err(e) => return Err(to_error(StoreOp::Read, path.as_ref(), e)),
+        let Some(bytes) = get_bytes(store, &path, retry).await? else {
+            return Ok((None, None));
         };
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?;
         let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
         let Some(snap) = m.snapshot.clone() else {
             return Ok((Some(m), None));
         };
         let snap_path = object_store::path::Path::from(snap.location.as_str());
-        let got = match store.get(&snap_path).await {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) if attempt < ATTEMPTS => continue,
-            Err(e) => return Err(to_error(StoreOp::Read, &snap.location, e)),
+        let bytes = match get_bytes(store, &snap_path, retry).await? {
+            Some(bytes) => bytes,
+            None if attempt < ATTEMPTS => continue,
+            None => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("trim state {} named by the manifest is gone", snap.location),
+                ));
+            }
         };
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| to_error(StoreOp::Read, &snap.location, e))?;
         let state = decode_trim_state(&bytes, snap.through_seq)?;
         return Ok((Some(m), Some(state)));
+    }
+}
+
+/// The object at `path`, read under `retry`; `None` when there is none.
+async fn get_bytes(
+    store: &Arc<dyn ObjectStore>,
+    path: &object_store::path::Path,
+    retry: &RetryPolicy,
+) -> Result<Option<Bytes>> {
+    let mut backoff = retry.backoff(0x7374_6172_7400);
+    let got = retry_store(
+        &mut backoff,
+        StoreOp::Read,
+        true,
+        |_, _| {},
+        || async {
+            let got = store.get(path).await?;
+            got.bytes().await
+        },
+    )
+    .await;
+    match got {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(g) if g.outcome == Outcome::NotFound => Ok(None),
+        Err(g) => Err(to_error(StoreOp::Read, path.as_ref(), g.error)),
     }
 }
 
@@ -181,7 +204,7 @@ pub(crate) async fn read_numbers(
     prefetch: usize,
     retry: &RetryPolicy,
 ) -> Result<(LogIndex, ManifestData)> {
-    let (manifest, trim) = read_start(store, layout).await?;
+    let (manifest, trim) = read_start(store, layout, retry).await?;
     let Some(manifest) = manifest else {
         return Err(Error::new(
             ErrorKind::NotFound,
@@ -262,8 +285,31 @@ pub(crate) enum Patience {
     /// Within a retry policy (the budget starts over after progress): for
     /// a writer's open, which fails rather than wait forever.
     Bounded(RetryPolicy, u64),
-    /// Forever, pausing this long (a follower's background fill).
-    Forever(Duration),
+    /// Forever (a follower's background fill): each request is cut off
+    /// after `request_timeout`, and a failed read is tried again after
+    /// `pause`.
+    Forever {
+        pause: Duration,
+        request_timeout: Duration,
+    },
+}
+
+impl Patience {
+    fn request_timeout(&self) -> Duration {
+        match self {
+            Patience::Bounded(policy, _) => request_timeout(policy),
+            Patience::Forever {
+                request_timeout, ..
+            } => *request_timeout,
+        }
+    }
+}
+
+/// How long one store request of a replica may take under `retry`.
+pub(crate) fn request_timeout(retry: &RetryPolicy) -> Duration {
+    retry
+        .attempt_timeout
+        .map_or(retry.deadline, |t| t.min(retry.deadline))
 }
 
 /// Reads the committed entries from `from` up to `until` and adds their
@@ -283,10 +329,20 @@ pub(crate) async fn fill(
     let mut from = Some(from);
     let mut backoff = match &patience {
         Patience::Bounded(policy, seed) => Some(policy.backoff(*seed ^ 0x0066_696c_6c00)),
-        Patience::Forever(_) => None,
+        Patience::Forever { .. } => None,
     };
+    let timeout = patience.request_timeout();
     loop {
-        let mut replica = start(&store, &layout, &shared, from.take(), until, prefetch).await?;
+        let mut replica = start(
+            &store,
+            &layout,
+            &shared,
+            from.take(),
+            until,
+            prefetch,
+            timeout,
+        )
+        .await?;
         loop {
             if shared.visible().read().indexed() >= until || shared.gate().is_closed() {
                 return Ok(());
@@ -318,7 +374,7 @@ pub(crate) async fn fill(
                         return Err(err.context("reading the bucket log"));
                     }
                 }
-                (None, Patience::Forever(pause)) => tokio::time::sleep(*pause).await,
+                (None, Patience::Forever { pause, .. }) => tokio::time::sleep(*pause).await,
                 (None, Patience::Bounded(..)) => unreachable!("bounded patience has a backoff"),
             }
         }
@@ -336,6 +392,7 @@ async fn start(
     from: Option<u64>,
     until: u64,
     prefetch: usize,
+    request_timeout: Duration,
 ) -> Result<Replica<FillApplier>> {
     let manifest = shared.reader().manifest();
     let cursors = MemoryCursorStore::new();
@@ -366,5 +423,6 @@ async fn start(
         .with_cursor_store(cursors)
         .with_prefetch(prefetch)
         .with_stop_at(until)
+        .with_request_timeout(request_timeout)
         .build())
 }

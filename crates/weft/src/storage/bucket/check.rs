@@ -40,7 +40,12 @@ pub struct BucketCheck {
 pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCheck> {
     let layout = BucketLayout::new(prefix);
     let path = layout.manifest();
-    match store.head(&path).await {
+    match BucketOptions::default()
+        .retry
+        .backoff(0)
+        .attempt(store.head(&path))
+        .await
+    {
         Ok(_) => {}
         Err(object_store::Error::NotFound { .. }) => {
             return Err(Error::new(

@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 
 use super::BucketLayout;
 use super::budget::Budget;
-use super::catchup::{Patience, fill, open_numbers, read_start};
+use super::catchup::{Patience, fill, open_numbers, read_start, request_timeout};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, Numbers};
@@ -58,6 +58,7 @@ use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use crate::store::RetryPolicy;
 use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
 /// How a follower tails the bucket.
@@ -83,6 +84,12 @@ pub struct FollowerOptions {
     /// The state is derived from the log and rebuilt when it is damaged or
     /// belongs to another log. Two live handles must not share one.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Retries of the reads on open and of KV requests, and the deadline
+    /// of every operation: opening fails (`Unavailable`) once the store has
+    /// made no progress for [`RetryPolicy::deadline`], and a store request
+    /// that takes longer than it (or the policy's attempt timeout) fails
+    /// its poll, which the tailing task (or the background fill) retries.
+    pub retry: RetryPolicy,
 }
 
 impl Default for FollowerOptions {
@@ -93,6 +100,7 @@ impl Default for FollowerOptions {
             fill_prefetch: 32,
             memory_budget: 256 << 20,
             cache_dir: None,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -205,8 +213,9 @@ impl BucketFollower {
     /// in).
     ///
     /// Errors: store errors reading the manifest (`NotFound` for a missing
-    /// bucket, `PermissionDenied`, `Unavailable`), `Corrupt` for an
-    /// unreadable manifest or a trim state that is not a weft log state;
+    /// bucket, `PermissionDenied`, `Unavailable` once the store has made no
+    /// progress for `options.retry.deadline`), `Corrupt` for an unreadable
+    /// manifest or a trim state that is not a weft log state;
     /// `InvalidInput` for a manifest that is not a weft log's (a
     /// segment-numbered WAL);
     /// `Locked` when another handle uses [`FollowerOptions::cache_dir`].
@@ -222,7 +231,7 @@ impl BucketFollower {
             .as_deref()
             .map(CacheDir::acquire)
             .transpose()?;
-        let (manifest, trim) = read_start(&store, &layout).await?;
+        let (manifest, trim) = read_start(&store, &layout, &options.retry).await?;
         if let Some(m) = &manifest {
             super::writer::check_weft_log(&layout.manifest(), m)?;
         }
@@ -268,6 +277,7 @@ impl BucketFollower {
             .with_prefetch(options.prefetch)
             .with_poll_interval(options.poll_interval)
             .with_page_cache_bytes(budget.pages)
+            .with_request_timeout(request_timeout(&options.retry))
             .build();
         let (stop, mut stopped_rx) = watch::channel(false);
         let task_shared = shared.clone();
@@ -287,8 +297,12 @@ impl BucketFollower {
         if from < live_from {
             let (store, shared, layout) = (store.clone(), shared.clone(), layout.clone());
             let prefetch = options.fill_prefetch.max(1);
+            let timeout = request_timeout(&options.retry);
             tasks.push(tokio::spawn(async move {
-                let patience = Patience::Forever(interval);
+                let patience = Patience::Forever {
+                    pause: interval,
+                    request_timeout: timeout,
+                };
                 let filled = fill(
                     store,
                     layout,
@@ -308,7 +322,7 @@ impl BucketFollower {
         }
         Ok(BucketFollower {
             shared,
-            kv: Arc::new(BucketKv::new(store, layout.kv())),
+            kv: Arc::new(BucketKv::new(store, layout.kv()).with_retry_policy(options.retry)),
             stop,
             tasks: Mutex::new(tasks),
         })

@@ -66,6 +66,21 @@ pub use kv::BucketKv;
 pub use retention::{gc, trim_unowned};
 pub use writer::{BucketOptions, BucketStorage};
 
+/// Whether another writer or follower handle (in this process or another)
+/// uses the cache directory at `path` now, so that a tool can open without
+/// it instead of failing: opening with a directory in use fails with
+/// `Locked` (as does a writer lease held by a live writer, which this tells
+/// apart). The answer can be stale by the time the directory is used.
+///
+/// Errors: I/O kinds when the directory cannot be created or locked.
+pub fn cache_dir_in_use(path: &std::path::Path) -> crate::Result<bool> {
+    match numbers::CacheDir::acquire(path) {
+        Ok(_released_on_drop) => Ok(false),
+        Err(e) if e.kind() == crate::ErrorKind::Locked => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 use object_store::path::Path;
 
 /// Where a bucket log keeps its objects.

@@ -80,10 +80,14 @@ pub struct BucketOptions {
     pub max_entry_bytes: usize,
     /// Segments fetched concurrently while rebuilding on open.
     pub rebuild_prefetch: usize,
-    /// Retries of the claim, segment uploads and manifest commits, and of
-    /// the rebuild's reads on open. When a commit runs out of them the
-    /// writer halts (see the module docs), so this bounds the store outage
-    /// a writer rides out.
+    /// Retries of the claim, segment uploads and manifest commits, of the
+    /// rebuild's reads on open and of KV requests; and the deadline of
+    /// every operation ([`RetryPolicy::deadline`]): an append is settled
+    /// (committed, or failed with `Unavailable`, or `Indeterminate` when
+    /// its outcome is unknown) within it; opening fails once the store has
+    /// made no progress for it. When a commit runs out of retries or time
+    /// the writer halts (see the module docs), so this also bounds the
+    /// store outage a writer rides out.
     pub retry: RetryPolicy,
     /// Seeds the writer's run id and backoff jitter, for reproducible tests
     /// and simulation; `None` (the default) draws it from the operating
@@ -105,6 +109,15 @@ pub struct BucketOptions {
     ///
     /// [`FollowerOptions::cache_dir`]: super::FollowerOptions::cache_dir
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Open even when the log's writer lease shows a live writer, fencing
+    /// it (a deliberate failover). By default opening waits to see whether
+    /// the lease's writer is alive and fails with `Locked` if it is (see
+    /// [`crate::wal::lease`]).
+    pub take_over: bool,
+    /// How often this writer renews its lease (at most 20 s).
+    pub lease_renew_every: Duration,
+    /// How this writer names itself in its lease (the process id is added).
+    pub writer_name: Option<String>,
 }
 
 impl Default for BucketOptions {
@@ -119,6 +132,9 @@ impl Default for BucketOptions {
             checkpoint: CheckpointPolicy::default(),
             memory_budget: 256 << 20,
             cache_dir: None,
+            take_over: false,
+            lease_renew_every: crate::wal::lease::DEFAULT_RENEW_EVERY,
+            writer_name: None,
         }
     }
 }
@@ -181,8 +197,10 @@ pub(super) fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) 
 async fn refuse_foreign_wal(
     store: &dyn ObjectStore,
     path: &object_store::path::Path,
+    retry: &RetryPolicy,
 ) -> Result<()> {
-    let got = match store.get(path).await {
+    let read = retry.backoff(0).attempt(store.get(path)).await;
+    let got = match read {
         Ok(got) => got,
         Err(object_store::Error::NotFound { .. }) => return Ok(()),
         // The claim reads the manifest again and reports store errors.
@@ -213,9 +231,12 @@ pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<Log
 
 impl BucketStorage {
     /// Opens the writer of the log at `prefix` in `store`, creating the log
-    /// if absent and fencing any previous writer.
+    /// if absent and fencing any previous writer — unless its writer lease
+    /// shows it alive and `options.take_over` is off (see
+    /// [`crate::wal::lease`]).
     ///
-    /// Errors: `PermissionDenied` (credentials), `NotFound` (bucket),
+    /// Errors: `Locked` (a live writer holds the log's lease; nothing was
+    /// written), `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
     /// manifest is not a record-numbered (v3/v4) weft log — refused before
     /// anything is written; `Locked` when another handle uses
@@ -239,7 +260,7 @@ impl BucketStorage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
-        refuse_foreign_wal(store.as_ref(), &layout.manifest()).await?;
+        refuse_foreign_wal(store.as_ref(), &layout.manifest(), &options.retry).await?;
         // Taken before the claim: a writer that cannot have its directory
         // must not fence the one that has it.
         let cache = options
@@ -256,15 +277,20 @@ impl BucketStorage {
             .with_checkpoint_policy(options.checkpoint.clone())
             .with_history_prefix(layout.history())
             .with_retry_policy(options.retry.clone())
+            .with_lease_renewal(options.lease_renew_every)
+            .with_take_over(options.take_over)
             .with_clock(clock.clone());
         if let Some(seed) = options.seed {
             builder = builder.with_seed(seed);
+        }
+        if let Some(name) = &options.writer_name {
+            builder = builder.with_holder(name.clone());
         }
         let budget = Budget::writer(options.memory_budget);
         builder = builder.with_max_inflight_bytes(budget.in_flight);
         let producer = builder.open().await?;
         // Our epoch is in the manifest: what is read from here on is final.
-        let (manifest, trim) = read_start(&store, &layout).await?;
+        let (manifest, trim) = read_start(&store, &layout, &options.retry).await?;
         let manifest = manifest.unwrap_or_else(|| ManifestData::empty(ManifestVersion::default()));
         check_weft_log(&layout.manifest(), &manifest)?;
         let next = manifest.next_sequence;
@@ -333,7 +359,9 @@ impl BucketStorage {
             sequencer: tokio::sync::Mutex::new(sequencer),
             in_flight,
             shared,
-            kv: Arc::new(BucketKv::new(store, layout.kv())),
+            kv: Arc::new(
+                BucketKv::new(store, layout.kv()).with_retry_policy(options.retry.clone()),
+            ),
             clock,
             options,
         })
