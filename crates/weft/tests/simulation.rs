@@ -3,7 +3,9 @@
 //! replica on a paused clock, checked against the log's guarantees.
 //!
 //! * the bucket WAL (producers and a `wal::Replica`): `support/sim.rs`;
-//!   500 seeds of mixed faults and 150 of upload storms by default;
+//!   500 seeds of mixed faults (writers also crash right after a history
+//!   page or a segment of theirs landed, before the CAS that would name
+//!   it) and 150 of upload storms by default;
 //! * the shared log on a bucket (`BucketStorage` writers, a
 //!   `BucketFollower`, the `Log` API with conditional appends and batches):
 //!   `support/sim_log.rs`; 300 seeds by default.
@@ -185,6 +187,18 @@ fn mixed_faults_failovers_and_zombies_keep_the_log_correct() {
         "history trees never grew three levels"
     );
     assert!(stats(|s| s.preconditions) > 0 && stats(|s| s.errors) > 0);
+    let (page_crashes, segment_crashes) = (total(|r| r.crashes[0]), total(|r| r.crashes[1]));
+    println!(
+        "mixed: {page_crashes} writers crashed after a page landed, {segment_crashes} after a segment"
+    );
+    assert!(
+        page_crashes > 20,
+        "few writers crashed between a checkpoint's upload and its CAS"
+    );
+    assert!(
+        segment_crashes > 10,
+        "few writers crashed between a segment's upload and its commit"
+    );
 }
 
 #[test]

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ use weft::format::{HistoryPage, ManifestEntry, PageItems, decode_page, decode_se
 use weft::store::RetryPolicy;
 use weft::wal::{CheckpointPolicy, FnApplier, Manifest, Producer, Record, Replica};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
-use weft_testkit::hooked::{After, HookedStore, Op, after};
+use weft_testkit::hooked::{After, Before, HookedStore, Op, after, before};
 
 /// The manifest's path in the simulated bucket.
 pub const MANIFEST: &str = "wal/manifest";
@@ -86,6 +86,10 @@ pub struct SimRun {
     pub pages: usize,
     /// The most levels any manifest state's history had.
     pub levels: usize,
+    /// Writers whose process died right after a history page of theirs
+    /// landed (between a checkpoint's upload and its CAS), and right after
+    /// a segment landed (between the upload and the commit).
+    pub crashes: [usize; 2],
 }
 
 /// What an operation was.
@@ -151,6 +155,9 @@ struct World {
     appenders_done: AtomicBool,
     writers_closed: AtomicBool,
     halts: AtomicU64,
+    /// Writers whose process died right after a history page landed, and
+    /// right after a segment landed.
+    crashes: Arc<[AtomicU64; 2]>,
 }
 
 impl World {
@@ -223,6 +230,10 @@ struct Plan {
     poll_interval: Duration,
     read_interval: Duration,
     checkpoint: CheckpointPolicy,
+    /// The chance that a writer's process dies right after one of its
+    /// uploads (a history page, or a segment) landed: nothing it sends
+    /// afterwards reaches the store.
+    crash_chance: f64,
 }
 
 /// A checkpoint policy small enough that a run of a few dozen segments
@@ -269,6 +280,10 @@ fn plan(seed: u64, profile: Profile) -> Plan {
         poll_interval: ms(&mut rng, 2, 30),
         read_interval: ms(&mut rng, 10, 80),
         checkpoint: tiny_checkpoints(seed),
+        crash_chance: match profile {
+            Profile::Mixed => ChaCha8Rng::seed_from_u64(seed ^ 0x00c7_a54e).random_range(0.0..0.5),
+            _ => 0.0,
+        },
     }
 }
 
@@ -359,6 +374,7 @@ async fn run(seed: u64, profile: Profile) -> SimRun {
         appenders_done: AtomicBool::new(false),
         writers_closed: AtomicBool::new(false),
         halts: AtomicU64::new(0),
+        crashes: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
     });
     world.note(format!("seed {seed} {profile:?} {plan:?}"));
 
@@ -432,6 +448,7 @@ async fn run(seed: u64, profile: Profile) -> SimRun {
         stats: faults.stats(),
         pages: pages.len(),
         levels,
+        crashes: [0, 1].map(|i| world.crashes[i].load(Ordering::SeqCst) as usize),
     }
 }
 
@@ -493,8 +510,9 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
     for _ in 0..50 {
         let index = world.writer_count();
         let id = world.invoke(OpKind::Open { writer: index });
+        let own = mortal(seed, plan, world, index, store.clone());
         // Failovers fence the writer before on purpose.
-        let opened = Producer::builder(store.clone(), MANIFEST, SEGMENTS)
+        let opened = Producer::builder(own, MANIFEST, SEGMENTS)
             .with_take_over(true)
             .with_seed(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1))
             .with_clock(ManualClock::new(1_700_000_000_000))
@@ -526,6 +544,66 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
         }
     }
     false
+}
+
+/// The store as writer `index`'s process sees it. With the plan's crash
+/// chance the process dies right after its `k`-th upload of one kind (a
+/// history page, or a segment) landed — between a create-only upload and
+/// the CAS that would name it: from then on none of its requests reaches
+/// the store (they fail as a dead process's would never be answered; a
+/// write it sent earlier may still land late, below). The writer halts on
+/// those failures and the supervisor replaces it, as after a crash.
+fn mortal(
+    seed: u64,
+    plan: &Plan,
+    world: &World,
+    index: usize,
+    store: Arc<dyn ObjectStore>,
+) -> Arc<dyn ObjectStore> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d6f_7274 ^ ((index as u64) << 24));
+    if !rng.random_bool(plan.crash_chance) {
+        return store;
+    }
+    let (kind, prefix) = if rng.random_bool(0.7) {
+        (0, format!("{HISTORY}/"))
+    } else {
+        (1, format!("{SEGMENTS}/"))
+    };
+    let left = AtomicU32::new(rng.random_range(1..=3));
+    let dead = Arc::new(AtomicBool::new(false));
+    let (dying, gone) = (dead.clone(), dead);
+    let crashes = world.crashes.clone();
+    world.note(format!(
+        "writer {index} will crash after upload {left:?} under {prefix}"
+    ));
+    let hooked = HookedStore::new(store)
+        .with_hook(before(move |_call, _inner| {
+            let gone = gone.load(Ordering::SeqCst);
+            async move {
+                if gone {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    Before::Answer(object_store::Error::Generic {
+                        store: "sim",
+                        source: "the writer's process is gone".into(),
+                    })
+                } else {
+                    Before::Proceed
+                }
+            }
+        }))
+        .with_hook(after(move |call, ok, _inner| {
+            if ok
+                && call.op == Op::Put
+                && call.path.as_ref().starts_with(prefix.as_str())
+                && !dying.load(Ordering::SeqCst)
+                && left.fetch_sub(1, Ordering::SeqCst) == 1
+            {
+                dying.store(true, Ordering::SeqCst);
+                crashes[kind].fetch_add(1, Ordering::SeqCst);
+            }
+            async { After::Keep }
+        }));
+    Arc::new(hooked)
 }
 
 /// Fails over on schedule, and replaces a writer that halted.
