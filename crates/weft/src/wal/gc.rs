@@ -741,9 +741,17 @@ impl References {
                     continue;
                 }
                 refs.locations.insert(pointer.location.clone());
-                let page = reader
-                    .page(&pointer.location)
+                let page = tokio::time::timeout(gc.retry.deadline, reader.page(&pointer.location))
                     .await
+                    .unwrap_or_else(|_| {
+                        Err(Error::new(
+                            ErrorKind::Unavailable,
+                            format!(
+                                "history page {} got no answer within the deadline",
+                                pointer.location
+                            ),
+                        ))
+                    })
                     .map_err(|e| e.context("GC reads the history to learn what it references"))?;
                 match &page.items {
                     crate::format::PageItems::Entries(es) => {

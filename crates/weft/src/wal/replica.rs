@@ -335,14 +335,16 @@ impl<A: Applier> Replica<A> {
         let cursor = match self.snapshot_to_restore().await? {
             Some((location, through, bytes)) => {
                 let manifest = self.manifest.as_ref().expect("manifest loaded");
-                let holder = self
-                    .history
-                    .locate(
+                let holder = within(
+                    self.request_timeout,
+                    "the manifest's history",
+                    self.history.locate(
                         manifest.history.as_ref(),
                         &manifest.entries,
                         through.saturating_add(1),
-                    )
-                    .await?;
+                    ),
+                )
+                .await?;
                 let start = after_sequence(holder.as_ref(), through);
                 self.applier
                     .restore(bytes, through)
@@ -420,10 +422,13 @@ impl<A: Applier> Replica<A> {
             return trimmed;
         }
         let listed = match self.manifest.as_ref() {
-            Some(m) => match self
-                .history
-                .locate(m.history.as_ref(), &m.entries, entry.sequence)
-                .await
+            Some(m) => match within(
+                self.request_timeout,
+                "the manifest's history",
+                self.history
+                    .locate(m.history.as_ref(), &m.entries, entry.sequence),
+            )
+            .await
             {
                 Ok(found) => found.is_some_and(|e| e.location == entry.location),
                 Err(e) => return e,
@@ -476,14 +481,17 @@ impl<A: Applier> Replica<A> {
             }));
         }
         let rest = if cursor.entry < manifest.recent_from() {
-            self.history
-                .entries_from(
+            within(
+                self.request_timeout,
+                "the manifest's history",
+                self.history.entries_from(
                     manifest.history.as_ref(),
                     &manifest.entries,
                     cursor.entry,
                     max,
-                )
-                .await?
+                ),
+            )
+            .await?
         } else {
             let start = manifest
                 .entries
