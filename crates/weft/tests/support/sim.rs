@@ -1173,7 +1173,7 @@ pub fn check_manifest_history(
     v
 }
 
-/// The run id in a history page location `<prefix>/<lv>-<first>-<end>-<run>`.
+/// The run id in a history page location `<prefix>/<lv>-<first>-<end>-<run>-<plan>`.
 fn page_run(location: &str) -> Option<&str> {
     // <level>-<first>-<end>-<run>-<plan>
     location.rsplit('/').next()?.split('-').nth(3)

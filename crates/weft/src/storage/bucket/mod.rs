@@ -15,7 +15,7 @@
 //!   read and subscription, and refuses writes with `ReadOnly`.
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
-//! `history/<level>-<first>-<end>-<run>` (the manifest's history pages),
+//! `history/<level>-<first>-<end>-<run>-<plan>` (the manifest's history pages),
 //! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
 //!
 //! # Memory and open time
