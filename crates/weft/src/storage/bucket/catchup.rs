@@ -374,7 +374,7 @@ pub(crate) async fn fill(
                         return Err(err.context("reading the bucket log"));
                     }
                 }
-                (None, Patience::Forever { pause, .. }) => tokio::time::sleep(*pause).await,
+                (None, Patience::Forever { pause, .. }) => crate::clock::sleep(*pause).await,
                 (None, Patience::Bounded(..)) => unreachable!("bounded patience has a backoff"),
             }
         }
