@@ -143,7 +143,6 @@ async fn manifest(store: &Arc<dyn ObjectStore>) -> weft::format::ManifestData {
         .await
         .unwrap();
     decode_manifest(&bytes).expect("weft decodes the upstream manifest")
-    history: None,
 }
 
 async fn replica_sees_every_upstream_record(
