@@ -7,8 +7,9 @@
 //! subscriptions and typed access on top, identically for every backend.
 //!
 //! Backends: [`memory`] (tests, simulation, ephemeral logs), [`dir`] (a
-//! local directory: the embedded default) and [`bucket`] (an S3-compatible
-//! bucket). Each one passes the suite in [`crate::conformance`] unchanged.
+//! local directory: the embedded default), [`bucket`] (an S3-compatible
+//! bucket) and, with the `postgres` feature, `postgres` (a PostgreSQL
+//! database that many writer processes share). Each one passes the suite in [`crate::conformance`] unchanged.
 //!
 //! ## Stream versions
 //!
@@ -25,6 +26,8 @@ pub mod dir;
 pub mod feed;
 pub mod index;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sequencer;
 
 use std::sync::Arc;

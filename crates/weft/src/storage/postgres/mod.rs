@@ -1,0 +1,560 @@
+//! The `postgres` backend: one log that any number of processes on any
+//! hosts append to, with PostgreSQL assigning the numbers.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> weft::Result<()> {
+//! use weft::storage::postgres::PgStorage;
+//! use weft::{AppendRequest, Log, LogTag};
+//!
+//! let log = Log::new(PgStorage::open("postgres://app@db.internal/shop?log=orders".parse()?).await?);
+//! let orders = LogTag::new("orders")?;
+//! log.append_if(AppendRequest::new(orders.clone(), "placed"), 0).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## How the numbers stay dense and in commit order
+//!
+//! Each append transaction first locks the log's one `head` row, then
+//! checks conditions, writes its entries, moves the counters and commits;
+//! the row lock is held until the commit is durable and visible. So
+//! transactions that append are serialised, seqnums are handed out in the
+//! order transactions commit, and an entry with seqnum N+1 is never
+//! visible before N — the gap that event stores numbering from a sequence
+//! before commit are known for cannot happen. Conditional appends and
+//! append ids are checked inside the same transaction. The whole
+//! transaction is one call of a server-side function (one round trip), so
+//! the lock is held for that call and the commit's WAL flush; concurrent
+//! appenders of a process share transactions (group commit, see
+//! `writer.rs`). The schema and functions are in `schema.rs`; the layout
+//! is drawn in `docs/FORMATS.md`.
+//!
+//! The cost of that simplicity: transactions that append commit one after
+//! another, so the log's throughput is (entries per transaction) ÷ (the
+//! commit's flush time), and group commit inside each process is what
+//! makes transactions big. Figures are in BENCHMARKS.md.
+//!
+//! ## Subscriptions across processes
+//!
+//! A tailer task per handle (`tailer.rs`) LISTENs on the log's channel,
+//! reads what any process committed in seqnum order and publishes it on
+//! the handle's [`CommitFeed`]; polling covers lost notifications.
+//!
+//! ## Failures
+//!
+//! Every statement runs under a deadline, and the server enforces a
+//! shorter `statement_timeout`. SQLSTATE codes map to error kinds in
+//! `errors.rs`; a write whose answer was lost (connection closed, deadline
+//! passed after sending) is `Indeterminate`. The pool replaces broken
+//! connections. `docs/FAILURE_SEMANTICS.md` has the table.
+
+mod client;
+mod errors;
+mod kv;
+mod options;
+mod rows;
+mod schema;
+mod sql;
+mod tailer;
+mod writer;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::{Capabilities, CommitFeed, NewEntry, Storage};
+use crate::clock::{self, Clock};
+use crate::error::{Error, Result};
+use crate::kv::KvStore;
+use crate::model::{AppendResult, LogEntry, LogTag};
+
+use client::Connections;
+use errors::Op;
+use rows::{entry_at, i64_of, u64_of};
+use sql::Statements;
+
+pub use kv::PgKv;
+pub use options::{MAX_LOG_NAME_BYTES, PgLocation, PgOptions, validate_log_name};
+
+/// What the handle's tasks share.
+pub(crate) struct Shared {
+    schema: String,
+    config: tokio_postgres::Config,
+    connections: Connections,
+    sql: Statements,
+    options: PgOptions,
+    clock: Arc<dyn Clock>,
+    feed: CommitFeed,
+    closed: AtomicBool,
+    closing: Notify,
+    wake_tailer: Notify,
+    /// The last tip this handle observed (its own commits, the tailer's
+    /// reads), for the synchronous tip queries.
+    next_seen: AtomicU64,
+    first_seen: AtomicU64,
+    versions_seen: Mutex<HashMap<LogTag, u64>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgShared")
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+impl Shared {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::closed("the PostgreSQL log handle is closed"));
+        }
+        Ok(())
+    }
+
+    fn saw_next(&self, next: u64) {
+        self.next_seen.fetch_max(next, Ordering::AcqRel);
+    }
+
+    fn saw_first(&self, first: u64) {
+        self.first_seen.fetch_max(first, Ordering::AcqRel);
+    }
+
+    fn saw_version(&self, tag: &LogTag, version: u64) {
+        let mut versions = self.versions_seen.lock().unwrap_or_else(|p| p.into_inner());
+        match versions.get_mut(tag) {
+            Some(v) => *v = (*v).max(version),
+            None => {
+                versions.insert(tag.clone(), version);
+            }
+        }
+    }
+
+    fn publish(&self, batch: Vec<LogEntry>) {
+        self.feed.publish(batch.into());
+    }
+}
+
+/// A log in a PostgreSQL database, shared by every process that opens it.
+///
+/// Open it with [`PgStorage::open`]; wrap it in a [`Log`](crate::Log).
+/// Any number of handles, in any processes, may be open on one log.
+pub struct PgStorage {
+    shared: Arc<Shared>,
+    location: PgLocation,
+    queue: Mutex<Option<mpsc::UnboundedSender<writer::Pending>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    kv: Arc<PgKv>,
+}
+
+impl std::fmt::Debug for PgStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStorage")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+impl PgStorage {
+    /// Opens the log at `location`, creating its schema when absent, with
+    /// default options.
+    ///
+    /// Errors: `Unavailable` when the server cannot be reached;
+    /// `PermissionDenied` for refused credentials or a role that may not
+    /// create the schema; `NotFound` for a missing database; `Corrupt`
+    /// for a schema of another layout version.
+    pub async fn open(location: PgLocation) -> Result<PgStorage> {
+        PgStorage::open_with(location, PgOptions::default()).await
+    }
+
+    /// Opens the log at `location` with `options`.
+    ///
+    /// Errors: as [`PgStorage::open`]; `InvalidInput` for bad options.
+    pub async fn open_with(location: PgLocation, options: PgOptions) -> Result<PgStorage> {
+        PgStorage::open_with_clock(location, options, clock::system()).await
+    }
+
+    /// Opens the log at `location`, timestamping entries from `clock`.
+    ///
+    /// Errors: as [`PgStorage::open_with`].
+    pub async fn open_with_clock(
+        location: PgLocation,
+        options: PgOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<PgStorage> {
+        options.validate()?;
+        let schema = location.log().to_owned();
+        let config = client::connection_config(&location, &options);
+        let connections = Connections::new(config.clone(), &options)?;
+        {
+            let mut conn = connections.get("open").await?;
+            let client: &mut tokio_postgres::Client = &mut conn;
+            tokio::time::timeout(options.op_timeout(), schema::install(client, &schema))
+                .await
+                .map_err(|_| errors::timed_out(Op::Read, "open: install the schema", options.op_timeout()))??;
+        }
+        let sql = Statements::new(&schema);
+        let head = connections.query(Op::Read, "open: read the head", &sql.tip, &[]).await?;
+        let row = head
+            .first()
+            .ok_or_else(|| Error::corrupt(format!("the log {schema:?} has no head row")))?;
+        let first = u64_of(row.get(0), "first seqnum")?;
+        let next = u64_of(row.get(1), "next seqnum")?;
+        let streams = connections
+            .query(
+                Op::Read,
+                "open: read the streams",
+                &format!("SELECT tag, next_version FROM \"{schema}\".streams"),
+                &[],
+            )
+            .await?;
+        let mut versions = HashMap::with_capacity(streams.len());
+        for r in &streams {
+            let tag: String = r.get(0);
+            let next_version = u64_of(r.get(1), "next version")?;
+            if let (Ok(tag), Some(v)) = (tag.parse::<LogTag>(), next_version.checked_sub(1)) {
+                versions.insert(tag, v);
+            }
+        }
+        let shared = Arc::new(Shared {
+            schema,
+            config,
+            connections,
+            sql,
+            options,
+            clock,
+            feed: CommitFeed::new(next),
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
+            wake_tailer: Notify::new(),
+            next_seen: AtomicU64::new(next),
+            first_seen: AtomicU64::new(first),
+            versions_seen: Mutex::new(versions),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let tasks = vec![
+            tokio::spawn(writer::run(Arc::clone(&shared), rx)),
+            tokio::spawn(tailer::run(Arc::clone(&shared), next)),
+        ];
+        Ok(PgStorage {
+            kv: Arc::new(PgKv::new(Arc::clone(&shared))),
+            shared,
+            location,
+            queue: Mutex::new(Some(tx)),
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// Where the log is.
+    pub fn location(&self) -> &PgLocation {
+        &self.location
+    }
+
+    /// The log's first live seqnum and next seqnum, as the database has
+    /// them now (one round trip).
+    ///
+    /// Errors: `Closed`; connection kinds.
+    pub async fn tip_now(&self) -> Result<(u64, u64)> {
+        self.shared.check_open()?;
+        let rows = self
+            .shared
+            .connections
+            .query(Op::Read, "tip", &self.shared.sql.tip, &[])
+            .await?;
+        let row = rows.first().ok_or_else(|| Error::corrupt("the log has no head row"))?;
+        let tip = (u64_of(row.get(0), "first seqnum")?, u64_of(row.get(1), "next seqnum")?);
+        self.shared.saw_first(tip.0);
+        self.shared.saw_next(tip.1);
+        Ok(tip)
+    }
+
+    /// The latest version of `tag`'s stream as the database has it now.
+    ///
+    /// Errors: `Closed`; connection kinds.
+    pub async fn latest_version_now(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.shared.check_open()?;
+        let tag_text = tag.to_string();
+        let rows = self
+            .shared
+            .connections
+            .query(Op::Read, "latest version", &self.shared.sql.next_version, &[&tag_text])
+            .await?;
+        match rows.first() {
+            Some(r) => Ok(u64_of(r.get(0), "next version")?.checked_sub(1)),
+            None => Ok(None),
+        }
+    }
+
+    /// Appends `batch`, each entry with an optional append id: an entry
+    /// whose id is already in the log is not written again, and its
+    /// original result is returned.
+    ///
+    /// Errors: as [`Storage::append`]; `InvalidInput` when an id repeats
+    /// within the batch.
+    pub async fn append_with_ids(
+        &self,
+        batch: Vec<NewEntry>,
+        ids: Vec<Option<String>>,
+    ) -> Result<Vec<AppendResult>> {
+        self.shared.check_open()?;
+        if batch.is_empty() {
+            return Err(Error::invalid_input(
+                "an append batch needs at least one entry",
+            ));
+        }
+        if ids.len() != batch.len() {
+            return Err(Error::invalid_input("one append id slot per entry is needed"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for id in ids.iter().flatten() {
+            if id.is_empty() || id.len() > 255 || id.chars().any(char::is_control) {
+                return Err(Error::invalid_input(format!(
+                    "append id {id:?} must be 1 to 255 bytes without control characters"
+                )));
+            }
+            if !seen.insert(id) {
+                return Err(Error::invalid_input(format!(
+                    "append id {id:?} appears twice in one batch"
+                )));
+            }
+        }
+        for entry in &batch {
+            if entry.tags.is_empty() {
+                return Err(Error::invalid_input("an entry needs at least one tag"));
+            }
+            if entry.data.len() > self.shared.options.max_entry_bytes {
+                return Err(Error::invalid_input(format!(
+                    "entry payload is {} bytes; the limit is {}",
+                    entry.data.len(),
+                    self.shared.options.max_entry_bytes
+                )));
+            }
+        }
+        let (reply, rx) = oneshot::channel();
+        let sent = self
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|q| q.send(writer::Pending { batch, ids, reply }).is_ok())
+            .unwrap_or(false);
+        if !sent {
+            return Err(Error::closed("the PostgreSQL log handle is closed"));
+        }
+        rx.await
+            .map_err(|_| Error::closed("the PostgreSQL log handle closed during the append"))?
+    }
+
+    async fn read_rows(&self, what: &str, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>> {
+        self.shared.check_open()?;
+        self.shared.connections.query(Op::Read, what, sql, params).await
+    }
+}
+
+fn limit_of(max: usize) -> i64 {
+    i64::try_from(max).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl Storage for PgStorage {
+    async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        let ids = vec![None; batch.len()];
+        self.append_with_ids(batch, ids).await
+    }
+
+    async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
+        let from_i = i64_of(from, "seqnum")?;
+        let limit = limit_of(max);
+        let (rows, at) = match tag {
+            None => (
+                self.read_rows("read", &self.shared.sql.read_all, &[&from_i, &limit])
+                    .await?,
+                2,
+            ),
+            Some(tag) => {
+                let tag = tag.to_string();
+                (
+                    self.read_rows("read tag", &self.shared.sql.read_tag, &[&tag, &from_i, &limit])
+                        .await?,
+                    1,
+                )
+            }
+        };
+        let Some(head) = rows.first() else {
+            return Err(Error::corrupt("the log has no head row"));
+        };
+        let first = u64_of(head.get(0), "first seqnum")?;
+        self.shared.saw_first(first);
+        if from < first {
+            return Err(Error::trimmed(from, first));
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(e) = entry_at(row, at)? {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn read_versions(
+        &self,
+        tag: &LogTag,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
+        let tag_text = tag.to_string();
+        let from = i64_of(from_version, "version")?;
+        let limit = limit_of(max);
+        let rows = self
+            .read_rows(
+                "read versions",
+                &self.shared.sql.read_versions,
+                &[&tag_text, &from, &limit],
+            )
+            .await?;
+        let Some(head) = rows.first() else {
+            return Err(Error::corrupt("the log has no head row"));
+        };
+        let first_live: Option<i64> = head.get(0);
+        let next: Option<i64> = head.get(1);
+        let trimmed = match (first_live, next) {
+            (Some(first), _) => from < first,
+            (None, Some(next)) => from < next,
+            (None, None) => false,
+        };
+        if trimmed {
+            return Err(Error::new(
+                crate::ErrorKind::Trimmed,
+                format!("version {from_version} of {tag} was trimmed"),
+            ));
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(e) = entry_at(row, 2)? {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
+        let before_i = i64_of(before.min(i64::MAX as u64), "seqnum")?;
+        let rows = match tag {
+            None => {
+                self.read_rows("read previous", &self.shared.sql.prev_all, &[&before_i])
+                    .await?
+            }
+            Some(tag) => {
+                let tag = tag.to_string();
+                self.read_rows("read previous", &self.shared.sql.prev_tag, &[&tag, &before_i])
+                    .await?
+            }
+        };
+        match rows.first() {
+            Some(row) => entry_at(row, 1),
+            None => Ok(None),
+        }
+    }
+
+    fn next_seqnum(&self) -> u64 {
+        self.shared.next_seen.load(Ordering::Acquire)
+    }
+
+    fn first_seqnum(&self) -> u64 {
+        self.shared.first_seen.load(Ordering::Acquire)
+    }
+
+    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
+        self.shared
+            .versions_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tag)
+            .copied()
+    }
+
+    async fn trim(&self, through: u64) -> Result<()> {
+        self.shared.check_open()?;
+        let through_i = i64_of(through, "seqnum")?;
+        let rows = self
+            .shared
+            .connections
+            .query(Op::Write, "trim", &self.shared.sql.trim, &[&through_i])
+            .await?;
+        let row = rows.first().ok_or_else(|| Error::corrupt("the log has no head row"))?;
+        let first = u64_of(row.get(0), "first seqnum")?;
+        let next = u64_of(row.get(1), "next seqnum")?;
+        if through >= next {
+            return Err(Error::invalid_input(format!(
+                "cannot trim through {through}: the log ends before it (next seqnum {next})"
+            )));
+        }
+        self.shared.saw_first(first);
+        // The trim point moved: reads no longer see the rows below it. Drop
+        // them now, outside the head lock; a failure here leaves them for
+        // the next trim.
+        let first_i = i64_of(first, "seqnum")?;
+        if let Err(e) = self
+            .shared
+            .connections
+            .query(Op::Write, "delete trimmed entries", &self.shared.sql.delete_trimmed, &[&first_i])
+            .await
+        {
+            tracing::warn!(error = %e, "trimmed entries stay until the next trim");
+        }
+        Ok(())
+    }
+
+    fn feed(&self) -> &CommitFeed {
+        &self.shared.feed
+    }
+
+    fn kv(&self) -> Result<Arc<dyn KvStore>> {
+        self.shared.check_open()?;
+        Ok(self.kv.clone())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            read_only: false,
+            durable: true,
+            max_entry_bytes: self.shared.options.max_entry_bytes,
+        }
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Appends already queued are answered (the writer drains); new
+        // ones see the handle closed.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.shared.closing.notify_waiters();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.shared.connections.close();
+        self.shared.feed.close();
+        Ok(())
+    }
+}
+
+impl Drop for PgStorage {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.closing.notify_waiters();
+        for task in self.tasks.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
+        }
+        self.shared.feed.close();
+    }
+}

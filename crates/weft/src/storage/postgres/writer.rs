@@ -1,0 +1,240 @@
+//! Group commit: concurrent appends of one handle share a transaction.
+//!
+//! Appends queue on a channel. The writer task takes a slot (at most
+//! `max_in_flight` transactions at once), then everything queued up to the
+//! group limits, and commits that group in one call of the log's `append`
+//! function. While every slot is busy the queue fills, so the batching
+//! delay is bounded by one transaction and needs no timer: a lone appender
+//! never waits, and under load each transaction carries what arrived
+//! during the previous one.
+//!
+//! A batch's conditions are checked inside the function against the
+//! stream versions at that moment, including earlier batches of the same
+//! group; a batch that fails is left out and gets `Conflict`, and the rest
+//! of the group is written. When the transaction itself fails, every
+//! appender of the group gets the same error kind.
+
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use super::Shared;
+use super::errors::Op;
+use super::rows::{i64_of, u64_of};
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::AppendResult;
+use crate::storage::NewEntry;
+
+/// One append call waiting for its group.
+pub(super) struct Pending {
+    pub(super) batch: Vec<NewEntry>,
+    pub(super) ids: Vec<Option<String>>,
+    pub(super) reply: oneshot::Sender<Result<Vec<AppendResult>>>,
+}
+
+impl Pending {
+    fn bytes(&self) -> usize {
+        self.batch.iter().map(|e| e.data.len()).sum()
+    }
+}
+
+/// Runs until every sender is gone, then waits for the groups in flight.
+pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let options = &shared.options;
+    let slots = Arc::new(Semaphore::new(options.max_in_flight));
+    let mut carry: Option<Pending> = None;
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let first = match carry.take() {
+            Some(p) => p,
+            None => match rx.recv().await {
+                Some(p) => p,
+                None => break,
+            },
+        };
+        let (mut entries, mut bytes) = (first.batch.len(), first.bytes());
+        let mut group = vec![first];
+        while entries < options.max_group_entries && bytes < options.max_group_bytes {
+            let Ok(next) = rx.try_recv() else { break };
+            if entries + next.batch.len() > options.max_group_entries
+                || bytes + next.bytes() > options.max_group_bytes
+            {
+                carry = Some(next);
+                break;
+            }
+            entries += next.batch.len();
+            bytes += next.bytes();
+            group.push(next);
+        }
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            commit(&shared, group).await;
+            drop(permit);
+        });
+    }
+    // Wait for the groups still in flight.
+    let _ = slots.acquire_many(options.max_in_flight as u32).await;
+}
+
+/// The same failure, for every appender of a group.
+fn copy_error(e: &Error) -> Error {
+    let mut copy = Error::new(e.kind(), e.message());
+    if let Some(detail) = e.detail() {
+        copy = copy.with_detail(detail.clone());
+    }
+    copy
+}
+
+async fn commit(shared: &Shared, group: Vec<Pending>) {
+    if let Err(e) = shared.check_open() {
+        for p in group {
+            let _ = p.reply.send(Err(copy_error(&e)));
+        }
+        return;
+    }
+    match call(shared, &group).await {
+        Ok(outcomes) => {
+            let mut outcomes = outcomes.into_iter();
+            let mut last = None;
+            let answers: Vec<_> = group
+                .into_iter()
+                .map(|p| {
+                    let mine: Vec<Outcome> = outcomes.by_ref().take(p.batch.len()).collect();
+                    let result = resolve(&p.batch, mine);
+                    if let Ok(results) = &result {
+                        for r in results {
+                            last = last.max(Some(r.seqnum));
+                            shared.saw_version(&r.primary_tag, r.stream_version);
+                        }
+                    }
+                    (p.reply, result)
+                })
+                .collect();
+            // The handle's tip covers the group before any appender hears
+            // back: read-your-writes for tip queries.
+            if let Some(last) = last {
+                shared.saw_next(last + 1);
+                shared.wake_tailer.notify_one();
+            }
+            for (reply, result) in answers {
+                let _ = reply.send(result);
+            }
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, entries = group.len(), "append group failed");
+            for p in group {
+                let _ = p.reply.send(Err(copy_error(&e)));
+            }
+        }
+    }
+}
+
+/// One row of the `append` function's answer.
+struct Outcome {
+    status: i16,
+    seqnum: Option<i64>,
+    version: Option<i64>,
+    ts: Option<i64>,
+    tag: Option<String>,
+    next: Option<i64>,
+}
+
+async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
+    let n: usize = group.iter().map(|p| p.batch.len()).sum();
+    let mut primary = Vec::with_capacity(n);
+    let mut secondary: Vec<Option<String>> = Vec::with_capacity(n);
+    let mut data: Vec<&[u8]> = Vec::with_capacity(n);
+    let mut expected: Vec<Option<i64>> = Vec::with_capacity(n);
+    let mut ids: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut batch_len: Vec<i32> = Vec::with_capacity(group.len());
+    for p in group {
+        batch_len.push(p.batch.len() as i32);
+        for (entry, id) in p.batch.iter().zip(&p.ids) {
+            primary.push(entry.tags[0].to_string());
+            secondary.push(if entry.tags.len() > 1 {
+                let rest: Vec<String> = entry.tags[1..].iter().map(|t| t.to_string()).collect();
+                Some(rest.join("\n"))
+            } else {
+                None
+            });
+            data.push(&entry.data);
+            expected.push(
+                entry
+                    .expected_version
+                    .map(|v| i64_of(v, "expected version"))
+                    .transpose()?,
+            );
+            ids.push(id.as_deref());
+        }
+    }
+    let ts = i64_of(shared.clock.now_ms(), "timestamp")?;
+    let rows = shared
+        .connections
+        .query(
+            Op::Write,
+            "append",
+            &shared.sql.append,
+            &[
+                &primary,
+                &secondary,
+                &data,
+                &expected,
+                &ids,
+                &batch_len,
+                &ts,
+            ],
+        )
+        .await?;
+    if rows.len() != n {
+        return Err(Error::internal(format!(
+            "the append function answered {} rows for {n} entries",
+            rows.len()
+        )));
+    }
+    Ok(rows
+        .iter()
+        .map(|r| Outcome {
+            status: r.get(0),
+            seqnum: r.get(1),
+            version: r.get(2),
+            ts: r.get(3),
+            tag: r.get(4),
+            next: r.get(5),
+        })
+        .collect())
+}
+
+/// The answer to one append call from its entries' outcomes.
+fn resolve(batch: &[NewEntry], outcomes: Vec<Outcome>) -> Result<Vec<crate::model::AppendResult>> {
+    if let Some((entry, o)) = batch.iter().zip(&outcomes).find(|(_, o)| o.status == 2) {
+        let expected = u64_of(o.version.unwrap_or_default(), "expected version")?;
+        let next = u64_of(o.next.unwrap_or_default(), "next version")?;
+        return Err(Error::version_conflict(&entry.tags[0], expected, next));
+    }
+    batch
+        .iter()
+        .zip(outcomes)
+        .map(|(entry, o)| {
+            let missing = || Error::internal("the append function left out a result");
+            let primary_tag = match (o.status, o.tag) {
+                (1, Some(tag)) => tag.parse().map_err(|e: Error| {
+                    Error::new(ErrorKind::Corrupt, format!("stored tag {tag:?}: {e}"))
+                })?,
+                (0 | 1, _) => entry.tags[0].clone(),
+                (s, _) => {
+                    return Err(Error::internal(format!(
+                        "the append function answered status {s} for a batch without conflict"
+                    )));
+                }
+            };
+            Ok(AppendResult {
+                seqnum: u64_of(o.seqnum.ok_or_else(missing)?, "seqnum")?,
+                stream_version: u64_of(o.version.ok_or_else(missing)?, "version")?,
+                primary_tag,
+                timestamp_ms: u64_of(o.ts.ok_or_else(missing)?, "timestamp")?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,13 @@
+//! The conformance suite, unchanged, on the PostgreSQL backend (a real
+//! server started by `scripts/postgres.sh`; each check gets a log of its
+//! own in a fresh schema).
+
+mod pg_support;
+
+use weft::Log;
+use weft::conformance::Fixture;
+
+weft::conformance_suite!(postgres, || async {
+    let location = pg_support::fresh_location("conf");
+    Fixture::new(Log::new(pg_support::open(&location).await))
+});
