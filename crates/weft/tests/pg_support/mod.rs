@@ -4,7 +4,7 @@
 //! (`scripts/test.sh` sources it). These tests need the server: without
 //! the variable they fail, naming the script, rather than skip.
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,4 +56,34 @@ pub async fn open(location: &PgLocation) -> PgStorage {
     PgStorage::open_with(location.clone(), test_options())
         .await
         .expect("open the PostgreSQL log")
+}
+
+pub mod proxy;
+
+/// The test server's address, for a proxy in front of it.
+pub fn server_addr() -> std::net::SocketAddr {
+    let loc: PgLocation = server_url().parse().expect("server URL");
+    let port = loc.config().get_ports().first().copied().unwrap_or(5432);
+    format!("127.0.0.1:{port}").parse().expect("address")
+}
+
+/// `location` reached through `addr` instead (a proxy), with extra
+/// connection parameters.
+pub fn via(location: &PgLocation, addr: std::net::SocketAddr, params: &str) -> PgLocation {
+    let sep = if params.is_empty() { "" } else { "&" };
+    format!(
+        "postgres://weft@{addr}/weft?log={}{sep}{params}",
+        location.log()
+    )
+    .parse()
+    .expect("proxied location")
+}
+
+/// A plain client of the test server, for setting up faults.
+pub async fn raw_client() -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&server_url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test server");
+    tokio::spawn(connection);
+    client
 }

@@ -14,14 +14,20 @@ use crate::error::{Error, Result};
 /// The connection settings every connection of a handle uses: the
 /// location's, plus a server-side statement timeout and TCP keepalives,
 /// so a statement the server cannot finish fails there first.
-pub(super) fn connection_config(location: &PgLocation, options: &PgOptions) -> tokio_postgres::Config {
+pub(super) fn connection_config(
+    location: &PgLocation,
+    options: &PgOptions,
+) -> tokio_postgres::Config {
     let mut config = location.config().clone();
     if options.statement_timeout_ms > 0 {
         let mut opts = config.get_options().unwrap_or_default().to_owned();
         if !opts.is_empty() {
             opts.push(' ');
         }
-        opts.push_str(&format!("-c statement_timeout={}", options.statement_timeout_ms));
+        opts.push_str(&format!(
+            "-c statement_timeout={}",
+            options.statement_timeout_ms
+        ));
         config.options(&opts);
     }
     if config.get_connect_timeout().is_none() {
@@ -81,7 +87,11 @@ impl Connections {
         match tokio::time::timeout(self.timeout, self.pool.get()).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(errors::classify_pool(e, format!("{what}: connect"))),
-            Err(_) => Err(errors::timed_out(Op::Read, format!("{what}: connect"), self.timeout)),
+            Err(_) => Err(errors::timed_out(
+                Op::Read,
+                format!("{what}: connect"),
+                self.timeout,
+            )),
         }
     }
 

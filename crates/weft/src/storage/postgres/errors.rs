@@ -72,7 +72,11 @@ pub(super) fn classify(err: tokio_postgres::Error, op: Op, context: impl fmt::Di
         },
     };
     let message = match err.as_db_error() {
-        Some(db) => format!("{context}: {} (SQLSTATE {})", db.message(), db.code().code()),
+        Some(db) => format!(
+            "{context}: {} (SQLSTATE {})",
+            db.message(),
+            db.code().code()
+        ),
         None => format!("{context}: {err}"),
     };
     Error::new(kind, message).with_source(err)
@@ -80,7 +84,10 @@ pub(super) fn classify(err: tokio_postgres::Error, op: Op, context: impl fmt::Di
 
 /// Classifies a failure to get a connection from the pool: nothing was
 /// sent, so nothing was written.
-pub(super) fn classify_pool(err: deadpool_postgres::PoolError, context: impl fmt::Display) -> Error {
+pub(super) fn classify_pool(
+    err: deadpool_postgres::PoolError,
+    context: impl fmt::Display,
+) -> Error {
     use deadpool_postgres::PoolError;
     let kind = match &err {
         PoolError::Backend(e) => match e.code() {
@@ -116,21 +123,53 @@ mod tests {
     #[test]
     fn codes_map_by_class_and_operation() {
         let cases = [
-            (SqlState::T_R_SERIALIZATION_FAILURE, Op::Write, ErrorKind::Unavailable),
+            (
+                SqlState::T_R_SERIALIZATION_FAILURE,
+                Op::Write,
+                ErrorKind::Unavailable,
+            ),
             (SqlState::QUERY_CANCELED, Op::Write, ErrorKind::Unavailable),
-            (SqlState::ADMIN_SHUTDOWN, Op::Write, ErrorKind::Indeterminate),
+            (
+                SqlState::ADMIN_SHUTDOWN,
+                Op::Write,
+                ErrorKind::Indeterminate,
+            ),
             (SqlState::ADMIN_SHUTDOWN, Op::Read, ErrorKind::Unavailable),
-            (SqlState::CRASH_SHUTDOWN, Op::Write, ErrorKind::Indeterminate),
+            (
+                SqlState::CRASH_SHUTDOWN,
+                Op::Write,
+                ErrorKind::Indeterminate,
+            ),
             (SqlState::DISK_FULL, Op::Write, ErrorKind::Unavailable),
-            (SqlState::INVALID_PASSWORD, Op::Read, ErrorKind::PermissionDenied),
-            (SqlState::INSUFFICIENT_PRIVILEGE, Op::Write, ErrorKind::PermissionDenied),
+            (
+                SqlState::INVALID_PASSWORD,
+                Op::Read,
+                ErrorKind::PermissionDenied,
+            ),
+            (
+                SqlState::INSUFFICIENT_PRIVILEGE,
+                Op::Write,
+                ErrorKind::PermissionDenied,
+            ),
             (SqlState::UNDEFINED_TABLE, Op::Read, ErrorKind::NotFound),
             (SqlState::UNIQUE_VIOLATION, Op::Write, ErrorKind::Corrupt),
             (SqlState::DATA_CORRUPTED, Op::Read, ErrorKind::Corrupt),
-            (SqlState::CHARACTER_NOT_IN_REPERTOIRE, Op::Write, ErrorKind::InvalidInput),
+            (
+                SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+                Op::Write,
+                ErrorKind::InvalidInput,
+            ),
             (SqlState::SYNTAX_ERROR, Op::Read, ErrorKind::Internal),
-            (SqlState::CONNECTION_FAILURE, Op::Read, ErrorKind::Unavailable),
-            (SqlState::READ_ONLY_SQL_TRANSACTION, Op::Write, ErrorKind::Unavailable),
+            (
+                SqlState::CONNECTION_FAILURE,
+                Op::Read,
+                ErrorKind::Unavailable,
+            ),
+            (
+                SqlState::READ_ONLY_SQL_TRANSACTION,
+                Op::Write,
+                ErrorKind::Unavailable,
+            ),
         ];
         for (code, op, kind) in cases {
             assert_eq!(kind_of_code(&code, op), kind, "{} {op:?}", code.code());

@@ -30,7 +30,12 @@ impl PgKv {
         PgKv { shared }
     }
 
-    async fn changed(&self, what: &str, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<bool> {
+    async fn changed(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<bool> {
         self.shared.check_open()?;
         let rows = self
             .shared
@@ -83,12 +88,20 @@ impl KvStore for PgKv {
         let new = new.as_deref();
         match (expected, new) {
             (None, Some(new)) => {
-                self.changed("kv set if absent", &sql.kv_insert_new, &[&scope, &key, &new])
-                    .await
+                self.changed(
+                    "kv set if absent",
+                    &sql.kv_insert_new,
+                    &[&scope, &key, &new],
+                )
+                .await
             }
             (Some(old), Some(new)) => {
-                self.changed("kv compare and set", &sql.kv_replace, &[&scope, &key, &new, &old])
-                    .await
+                self.changed(
+                    "kv compare and set",
+                    &sql.kv_replace,
+                    &[&scope, &key, &new, &old],
+                )
+                .await
             }
             (Some(old), None) => {
                 self.changed("kv delete if", &sql.kv_delete_if, &[&scope, &key, &old])

@@ -198,10 +198,14 @@ impl PgStorage {
             let client: &mut tokio_postgres::Client = &mut conn;
             tokio::time::timeout(options.op_timeout(), schema::install(client, &schema))
                 .await
-                .map_err(|_| errors::timed_out(Op::Read, "open: install the schema", options.op_timeout()))??;
+                .map_err(|_| {
+                    errors::timed_out(Op::Read, "open: install the schema", options.op_timeout())
+                })??;
         }
         let sql = Statements::new(&schema);
-        let head = connections.query(Op::Read, "open: read the head", &sql.tip, &[]).await?;
+        let head = connections
+            .query(Op::Read, "open: read the head", &sql.tip, &[])
+            .await?;
         let row = head
             .first()
             .ok_or_else(|| Error::corrupt(format!("the log {schema:?} has no head row")))?;
@@ -268,8 +272,13 @@ impl PgStorage {
             .connections
             .query(Op::Read, "tip", &self.shared.sql.tip, &[])
             .await?;
-        let row = rows.first().ok_or_else(|| Error::corrupt("the log has no head row"))?;
-        let tip = (u64_of(row.get(0), "first seqnum")?, u64_of(row.get(1), "next seqnum")?);
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::corrupt("the log has no head row"))?;
+        let tip = (
+            u64_of(row.get(0), "first seqnum")?,
+            u64_of(row.get(1), "next seqnum")?,
+        );
         self.shared.saw_first(tip.0);
         self.shared.saw_next(tip.1);
         Ok(tip)
@@ -284,7 +293,12 @@ impl PgStorage {
         let rows = self
             .shared
             .connections
-            .query(Op::Read, "latest version", &self.shared.sql.next_version, &[&tag_text])
+            .query(
+                Op::Read,
+                "latest version",
+                &self.shared.sql.next_version,
+                &[&tag_text],
+            )
             .await?;
         match rows.first() {
             Some(r) => Ok(u64_of(r.get(0), "next version")?.checked_sub(1)),
@@ -292,28 +306,15 @@ impl PgStorage {
         }
     }
 
-    /// Appends `batch`, each entry with an optional append id: an entry
-    /// whose id is already in the log is not written again, and its
-    /// original result is returned.
-    ///
-    /// Errors: as [`Storage::append`]; `InvalidInput` when an id repeats
-    /// within the batch.
-    pub async fn append_with_ids(
-        &self,
-        batch: Vec<NewEntry>,
-        ids: Vec<Option<String>>,
-    ) -> Result<Vec<AppendResult>> {
+    async fn append_batch(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         self.shared.check_open()?;
         if batch.is_empty() {
             return Err(Error::invalid_input(
                 "an append batch needs at least one entry",
             ));
         }
-        if ids.len() != batch.len() {
-            return Err(Error::invalid_input("one append id slot per entry is needed"));
-        }
         let mut seen = std::collections::HashSet::new();
-        for id in ids.iter().flatten() {
+        for id in batch.iter().filter_map(|e| e.append_id.as_ref()) {
             if id.is_empty() || id.len() > 255 || id.chars().any(char::is_control) {
                 return Err(Error::invalid_input(format!(
                     "append id {id:?} must be 1 to 255 bytes without control characters"
@@ -343,7 +344,7 @@ impl PgStorage {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .map(|q| q.send(writer::Pending { batch, ids, reply }).is_ok())
+            .map(|q| q.send(writer::Pending { batch, reply }).is_ok())
             .unwrap_or(false);
         if !sent {
             return Err(Error::closed("the PostgreSQL log handle is closed"));
@@ -352,9 +353,17 @@ impl PgStorage {
             .map_err(|_| Error::closed("the PostgreSQL log handle closed during the append"))?
     }
 
-    async fn read_rows(&self, what: &str, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>> {
+    async fn read_rows(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>> {
         self.shared.check_open()?;
-        self.shared.connections.query(Op::Read, what, sql, params).await
+        self.shared
+            .connections
+            .query(Op::Read, what, sql, params)
+            .await
     }
 }
 
@@ -364,9 +373,10 @@ fn limit_of(max: usize) -> i64 {
 
 #[async_trait]
 impl Storage for PgStorage {
+    /// Entries whose append id is already in the log are not written
+    /// again; their original results are returned.
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
-        let ids = vec![None; batch.len()];
-        self.append_with_ids(batch, ids).await
+        self.append_batch(batch).await
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
@@ -381,8 +391,12 @@ impl Storage for PgStorage {
             Some(tag) => {
                 let tag = tag.to_string();
                 (
-                    self.read_rows("read tag", &self.shared.sql.read_tag, &[&tag, &from_i, &limit])
-                        .await?,
+                    self.read_rows(
+                        "read tag",
+                        &self.shared.sql.read_tag,
+                        &[&tag, &from_i, &limit],
+                    )
+                    .await?,
                     1,
                 )
             }
@@ -454,8 +468,12 @@ impl Storage for PgStorage {
             }
             Some(tag) => {
                 let tag = tag.to_string();
-                self.read_rows("read previous", &self.shared.sql.prev_tag, &[&tag, &before_i])
-                    .await?
+                self.read_rows(
+                    "read previous",
+                    &self.shared.sql.prev_tag,
+                    &[&tag, &before_i],
+                )
+                .await?
             }
         };
         match rows.first() {
@@ -489,7 +507,9 @@ impl Storage for PgStorage {
             .connections
             .query(Op::Write, "trim", &self.shared.sql.trim, &[&through_i])
             .await?;
-        let row = rows.first().ok_or_else(|| Error::corrupt("the log has no head row"))?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::corrupt("the log has no head row"))?;
         let first = u64_of(row.get(0), "first seqnum")?;
         let next = u64_of(row.get(1), "next seqnum")?;
         if through >= next {
@@ -505,7 +525,12 @@ impl Storage for PgStorage {
         if let Err(e) = self
             .shared
             .connections
-            .query(Op::Write, "delete trimmed entries", &self.shared.sql.delete_trimmed, &[&first_i])
+            .query(
+                Op::Write,
+                "delete trimmed entries",
+                &self.shared.sql.delete_trimmed,
+                &[&first_i],
+            )
             .await
         {
             tracing::warn!(error = %e, "trimmed entries stay until the next trim");
@@ -520,6 +545,10 @@ impl Storage for PgStorage {
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
         self.shared.check_open()?;
         Ok(self.kv.clone())
+    }
+
+    fn supports_append_ids(&self) -> bool {
+        true
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -552,7 +581,12 @@ impl Drop for PgStorage {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::Release);
         self.shared.closing.notify_waiters();
-        for task in self.tasks.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for task in self
+            .tasks
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             task.abort();
         }
         self.shared.feed.close();

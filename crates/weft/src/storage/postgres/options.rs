@@ -105,7 +105,11 @@ impl PgLocation {
     /// Errors: `InvalidInput` for a bad name (see [`validate_log_name`]).
     pub fn with_log(&self, log: &str) -> Result<PgLocation> {
         validate_log_name(log)?;
-        let sep = if self.connection.contains('?') { '&' } else { '?' };
+        let sep = if self.connection.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
         format!("{}{sep}log={log}", self.connection).parse()
     }
 
@@ -306,7 +310,10 @@ mod tests {
             let err = bad.parse::<PgLocation>().unwrap_err();
             assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{bad}");
         }
-        let long = format!("postgres://u@h/db?log={}", "a".repeat(MAX_LOG_NAME_BYTES + 1));
+        let long = format!(
+            "postgres://u@h/db?log={}",
+            "a".repeat(MAX_LOG_NAME_BYTES + 1)
+        );
         assert!(long.parse::<PgLocation>().is_err());
     }
 

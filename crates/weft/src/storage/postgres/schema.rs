@@ -294,7 +294,10 @@ pub(super) async fn install(client: &mut Client, schema: &str) -> Result<()> {
             .map_err(|e| errors::classify(e, op, format!("create the log schema {schema:?}")))?;
     }
     let layout: i32 = tx
-        .query_one(&format!(r#"SELECT layout FROM "{schema}".head WHERE id = 1"#), &[])
+        .query_one(
+            &format!(r#"SELECT layout FROM "{schema}".head WHERE id = 1"#),
+            &[],
+        )
         .await
         .map_err(|e| errors::classify(e, op, "read the log's head"))?
         .get(0);

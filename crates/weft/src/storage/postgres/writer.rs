@@ -28,7 +28,6 @@ use crate::storage::NewEntry;
 /// One append call waiting for its group.
 pub(super) struct Pending {
     pub(super) batch: Vec<NewEntry>,
-    pub(super) ids: Vec<Option<String>>,
     pub(super) reply: oneshot::Sender<Result<Vec<AppendResult>>>,
 }
 
@@ -151,7 +150,7 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
     let mut batch_len: Vec<i32> = Vec::with_capacity(group.len());
     for p in group {
         batch_len.push(p.batch.len() as i32);
-        for (entry, id) in p.batch.iter().zip(&p.ids) {
+        for entry in &p.batch {
             primary.push(entry.tags[0].to_string());
             secondary.push(if entry.tags.len() > 1 {
                 let rest: Vec<String> = entry.tags[1..].iter().map(|t| t.to_string()).collect();
@@ -166,7 +165,7 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
                     .map(|v| i64_of(v, "expected version"))
                     .transpose()?,
             );
-            ids.push(id.as_deref());
+            ids.push(entry.append_id.as_deref());
         }
     }
     let ts = i64_of(shared.clock.now_ms(), "timestamp")?;
@@ -177,13 +176,7 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
             "append",
             &shared.sql.append,
             &[
-                &primary,
-                &secondary,
-                &data,
-                &expected,
-                &ids,
-                &batch_len,
-                &ts,
+                &primary, &secondary, &data, &expected, &ids, &batch_len, &ts,
             ],
         )
         .await?;
