@@ -18,6 +18,7 @@ mod exit;
 mod location;
 mod observe;
 mod output;
+mod pg;
 mod source;
 
 use std::process::ExitCode;

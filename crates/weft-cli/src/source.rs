@@ -32,6 +32,17 @@ impl Source {
         }
     }
 
+    /// Opens the `LOG` argument `text` for reading: a PostgreSQL location
+    /// through its backend, anything else as [`Source::open`] does.
+    ///
+    /// Errors: `InvalidInput` for a bad location; as [`Source::open`].
+    pub(crate) async fn open_arg(text: &str, args: &StoreArgs) -> Result<Source> {
+        match crate::pg::location(text) {
+            Some(pg) => Ok(Source::Log(crate::pg::open_log(pg?).await?)),
+            None => Source::open(&location::parse(text)?, args).await,
+        }
+    }
+
     /// The first readable seqnum.
     pub(crate) fn first_seqnum(&self) -> Result<u64> {
         match self {

@@ -14,9 +14,10 @@ use crate::output;
 /// `weft append`
 #[derive(Debug, Args)]
 pub(crate) struct AppendArgs {
-    /// The log: a directory, s3://bucket/prefix or az://container/prefix
-    /// (see --create). Writing a bucket log claims its epoch, fencing any
-    /// other writer of it.
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// postgres://USER@HOST/DB?log=NAME (see --create). Writing a bucket
+    /// log claims its epoch, fencing any other writer of it; a PostgreSQL
+    /// log has any number of writers.
     log: String,
 
     /// A tag, `namespace` or `namespace:key` (the first `:` splits). Repeat
@@ -30,6 +31,13 @@ pub(crate) struct AppendArgs {
     /// (exit 5) and write nothing.
     #[arg(long, value_name = "N")]
     if_version: Option<u64>,
+
+    /// An append id (exactly-once appends; PostgreSQL logs): when an entry
+    /// with this id is already in the log, nothing is written and its
+    /// original seqnum is printed. Retry an append that failed with an
+    /// unknown outcome (exit code of `indeterminate`) with the same id.
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
 
     /// Create the log if it does not exist.
     #[arg(long)]
@@ -88,15 +96,25 @@ fn read_stdin() -> Result<Vec<u8>> {
 /// Runs `weft append`.
 pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tags = parse_tags(&args.tags)?;
-    let location = location::parse(&args.log)?;
+    // A PostgreSQL location, or any other kind.
+    let target = match crate::pg::location(&args.log) {
+        Some(pg) => Ok(pg?),
+        None => Err(location::parse(&args.log)?),
+    };
     let data = payload(args.data)?;
     let create = if args.create {
         Create::IfMissing
     } else {
         Create::No
     };
-    let log = location::open_log(&location, create, store).await?;
-    let request = AppendRequest::with_tags(tags, data);
+    let log = match target {
+        Ok(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
+        Err(location) => location::open_log(&location, create, store).await?,
+    };
+    let mut request = AppendRequest::with_tags(tags, data);
+    if let Some(id) = args.id {
+        request = request.with_id(id);
+    }
     let appended = match args.if_version {
         Some(v) => log.append_if(request, v).await,
         None => log.append(request).await,

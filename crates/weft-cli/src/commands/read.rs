@@ -6,7 +6,7 @@ use clap::Args;
 use weft::Result;
 
 use crate::commands::append::parse_tag;
-use crate::location::{self, StoreArgs};
+use crate::location::StoreArgs;
 use crate::output::{self, EntryLine};
 use crate::source::Source;
 
@@ -43,8 +43,7 @@ pub(crate) struct ReadArgs {
 /// Runs `weft read`.
 pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tag = args.tag.as_deref().map(parse_tag).transpose()?;
-    let location = location::parse(&args.log)?;
-    let source = Source::open(&location, store).await?;
+    let source = Source::open_arg(&args.log, store).await?;
     let mut cursor = match args.from {
         Some(from) => from,
         None => source.first_seqnum()?,

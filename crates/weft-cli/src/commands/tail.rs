@@ -17,7 +17,7 @@ use futures::StreamExt;
 use weft::{LogEntry, LogTag, Position, Result};
 
 use crate::commands::append::parse_tag;
-use crate::location::{self, StoreArgs};
+use crate::location::StoreArgs;
 use crate::observe;
 use crate::output::{self, EntryLine};
 use crate::source::Source;
@@ -82,8 +82,7 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let location = location::parse(&args.log)?;
-    let source = Source::open(&location, store).await?;
+    let source = Source::open_arg(&args.log, store).await?;
     let mut printed = 0u64;
     let mut print = |entry: &LogEntry| -> Result<bool> {
         if args.json {

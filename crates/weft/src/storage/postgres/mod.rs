@@ -50,6 +50,7 @@
 
 mod client;
 mod errors;
+mod inspect;
 mod kv;
 mod options;
 mod rows;
@@ -77,6 +78,7 @@ use errors::Op;
 use rows::{entry_at, i64_of, u64_of};
 use sql::Statements;
 
+pub use inspect::PgSummary;
 pub use kv::PgKv;
 pub use options::{MAX_LOG_NAME_BYTES, PgLocation, PgOptions, validate_log_name};
 
@@ -196,11 +198,14 @@ impl PgStorage {
         {
             let mut conn = connections.get("open").await?;
             let client: &mut tokio_postgres::Client = &mut conn;
-            tokio::time::timeout(options.op_timeout(), schema::install(client, &schema))
-                .await
-                .map_err(|_| {
-                    errors::timed_out(Op::Read, "open: install the schema", options.op_timeout())
-                })??;
+            tokio::time::timeout(
+                options.op_timeout(),
+                schema::install(client, &schema, options.create_if_missing),
+            )
+            .await
+            .map_err(|_| {
+                errors::timed_out(Op::Read, "open: install the schema", options.op_timeout())
+            })??;
         }
         let sql = Statements::new(&schema);
         let head = connections

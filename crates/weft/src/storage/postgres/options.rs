@@ -215,6 +215,9 @@ pub struct PgOptions {
     pub poll_interval_ms: u64,
     /// The largest payload accepted. At most 16 MiB; default 16 MiB.
     pub max_entry_bytes: usize,
+    /// Create the log's schema when it does not exist; when false, opening
+    /// a missing log is `NotFound`. Default true.
+    pub create_if_missing: bool,
 }
 
 impl Default for PgOptions {
@@ -228,6 +231,7 @@ impl Default for PgOptions {
             statement_timeout_ms: 20_000,
             poll_interval_ms: 1000,
             max_entry_bytes: MAX_ENTRY_BYTES,
+            create_if_missing: true,
         }
     }
 }

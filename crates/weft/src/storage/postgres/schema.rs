@@ -265,10 +265,11 @@ $fn$;
 /// serialise on a transaction-scoped advisory lock, so `CREATE ... IF NOT
 /// EXISTS` never races itself.
 ///
-/// Errors: `Corrupt` when the schema holds a log of another layout
+/// Errors: `NotFound` when the log is absent and `create` is false;
+/// `Corrupt` when the schema holds a log of another layout
 /// version; `PermissionDenied` when the role may not create it; the
 /// connection kinds of [`errors::classify`].
-pub(super) async fn install(client: &mut Client, schema: &str) -> Result<()> {
+pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> Result<()> {
     let op = Op::Read;
     let tx = client
         .transaction()
@@ -288,6 +289,12 @@ pub(super) async fn install(client: &mut Client, schema: &str) -> Result<()> {
         )
         .await
         .map_err(|e| errors::classify(e, op, "look for the log's schema"))?;
+    if existing.is_none() && !create {
+        return Err(Error::new(
+            crate::ErrorKind::NotFound,
+            format!("no log {schema:?} in this database"),
+        ));
+    }
     if existing.is_none() {
         tx.batch_execute(&ddl(schema))
             .await
