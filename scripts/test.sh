@@ -35,6 +35,7 @@ cargo test --workspace "$@"
 # runs, failures) need the `postgres` feature and the server above.
 cargo test -p weft --features postgres \
     --test pg_conformance --test pg_backend --test pg_multiprocess "$@"
+cargo test -p weft-cli --features pg-tests --test postgres "$@"
 
 # The live upstream compatibility tests (crates/weft-upstream-compat): the
 # real opendata-buffer producer writes into the same server and weft
