@@ -568,8 +568,8 @@ impl Storage for PgStorage {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // Appends already queued are answered (the writer drains); new
-        // ones see the handle closed.
+        // Appends still queued are answered `Closed` (the writer drains
+        // its queue); groups already sent finish first.
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.shared.closing.notify_waiters();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));

@@ -96,11 +96,19 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
                 "the tailer's connection closed",
             ));
         }
+        // Registered before the check, so a close between the two still
+        // wakes this wait.
+        let closing = shared.closing.notified();
+        tokio::pin!(closing);
+        closing.as_mut().enable();
+        if shared.is_closed() {
+            return Ok(());
+        }
         tokio::select! {
             _ = notified.notified() => {}
             _ = shared.wake_tailer.notified() => {}
             _ = tokio::time::sleep(shared.options.poll_interval()) => {}
-            _ = shared.closing.notified() => return Ok(()),
+            _ = closing => return Ok(()),
         }
     }
 }
