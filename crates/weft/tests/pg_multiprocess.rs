@@ -269,7 +269,7 @@ fn subscriber() {
     let (procs, appenders, each) = (2, 3, 20);
     let total = procs * appenders * each;
     // Some backlog before the subscriber starts.
-    let early = spawn_child("writer", &location, &format!("9 1 5"));
+    let early = spawn_child("writer", &location, "9 1 5");
     let mut acked = acks(&collect(early, true));
     let sub = spawn_child("subscriber", &location, &format!("{}", total + 5));
     std::thread::sleep(Duration::from_millis(300));
