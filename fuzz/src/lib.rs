@@ -7,12 +7,15 @@
 //! error that is not Corrupt, is a finding.
 
 use bytes::Bytes;
+use weft::format::dir_segment::SegmentHeader;
 use weft::format::frame::{self, FrameError};
+use weft::format::kv_bucket::{decode_kv_bucket, encode_kv_bucket};
+use weft::format::replica_cursor::{decode_cursor, encode_cursor};
+use weft::format::trim_point::TrimPoint;
 use weft::format::{
     decode_manifest, decode_segment, decode_segment_with_limit, encode_manifest, encode_segment,
 };
 use weft::wal::Manifest;
-use weft::wal::cursor::{decode_cursor, encode_cursor};
 use weft::{Error, ErrorKind};
 
 /// Decompression limit while fuzzing: small, so that zstd bombs cost
@@ -110,6 +113,57 @@ pub fn cursor_decode(data: &[u8]) -> bool {
     match decode_cursor(data) {
         Ok(c) => {
             assert_eq!(&encode_cursor(c)[..], data, "re-encoding changed the bytes");
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            false
+        }
+    }
+}
+
+/// Fuzz body for a `dir` segment header. Returns whether `data` starts
+/// with a valid header; a decoded header must re-encode to exactly the
+/// bytes it was read from.
+pub fn dir_segment_header_decode(data: &[u8]) -> bool {
+    match SegmentHeader::decode(data) {
+        Ok(h) => {
+            let again = h.encode();
+            assert_eq!(
+                &again[..],
+                &data[..again.len()],
+                "re-encoding changed the bytes"
+            );
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            false
+        }
+    }
+}
+
+/// Fuzz body for the `dir` trim file. Returns whether `data` decoded; a
+/// decoded trim point must re-encode to exactly `data`.
+pub fn trim_point_decode(data: &[u8]) -> bool {
+    match TrimPoint::decode(data) {
+        Ok(t) => {
+            assert_eq!(t.encode(), data, "re-encoding changed the bytes");
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            false
+        }
+    }
+}
+
+/// Fuzz body for a `dir` KV bucket file. Returns whether `data` decoded; a
+/// decoded bucket must re-encode to exactly `data`.
+pub fn kv_bucket_decode(data: &[u8]) -> bool {
+    match decode_kv_bucket(data) {
+        Ok(b) => {
+            assert_eq!(encode_kv_bucket(&b), data, "re-encoding changed the bytes");
             true
         }
         Err(e) => {

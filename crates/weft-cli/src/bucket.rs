@@ -12,7 +12,6 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use weft::format::{
     Compression, DecodedSegment, ManifestData, ManifestEntry, SegmentVersion, decode_manifest,
-    decode_segment,
 };
 use weft::store::{StoreOp, to_error};
 use weft::{Error, ErrorKind, Result};
@@ -91,23 +90,20 @@ pub(crate) async fn load_manifest(
     })
 }
 
-/// Reads and decodes the segment an entry names.
+/// Reads, decodes and counts the segment an entry of the manifest at
+/// `manifest_path` names, as a replica does
+/// (`weft::wal::segments::fetch_listed_segment`).
 ///
-/// Errors: `NotFound` (the object is missing), `Corrupt` (it does not
-/// decode or fails its checksum), and the store's kinds.
+/// Errors: `Corrupt` (it does not decode, holds another count than the
+/// manifest says, or is missing while the manifest lists it),
+/// `Unavailable` (it went away with a truncation while being read), and
+/// the store's kinds.
 pub(crate) async fn load_segment(
     store: &Arc<dyn ObjectStore>,
+    manifest_path: &str,
     entry: &ManifestEntry,
 ) -> Result<(u64, DecodedSegment)> {
-    let bytes = get(store, &entry.location).await?;
-    let size = bytes.len() as u64;
-    let segment = decode_segment(bytes).map_err(|e| {
-        e.context(format!(
-            "segment {} (entry {})",
-            entry.location, entry.sequence
-        ))
-    })?;
-    Ok((size, segment))
+    weft::wal::segments::fetch_listed_segment(store, &object_path(manifest_path)?, entry).await
 }
 
 /// What a segment's footer says, read with one ranged request instead of

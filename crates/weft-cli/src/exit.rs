@@ -22,9 +22,9 @@ Exit codes:
   4   invalid input (bad tag, location or data; a position below the trim point)
   5   conflict (--if-version lost; a writer was fenced)
   6   corrupt data (checksum or framing)
-  7   locked, read-only or permission denied
+  7   locked, read-only (a follower, a read-only filesystem) or permission denied
   8   unsupported by this backend or not built yet
-  9   store unavailable, or the outcome of a write is unknown
+  9   store or disk unavailable (unreachable, full, busy), or the outcome of a write is unknown
   10  internal error, or the log closed";
 
 /// The exit code for an error of `kind`.

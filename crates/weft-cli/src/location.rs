@@ -1,5 +1,6 @@
-//! From a `LOG` argument to something to work on: a [`Log`] (through the
-//! one function [`open_log`]) or a read-only object store (for the commands
+//! From a `LOG` argument to something to work on: a [`Log`] to write
+//! (through the one function [`open_log`]), a read-only [`Log`] to read
+//! and follow ([`follow`]), or a read-only object store (for the commands
 //! that read manifests and segments directly).
 
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use clap::Args;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::dir::{DirFollower, DirFollowerOptions, DirStorage, require_log};
 use weft::store::{AzureSettings, Location, S3Settings};
 use weft::{Error, ErrorKind, Log, Result};
 
@@ -99,7 +101,12 @@ pub(crate) enum Create {
 /// backend's I/O kinds.
 pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
     match location {
-        Location::Dir { path } => crate::dirlog::open(path, create).await,
+        Location::Dir { path } => {
+            if create == Create::No {
+                require_log(path)?;
+            }
+            Ok(Log::new(DirStorage::open(path).await?))
+        }
         Location::S3 { .. } | Location::Azure { .. } => {
             let store = open_store(location, args)?;
             if create == Create::No {
@@ -115,15 +122,88 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
     }
 }
 
-/// Opens a read-only follower of the bucket log at `location` (`s3://`,
-/// `az://` or `file://`): it serves reads and tails the bucket, and never writes.
+/// A read-only follower and a way to learn why it stopped tailing.
+pub(crate) struct Followed {
+    pub(crate) log: Log,
+    stop_error: Box<dyn Fn() -> Option<Error> + Send + Sync>,
+}
+
+impl Followed {
+    /// The error that stopped the follower's tailing, if one did (its
+    /// subscriptions then end).
+    pub(crate) fn stop_error(&self) -> Option<Error> {
+        (self.stop_error)()
+    }
+
+    /// Closes the follower.
+    pub(crate) async fn close(self) {
+        if let Err(e) = self.log.close().await {
+            tracing::warn!(error = %e, "closing the log failed");
+        }
+    }
+}
+
+/// Opens a read-only follower of the log at `location`, looking for new
+/// entries every `poll`: it serves reads and tails the log, and never
+/// writes, locks or fences anything.
 ///
-/// Errors: `NotFound` (no log), and the store's kinds.
-pub(crate) async fn follow_bucket(location: &Location, args: &StoreArgs) -> Result<Log> {
+/// * A directory: a [`DirFollower`], which judges the files as opening the
+///   log would (what that refuses it refuses, what that cuts it leaves out)
+///   and takes no lock, so a writer keeps writing.
+/// * A bucket (`s3://`, `az://`, `file://`): a [`BucketFollower`].
+///
+/// Errors: `NotFound` (no log), `InvalidInput` (bad poll interval, not a
+/// directory), `Corrupt`, and the store's or filesystem's kinds.
+pub(crate) async fn follow(
+    location: &Location,
+    args: &StoreArgs,
+    poll: std::time::Duration,
+) -> Result<Followed> {
+    if let Location::Dir { path } = location {
+        let options = DirFollowerOptions {
+            poll_interval: poll,
+        };
+        let follower = Arc::new(DirFollower::open_with(path, options).await?);
+        let watched = Arc::clone(&follower);
+        return Ok(Followed {
+            log: Log::from_arc(follower),
+            stop_error: Box::new(move || watched.stop_error()),
+        });
+    }
     let store = open_store(location, args)?;
     require_bucket_log(&store, location).await?;
-    let follower = BucketFollower::open(store, "", FollowerOptions::default()).await?;
-    Ok(Log::new(follower))
+    let options = FollowerOptions {
+        poll_interval: poll,
+        ..FollowerOptions::default()
+    };
+    let follower = Arc::new(BucketFollower::open(store, "", options).await?);
+    let watched = Arc::clone(&follower);
+    Ok(Followed {
+        log: Log::from_arc(follower),
+        stop_error: Box::new(move || watched.stop_error()),
+    })
+}
+
+/// Opens a follower of the `LOG` argument `text`: a PostgreSQL log through
+/// its backend (any number of handles may be open, nothing is locked or
+/// fenced; `poll` is its fallback when a notification is lost), any other
+/// location as [`follow`] does.
+///
+/// Errors: `InvalidInput` for a bad location; as [`follow`] or
+/// PostgreSQL's open.
+pub(crate) async fn follow_arg(
+    text: &str,
+    args: &StoreArgs,
+    poll: std::time::Duration,
+) -> Result<Followed> {
+    if let Some(pg) = crate::pg::location(text) {
+        let log = crate::pg::open_log(pg?, poll).await?;
+        return Ok(Followed {
+            log,
+            stop_error: Box::new(|| None),
+        });
+    }
+    follow(&parse(text)?, args, poll).await
 }
 
 /// `NotFound` unless the store holds a bucket log's manifest.

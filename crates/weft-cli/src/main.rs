@@ -13,13 +13,11 @@
 
 mod bucket;
 mod commands;
-mod dirlog;
 mod exit;
 mod location;
 mod observe;
 mod output;
 mod pg;
-mod source;
 
 use std::process::ExitCode;
 
@@ -107,7 +105,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> weft::Result<ExitCode> {
     let store = cli.store;
     match cli.command {
-        Command::Demo(args) => commands::demo::run(args).await,
+        Command::Demo(args) => commands::demo::run(args, &store).await,
         Command::Append(args) => commands::append::run(args, &store).await,
         Command::Read(args) => commands::read::run(args, &store).await,
         Command::Tail(args) => commands::tail::run(args, &store).await,

@@ -9,12 +9,15 @@ use tracing_subscriber::EnvFilter;
 use weft::{Error, ErrorKind, Result};
 
 /// Sends tracing events to stderr. `RUST_LOG` wins when set; otherwise
-/// warnings only, `-v` debug and `-vv` trace for weft's own crates.
+/// weft's own warnings (one line when a store or directory starts failing,
+/// one when it recovers, with the count: retries in between are debug
+/// events) and only errors of the libraries underneath, so an outage never
+/// floods stderr; `-v` adds weft's debug events, `-vv` its trace.
 pub(crate) fn init_tracing(verbose: u8) {
     let filter = match std::env::var("RUST_LOG") {
         Ok(spec) if !spec.trim().is_empty() => EnvFilter::new(spec),
         _ => EnvFilter::new(match verbose {
-            0 => "warn",
+            0 => "error,weft=warn,weft_cli=warn",
             1 => "warn,weft=debug,weft_cli=debug",
             _ => "info,weft=trace,weft_cli=trace",
         }),

@@ -24,7 +24,12 @@ pub(crate) fn location(text: &str) -> Option<Result<PgLocation>> {
 ///
 /// Errors: the backend's open kinds.
 pub(crate) async fn open(location: PgLocation, create: Create) -> Result<PgStorage> {
-    let options = PgOptions {
+    PgStorage::open_with(location, options(create)).await
+}
+
+/// The options a command opens a log with.
+fn options(create: Create) -> PgOptions {
+    PgOptions {
         create_if_missing: create == Create::IfMissing,
         // A command needs few connections and should answer quickly when
         // the server is away.
@@ -33,13 +38,17 @@ pub(crate) async fn open(location: PgLocation, create: Create) -> Result<PgStora
         op_timeout_ms: 10_000,
         statement_timeout_ms: 8_000,
         ..PgOptions::default()
-    };
-    PgStorage::open_with(location, options).await
+    }
 }
 
-/// Opens the log at `location` as a [`Log`] (it must exist).
-pub(crate) async fn open_log(location: PgLocation) -> Result<Log> {
-    Ok(Log::new(open(location, Create::No).await?))
+/// Opens the log at `location` as a [`Log`] (it must exist), reading the
+/// log every `poll` when no notification arrives.
+pub(crate) async fn open_log(location: PgLocation, poll: std::time::Duration) -> Result<Log> {
+    let options = PgOptions {
+        poll_interval_ms: u64::try_from(poll.as_millis()).unwrap_or(u64::MAX).max(1),
+        ..options(Create::No)
+    };
+    Ok(Log::new(PgStorage::open_with(location, options).await?))
 }
 
 /// `inspect --json` for PostgreSQL; the field names are part of the format.

@@ -470,3 +470,32 @@ fn snapshot_trims_and_gc_collects_what_it_superseded() {
     ok(weft(&["verify", &url]));
     assert_eq!(ok(weft(&["read", &url, "--json"])).lines().count(), 3);
 }
+
+/// `weft demo s3://...` runs the shop on that bucket (it used to make a
+/// local directory named `s3:`), and a second run resumes from the bucket.
+#[test]
+fn demo_runs_on_a_bucket_and_resumes_there() {
+    let (_, url) = bucket("demo");
+    let cwd = tempfile::tempdir().unwrap();
+    let run = || {
+        Command::new(BIN)
+            .args(["demo", &url, "--orders", "3"])
+            .args([
+                "--endpoint",
+                &required("WEFT_TEST_S3_ENDPOINT"),
+                "--allow-http",
+            ])
+            .current_dir(cwd.path())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run weft demo")
+    };
+    let first = ok(run());
+    assert!(first.contains("new log") && first.contains(&url), "{first}");
+    let second = ok(run());
+    assert!(second.contains("resuming"), "{second}");
+    ok(weft(&["verify", &url]));
+    let local: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(local.is_empty(), "the demo made local files: {local:?}");
+}

@@ -114,7 +114,9 @@ pub async fn main() -> Result<()> {
         let (packing, appended) = run_packer(&log, &orders).await?;
         assert_eq!(appended, 3);
         let report = Checkpoint::for_view(&log.view(audit.clone()), "report")?;
-        report.advance(log.latest_seqnum().unwrap_or(0)).await?;
+        report
+            .advance(log.latest_seqnum().await?.unwrap_or(0))
+            .await?;
         let written = log.read_log(Position::Beginning, 100).await?;
         log.close().await?;
         (written, packing)
@@ -127,14 +129,14 @@ pub async fn main() -> Result<()> {
         let log = open(&path).await?;
         let recovered = log.read_log(Position::Beginning, 100).await?;
         assert_eq!(recovered, written, "same entries, seqnums, versions, tags");
-        assert_eq!(log.latest_seqnum(), Some(8));
-        assert_eq!(log.next_version(&orders), 6);
+        assert_eq!(log.latest_seqnum().await?, Some(8));
+        assert_eq!(log.next_version(&orders).await?, 6);
 
         // Numbering carries on rather than restarting at zero.
         let next = log
             .append_if(
                 AppendRequest::new(orders.clone(), "placed:o-4"),
-                log.next_version(&orders),
+                log.next_version(&orders).await?,
             )
             .await?;
         assert_eq!((next.seqnum, next.stream_version), (9, 6));

@@ -1,11 +1,12 @@
 //! A first tour of weft on the in-memory backend: append, read, read from
-//! a position, subscribe, entries with several tags, and a view.
+//! a position, fold a tag page by page, subscribe, entries with several
+//! tags, and a view.
 //!
 //! Run with `cargo run -p weft --example quick_start`.
 
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use weft::{AppendRequest, Error, ErrorKind, Log, LogTag, Position, Subscription};
 
 /// The next entry of `sub`, or an error if none comes within a few seconds.
@@ -71,11 +72,19 @@ pub async fn main() -> weft::Result<()> {
     assert_eq!(after_v0.len(), 1);
     assert_eq!(after_v0[0].seqnum, confirmed.seqnum);
 
+    // Fold a tag without holding it all: the stream fetches bounded pages
+    // as it is polled, and ends at the end of the log.
+    let bytes = log
+        .stream(&orders, Position::Beginning)
+        .try_fold(0, |n, e| async move { Ok(n + e.data.len()) })
+        .await?;
+    assert_eq!(bytes, "order-placed".len() + "order-confirmed".len());
+
     // A view: a window on one tag; its appends always carry that tag.
     let view = log.view(orders.clone());
     let shipped = view.append("order-shipped").await?;
     assert_eq!(shipped.stream_version, 2);
-    assert_eq!(view.latest_version(), Some(2));
+    assert_eq!(view.latest_version().await?, Some(2));
     assert_eq!(view.check_tail().await?, Some(shipped.seqnum));
 
     // The subscription saw the backlog and the live entries, nothing else.
@@ -92,7 +101,7 @@ pub async fn main() -> weft::Result<()> {
     // Conditional append: only if the stream is still where we saw it.
     let stale = view.append_if("order-cancelled", 2).await;
     assert_eq!(stale.unwrap_err().kind(), ErrorKind::Conflict);
-    view.append_if("order-delivered", view.next_version())
+    view.append_if("order-delivered", view.next_version().await?)
         .await?;
     assert_eq!(view.read_all().await?.len(), 4);
     Ok(())

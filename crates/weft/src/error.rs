@@ -3,8 +3,12 @@
 //! Every fallible weft function returns [`Error`]. Its [`ErrorKind`] tells the
 //! caller what to do next; the message is for humans and must never be
 //! matched on. Structured facts that a caller may act on (the current version
-//! after a conflict, the seqnum that failed to decode, the first seqnum still
-//! readable after a trim) are carried in [`ErrorDetail`].
+//! after a conflict, the seqnum that failed to decode, the first position
+//! still readable after a trim) are carried in [`ErrorDetail`].
+//!
+//! Errors are `Clone` (the cause is shared, not copied), so a component that
+//! stops for good keeps the error that stopped it and hands every later
+//! caller the same kind and detail: see [`Error::after_stop`].
 //!
 //! ```
 //! use weft::{Error, ErrorKind};
@@ -14,7 +18,10 @@
 //! assert!(!err.kind().is_retryable());
 //! ```
 
+pub(crate) mod os;
+
 use std::fmt;
+use std::sync::Arc;
 
 /// A `Result` whose error is weft's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -109,11 +116,13 @@ pub enum ErrorDetail {
         /// (0 for an empty stream). Pass this to retry.
         next: u64,
     },
-    /// A read asked for a position below the trim point.
+    /// A read asked for a position below the trim point. For seqnum-keyed
+    /// reads both fields are seqnums; for version-keyed reads (of one
+    /// stream) both are versions of that stream.
     Trimmed {
-        /// The seqnum the caller asked for.
+        /// The position the caller asked for.
         requested: u64,
-        /// The first seqnum that is still readable.
+        /// The first position that is still readable.
         first_available: u64,
     },
     /// An entry's payload could not be decoded by a typed view's codec.
@@ -130,13 +139,19 @@ pub enum ErrorDetail {
     },
 }
 
+/// The cause of an [`Error`], shared between its clones.
+type Source = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 /// weft's error: a kind that prescribes the reaction, a message, an optional
 /// cause and optional structured detail.
+///
+/// Cloning is cheap and keeps everything, the cause included (it is shared).
+#[derive(Clone)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
     detail: Option<ErrorDetail>,
-    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    source: Option<Source>,
 }
 
 impl Error {
@@ -152,7 +167,7 @@ impl Error {
 
     /// Attach the underlying cause.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
+        self.source = Some(Arc::new(source));
         self
     }
 
@@ -192,6 +207,39 @@ impl Error {
         self
     }
 
+    /// The error every later call gets from `who` (a writer, a producer)
+    /// after `self` stopped it for good.
+    ///
+    /// `Fenced` stays `Fenced` with its detail (a newer writer owns the log:
+    /// step down) and `Closed` stays `Closed`; any other kind becomes
+    /// `Closed` (this handle will not work again: re-open), because the
+    /// later call itself did nothing that could be retried or be in doubt.
+    /// `self` is kept as the source either way.
+    ///
+    /// ```
+    /// use weft::{Error, ErrorDetail, ErrorKind};
+    ///
+    /// let fenced = Error::fenced(1, 2);
+    /// let later = fenced.after_stop("the bucket writer");
+    /// assert_eq!(later.kind(), ErrorKind::Fenced);
+    /// assert_eq!(later.detail(), Some(&ErrorDetail::Fenced { ours: 1, theirs: 2 }));
+    ///
+    /// let io = Error::new(ErrorKind::Indeterminate, "sync failed");
+    /// assert_eq!(io.after_stop("the log directory").kind(), ErrorKind::Closed);
+    /// ```
+    pub fn after_stop(&self, who: impl fmt::Display) -> Error {
+        let kind = match self.kind {
+            ErrorKind::Fenced | ErrorKind::Closed => self.kind,
+            _ => ErrorKind::Closed,
+        };
+        let stopped = Error::new(kind, format!("{who} stopped after an earlier failure"))
+            .with_source(self.clone());
+        match (&self.detail, kind == self.kind) {
+            (Some(detail), true) => stopped.with_detail(detail.clone()),
+            _ => stopped,
+        }
+    }
+
     /// Shorthand for [`ErrorKind::InvalidInput`].
     pub fn invalid_input(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::InvalidInput, message)
@@ -226,7 +274,21 @@ impl Error {
         .with_detail(ErrorDetail::VersionConflict { expected, next })
     }
 
-    /// A read below the trim point.
+    /// A version-keyed read of `tag` below its first live version.
+    pub fn trimmed_version(tag: impl fmt::Display, requested: u64, first_available: u64) -> Self {
+        Error::new(
+            ErrorKind::Trimmed,
+            format!(
+                "version {requested} of {tag} was trimmed; the first readable version is {first_available}"
+            ),
+        )
+        .with_detail(ErrorDetail::Trimmed {
+            requested,
+            first_available,
+        })
+    }
+
+    /// A seqnum-keyed read below the trim point.
     pub fn trimmed(requested: u64, first_available: u64) -> Self {
         Error::new(
             ErrorKind::Trimmed,
@@ -249,23 +311,15 @@ impl Error {
         .with_detail(ErrorDetail::Fenced { ours, theirs })
     }
 
-    /// An I/O error from the local filesystem, classified by its kind.
+    /// An I/O error from the local filesystem, classified by its errno
+    /// (or its `io::ErrorKind` when it has none) in one place: ENOENT is
+    /// `NotFound`; EACCES and EPERM `PermissionDenied`; EROFS `ReadOnly`;
+    /// ENOTDIR, EISDIR and bad names `InvalidInput`; EEXIST `Conflict`;
+    /// ENOSPC, EDQUOT, EINTR, EAGAIN, EMFILE and the like `Unavailable`;
+    /// `UnexpectedEof` and `InvalidData` `Corrupt`; ENOSYS and EXDEV
+    /// `Unsupported`; EIO and anything else `Closed`.
     pub fn io(context: impl fmt::Display, err: std::io::Error) -> Self {
-        use std::io::ErrorKind as Io;
-        let kind = match err.kind() {
-            Io::NotFound => ErrorKind::NotFound,
-            Io::PermissionDenied => ErrorKind::PermissionDenied,
-            // The caller named a path that cannot be what it should be (a
-            // file where a directory belongs, or the reverse).
-            Io::InvalidInput | Io::InvalidFilename | Io::NotADirectory | Io::IsADirectory => {
-                ErrorKind::InvalidInput
-            }
-            Io::InvalidData | Io::UnexpectedEof => ErrorKind::Corrupt,
-            Io::Interrupted | Io::TimedOut | Io::WouldBlock => ErrorKind::Unavailable,
-            // Disk full, read-only filesystem, EIO: the write did not happen
-            // and the log cannot be trusted to have kept going; re-open.
-            _ => ErrorKind::Closed,
-        };
+        let kind = os::classify(&err).error_kind();
         Error::new(kind, format!("{context}: {err}")).with_source(err)
     }
 }
@@ -311,6 +365,35 @@ mod tests {
         let err = Error::version_conflict("orders", 3, 5);
         assert_eq!(err.kind(), ErrorKind::Conflict);
         assert_eq!(err.conflict_next_version(), Some(5));
+    }
+
+    #[test]
+    fn clones_keep_kind_detail_and_source() {
+        let err = Error::fenced(3, 4).with_source(std::io::Error::other("cause"));
+        let copy = err.clone();
+        assert_eq!(copy.kind(), ErrorKind::Fenced);
+        assert_eq!(copy.detail(), err.detail());
+        assert_eq!(copy.to_string(), err.to_string());
+        assert!(std::error::Error::source(&copy).is_some());
+    }
+
+    #[test]
+    fn after_stop_keeps_lasting_kinds_only() {
+        for (kind, after) in [
+            (ErrorKind::Fenced, ErrorKind::Fenced),
+            (ErrorKind::Closed, ErrorKind::Closed),
+            (ErrorKind::Indeterminate, ErrorKind::Closed),
+            (ErrorKind::Unavailable, ErrorKind::Closed),
+            (ErrorKind::Corrupt, ErrorKind::Closed),
+        ] {
+            let later = Error::new(kind, "x").after_stop("w");
+            assert_eq!(later.kind(), after, "{kind}");
+            let source = std::error::Error::source(&later).expect("cause kept");
+            let cause = source.downcast_ref::<Error>().expect("a weft error");
+            assert_eq!(cause.kind(), kind);
+        }
+        let conflict = Error::version_conflict("t", 1, 2).after_stop("w");
+        assert_eq!(conflict.detail(), None, "a changed kind drops the detail");
     }
 
     #[test]

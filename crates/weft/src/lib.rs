@@ -31,15 +31,19 @@
 //! * [`log`] — the [`Log`] service, views, typed views, subscriptions.
 //! * [`kv`] — per-view key-value storage with compare-and-set.
 //! * [`exec`] — executors that fold the log into state.
+//!
+//! The conformance suite every backend runs, and the fault-injecting and
+//! hooked object stores weft's tests use, are in the separate
+//! `weft-testkit` crate.
 
 pub mod clock;
-pub mod conformance;
 pub mod error;
 pub mod exec;
 pub mod format;
 pub mod kv;
 pub mod log;
 pub mod model;
+mod outage;
 pub mod storage;
 pub mod store;
 pub mod wal;
@@ -47,10 +51,11 @@ pub mod wal;
 pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use kv::ViewKv;
 pub use log::{
-    Codec, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedSubscription, TypedView,
+    Codec, EntryStream, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedEntries,
+    TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
-pub use storage::{DirStorage, MemoryStorage, Storage};
+pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, Tip};
 
 /// The README's code runs as a doctest, so the tour cannot rot.
 #[doc = include_str!("../../../README.md")]

@@ -3,8 +3,8 @@
 //! anywhere go here.
 
 use bytes::Bytes;
+use weft::format::replica_cursor::decode_cursor;
 use weft::format::{decode_manifest, decode_segment};
-use weft::wal::cursor::decode_cursor;
 use weft::{AppendRequest, ErrorKind, Log, LogTag, Position};
 
 fn kind<T: std::fmt::Debug>(r: weft::Result<T>) -> ErrorKind {
@@ -72,7 +72,7 @@ async fn malformed_log_calls_are_typed_errors_and_write_nothing() {
         ErrorKind::InvalidInput
     );
     assert_eq!(kind(log.trim(0).await), ErrorKind::InvalidInput);
-    assert_eq!(log.latest_seqnum(), None);
+    assert_eq!(log.latest_seqnum().await.unwrap(), None);
     log.append(AppendRequest::new(t.clone(), "x"))
         .await
         .unwrap();
@@ -110,7 +110,7 @@ async fn malformed_log_calls_are_typed_errors_and_write_nothing() {
         .await
         .unwrap();
     assert_eq!(kind(kv.increment("max", 1).await), ErrorKind::InvalidInput);
-    assert_eq!(log.latest_seqnum(), Some(0));
+    assert_eq!(log.latest_seqnum().await.unwrap(), Some(0));
 }
 
 // ---------- the bucket log, the WAL, the dir backend ----------

@@ -78,6 +78,12 @@ fn every_bit_flip_of_an_entry_frame_is_detected() {
                         Err(e @ (FrameError::Checksum { .. } | FrameError::Malformed(_))) => {
                             assert_eq!(Error::from(e).kind(), ErrorKind::Corrupt);
                         }
+                        // Only a flip of the length field can shrink it
+                        // below the fixed fields.
+                        Err(e @ FrameError::BadLength { .. }) => {
+                            assert!(i < 4, "byte {i} bit {bit}: {e}");
+                            assert_eq!(Error::from(e).kind(), ErrorKind::Corrupt);
+                        }
                         // Only a flip of the length field can make the frame
                         // claim more bytes than there are.
                         Err(FrameError::Incomplete { needed }) => {

@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
-use weft::conformance::Fixture;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position};
+use weft_testkit::conformance::Fixture;
 
 fn options() -> BucketOptions {
     BucketOptions {
@@ -34,16 +34,16 @@ async fn writer(store: Arc<dyn ObjectStore>) -> Log {
     Log::new(BucketStorage::open(store, "log", options()).await.unwrap())
 }
 
-weft::conformance_suite!(bucket_in_memory, || async {
+weft_testkit::conformance_suite!(bucket_in_memory, || async {
     Fixture::new(writer(Arc::new(InMemory::new())).await)
 });
 
-weft::conformance_suite!(bucket_seaweedfs, || async {
+weft_testkit::conformance_suite!(bucket_seaweedfs, || async {
     let (store, _) = support::s3::store("bucket_conformance");
     Fixture::new(writer(store).await)
 });
 
-weft::conformance_suite!(bucket_azurite, || async {
+weft_testkit::conformance_suite!(bucket_azurite, || async {
     let (store, _) = support::azure::store("bucket_conformance");
     Fixture::new(writer(store).await)
 });
@@ -54,7 +54,7 @@ async fn everything(log: &Log) -> Vec<LogEntry> {
 
 async fn wait_caught_up(follower: &Log, next: u64) {
     tokio::time::timeout(Duration::from_secs(30), async {
-        while follower.storage().next_seqnum() < next {
+        while follower.tip().await.unwrap().next < next {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -102,8 +102,11 @@ async fn follower_sees_the_writers_log(store: Arc<dyn ObjectStore>) {
         .await
         .unwrap_err();
     assert_eq!(fenced.kind(), ErrorKind::Fenced);
-    assert_eq!(w2.latest_seqnum(), Some(21));
-    assert_eq!(w2.next_version(&"acct:0".parse().unwrap()), 7);
+    assert_eq!(w2.latest_seqnum().await.unwrap(), Some(21));
+    assert_eq!(
+        w2.next_version(&"acct:0".parse().unwrap()).await.unwrap(),
+        7
+    );
     write_some(&w2, 20, 10).await;
     wait_caught_up(&follower, 32).await;
     let want = everything(&w2).await;
@@ -136,8 +139,11 @@ async fn follower_sees_the_writers_log(store: Arc<dyn ObjectStore>) {
     );
     assert_eq!(everything(&again).await, want);
     assert_eq!(
-        again.latest_version(&"acct:1".parse().unwrap()),
-        w2.latest_version(&"acct:1".parse().unwrap())
+        again
+            .latest_version(&"acct:1".parse().unwrap())
+            .await
+            .unwrap(),
+        w2.latest_version(&"acct:1".parse().unwrap()).await.unwrap()
     );
 }
 
@@ -177,7 +183,7 @@ async fn reopened_writer_resumes_counters_and_kv_holds_across_handles(store: Arc
     assert!(kv1.set_if_absent("owner", "a").await.unwrap());
     w1.close().await.unwrap();
     let w2 = writer(store.clone()).await;
-    assert_eq!(w2.latest_seqnum(), Some(6));
+    assert_eq!(w2.latest_seqnum().await.unwrap(), Some(6));
     let r = w2
         .append_if(AppendRequest::new("acct:0".parse().unwrap(), "x"), 3)
         .await
@@ -197,7 +203,8 @@ async fn reopened_writer_resumes_counters_and_kv_holds_across_handles(store: Arc
 /// simulation (tests/simulation.rs).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_conflict_with_an_append_in_flight_waits_for_it() {
-    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    use weft::store::RetryPolicy;
+    use weft_testkit::fault::{FaultConfig, FaultStore};
     let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
     let opts = BucketOptions {
         flush_interval: Duration::from_millis(50),
@@ -232,7 +239,7 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
     assert_eq!(err.conflict_next_version(), Some(1));
     assert_eq!(first.await.unwrap().unwrap().stream_version, 0);
     assert_eq!(
-        log.next_version(&acct),
+        log.next_version(&acct).await.unwrap(),
         1,
         "the conflict's answer is readable"
     );
@@ -259,7 +266,11 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
         first.await.unwrap().unwrap_err().kind(),
         ErrorKind::Unavailable
     );
-    assert_eq!(log.next_version(&acct), 0, "nothing was committed");
+    assert_eq!(
+        log.next_version(&acct).await.unwrap(),
+        0,
+        "nothing was committed"
+    );
 }
 
 /// Regression: opening a writer on a segment-numbered (v1/v2) WAL claimed
@@ -309,7 +320,8 @@ async fn a_segment_numbered_wal_is_refused_untouched() {
 /// Found by the bucket-log simulation.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
-    use weft::store::{FaultConfig, FaultStore, RetryPolicy};
+    use weft::store::RetryPolicy;
+    use weft_testkit::fault::{FaultConfig, FaultStore};
     let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
     let first = writer(faults.clone()).await;
     write_some(&first, 0, 6).await;
@@ -347,7 +359,7 @@ async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abandoned_append_does_not_hide_the_appends_after_it() {
-    use weft::store::{FaultConfig, FaultStore, OpFaults};
+    use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
     // Slow uploads, so the first append is still waiting when its caller
     // gives up.
     let slow = FaultStore::wrap(

@@ -17,7 +17,7 @@ use support::wal::manifest;
 use weft::clock::{Clock, ManualClock, SystemClock};
 use weft::format::decode_log_state;
 use weft::storage::bucket::{self, BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position};
+use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position, Tip};
 
 fn options() -> BucketOptions {
     BucketOptions {
@@ -54,15 +54,15 @@ fn tag(s: &str) -> LogTag {
 }
 
 async fn everything(log: &Log) -> Vec<LogEntry> {
-    log.read_log(Position::At(log.storage().first_seqnum()), usize::MAX)
+    log.read_log(Position::At(log.tip().await.unwrap().first), usize::MAX)
         .await
         .unwrap()
 }
 
-/// Waits (bounded) until `cond` holds on `log`.
-async fn until(what: &str, log: &Log, cond: impl Fn(&Log) -> bool) {
+/// Waits (bounded) until `cond` holds on `log`'s tip.
+async fn until(what: &str, log: &Log, cond: impl Fn(Tip) -> bool) {
     tokio::time::timeout(Duration::from_secs(30), async {
-        while !cond(log) {
+        while !cond(log.tip().await.unwrap()) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -72,14 +72,14 @@ async fn until(what: &str, log: &Log, cond: impl Fn(&Log) -> bool) {
 
 /// What every reader of the trimmed log must agree on.
 async fn assert_trimmed_view(log: &Log, first: u64, writer: &Log) {
-    assert_eq!(log.storage().first_seqnum(), first);
+    assert_eq!(log.tip().await.unwrap().first, first);
     let err = log.read_log(Position::At(first - 1), 10).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Trimmed);
     assert_eq!(everything(log).await, everything(writer).await);
     for t in ["gone", "acct:a", "acct:b"] {
         assert_eq!(
-            log.latest_version(&tag(t)),
-            writer.latest_version(&tag(t)),
+            log.latest_version(&tag(t)).await.unwrap(),
+            writer.latest_version(&tag(t)).await.unwrap(),
             "latest version of {t}"
         );
     }
@@ -109,12 +109,12 @@ async fn trim_is_durable_and_every_reader_honours_it(store: Arc<dyn ObjectStore>
             .unwrap();
     }
     let running = follower(&store).await;
-    assert_eq!(running.latest_seqnum(), Some(7));
+    assert_eq!(running.latest_seqnum().await.unwrap(), Some(7));
 
     // Trim through 4: inside the batch.
     w1.trim(4).await.unwrap();
-    assert_eq!(w1.storage().first_seqnum(), 5);
-    assert_eq!(w1.latest_version(&tag("gone")), Some(2));
+    assert_eq!(w1.tip().await.unwrap().first, 5);
+    assert_eq!(w1.latest_version(&tag("gone")).await.unwrap(), Some(2));
     let m = manifest(&store, "log/manifest").await;
     let snap = m.snapshot().expect("the trim stored the log state").clone();
     assert_eq!(snap.through_seq, 4);
@@ -155,10 +155,7 @@ async fn trim_is_durable_and_every_reader_honours_it(store: Arc<dyn ObjectStore>
     );
 
     // The running follower drops the trimmed entries after its next poll.
-    until("the running follower trimmed", &running, |l| {
-        l.storage().first_seqnum() == 5
-    })
-    .await;
+    until("the running follower trimmed", &running, |t| t.first == 5).await;
     assert_trimmed_view(&running, 5, &w1).await;
 
     // A follower that starts now restores the state and agrees.
@@ -187,21 +184,15 @@ async fn trim_is_durable_and_every_reader_honours_it(store: Arc<dyn ObjectStore>
         .unwrap_err();
     assert_eq!(conflict.kind(), ErrorKind::Conflict);
     for f in [&running, &fresh] {
-        until("followers saw the new writer", f, |l| {
-            l.latest_seqnum() == Some(9)
-        })
-        .await;
+        until("followers saw the new writer", f, |t| t.last() == Some(9)).await;
         assert_eq!(everything(f).await, everything(&w2).await);
-        assert_eq!(f.latest_version(&tag("gone")), Some(3));
+        assert_eq!(f.latest_version(&tag("gone")).await.unwrap(), Some(3));
     }
 
     // A second trim, past the whole first batch, through the new writer.
     w2.trim(7).await.unwrap();
     for f in [&running, &fresh] {
-        until("followers took the second trim", f, |l| {
-            l.storage().first_seqnum() == 8
-        })
-        .await;
+        until("followers took the second trim", f, |t| t.first == 8).await;
         assert_eq!(everything(f).await, everything(&w2).await);
     }
 
@@ -229,25 +220,31 @@ async fn trim_is_durable_and_every_reader_honours_it(store: Arc<dyn ObjectStore>
             .all(|e| !gone.contains(&e.location.as_str()))
     );
     let after_gc = follower(&store).await;
-    assert_eq!(after_gc.storage().first_seqnum(), 8);
+    assert_eq!(after_gc.tip().await.unwrap().first, 8);
     assert_eq!(everything(&after_gc).await, everything(&w2).await);
-    assert_eq!(after_gc.latest_version(&tag("gone")), Some(3));
-    assert_eq!(after_gc.latest_version(&tag("acct:a")), Some(3));
+    assert_eq!(
+        after_gc.latest_version(&tag("gone")).await.unwrap(),
+        Some(3)
+    );
+    assert_eq!(
+        after_gc.latest_version(&tag("acct:a")).await.unwrap(),
+        Some(3)
+    );
     w2.append(AppendRequest::new(tag("acct:a"), "a4"))
         .await
         .unwrap();
-    until("the running follower goes on after GC", &running, |l| {
-        l.latest_seqnum() == Some(10)
+    until("the running follower goes on after GC", &running, |t| {
+        t.last() == Some(10)
     })
     .await;
     assert_eq!(everything(&running).await, everything(&w2).await);
     for f in [running, fresh, after_gc] {
-        assert_eq!(f.storage().first_seqnum(), 8);
+        assert_eq!(f.tip().await.unwrap().first, 8);
         f.close().await.unwrap();
     }
     let w3 = writer(&store).await;
     assert_eq!(everything(&w3).await, everything(&w2).await);
-    assert_eq!(w3.next_version(&tag("gone")), 4);
+    assert_eq!(w3.next_version(&tag("gone")).await.unwrap(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,20 +268,17 @@ async fn trimming_everything_leaves_a_log_that_goes_on() {
             .unwrap();
     }
     w1.trim(3).await.unwrap();
-    assert_eq!(w1.latest_seqnum(), None);
-    assert_eq!(w1.latest_version(&tag("t")), Some(3));
+    assert_eq!(w1.latest_seqnum().await.unwrap(), None);
+    assert_eq!(w1.latest_version(&tag("t")).await.unwrap(), Some(3));
     let f = follower(&store).await;
-    assert_eq!(f.storage().first_seqnum(), 4);
-    assert_eq!(f.storage().next_seqnum(), 4);
-    assert_eq!(f.latest_version(&tag("t")), Some(3));
+    assert_eq!(f.tip().await.unwrap().first, 4);
+    assert_eq!(f.tip().await.unwrap().next, 4);
+    assert_eq!(f.latest_version(&tag("t")).await.unwrap(), Some(3));
     w1.close().await.unwrap();
     let w2 = writer(&store).await;
     let r = w2.append(AppendRequest::new(tag("t"), "4")).await.unwrap();
     assert_eq!((r.seqnum, r.stream_version), (4, 4));
-    until("the follower saw entry 4", &f, |l| {
-        l.latest_seqnum() == Some(4)
-    })
-    .await;
+    until("the follower saw entry 4", &f, |t| t.last() == Some(4)).await;
     assert_eq!(everything(&f).await, everything(&w2).await);
 }
 
@@ -346,8 +340,8 @@ async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
         .unwrap();
     assert_eq!((r.seqnum, r.stream_version), (4, 3));
     let f = follower(&store).await;
-    assert_eq!(f.storage().first_seqnum(), 3);
-    assert_eq!(f.latest_version(&tag("gone")), Some(3));
+    assert_eq!(f.tip().await.unwrap().first, 3);
+    assert_eq!(f.latest_version(&tag("gone")).await.unwrap(), Some(3));
     assert_eq!(
         everything(&f).await,
         w.read_log(Position::At(3), 10).await.unwrap()
@@ -363,9 +357,9 @@ async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
     // The writer's own next trim works on top of the tool's.
     w.trim(3).await.unwrap();
     let reopened = writer(&store).await;
-    assert_eq!(reopened.storage().first_seqnum(), 4);
-    assert_eq!(reopened.next_version(&tag("gone")), 4);
-    assert_eq!(reopened.next_version(&tag("t")), 1);
+    assert_eq!(reopened.tip().await.unwrap().first, 4);
+    assert_eq!(reopened.next_version(&tag("gone")).await.unwrap(), 4);
+    assert_eq!(reopened.next_version(&tag("t")).await.unwrap(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,10 +382,10 @@ async fn a_log_truncated_without_a_log_state_starts_at_its_first_live_entry() {
     p.close().await.unwrap();
     assert!(manifest(&store, "log/manifest").await.snapshot().is_none());
     let f = follower(&store).await;
-    assert_eq!(f.storage().first_seqnum(), 2);
-    assert_eq!(f.latest_version(&tag("t")), Some(3));
+    assert_eq!(f.tip().await.unwrap().first, 2);
+    assert_eq!(f.latest_version(&tag("t")).await.unwrap(), Some(3));
     let w2 = writer(&store).await;
-    assert_eq!(w2.storage().first_seqnum(), 2);
+    assert_eq!(w2.tip().await.unwrap().first, 2);
     assert_eq!(everything(&w2).await, everything(&f).await);
     let r = w2.append(AppendRequest::new(tag("t"), "4")).await.unwrap();
     assert_eq!((r.seqnum, r.stream_version), (4, 4));

@@ -1,6 +1,6 @@
 //! The conformance suite on the memory backend.
 
 use weft::Log;
-use weft::conformance::Fixture;
+use weft_testkit::conformance::Fixture;
 
-weft::conformance_suite!(memory, || async { Fixture::new(Log::memory()) });
+weft_testkit::conformance_suite!(memory, || async { Fixture::new(Log::memory()) });

@@ -26,10 +26,10 @@ async fn appends_get_dense_seqnums_and_versions() {
         assert_eq!(r.seqnum, i);
         expect.push((t.clone(), r.stream_version));
     }
-    assert_eq!(log.latest_version(&a), Some(5));
-    assert_eq!(log.latest_version(&b), Some(3));
-    assert_eq!(log.latest_version(&tag("never")), None);
-    assert_eq!(log.storage().next_seqnum(), 10);
+    assert_eq!(log.latest_version(&a).await.unwrap(), Some(5));
+    assert_eq!(log.latest_version(&b).await.unwrap(), Some(3));
+    assert_eq!(log.latest_version(&tag("never")).await.unwrap(), None);
+    assert_eq!(log.tip().await.unwrap().next, 10);
     let all = log.read_log(Position::Beginning, 100).await.unwrap();
     assert_eq!(all.len(), 10);
     for (i, e) in all.iter().enumerate() {
@@ -133,8 +133,8 @@ async fn conditional_appends_check_versions_and_write_nothing_on_conflict() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict);
-    assert_eq!(log.storage().next_seqnum(), 2);
-    assert_eq!(log.latest_version(&u), None);
+    assert_eq!(log.tip().await.unwrap().next, 2);
+    assert_eq!(log.latest_version(&u).await.unwrap(), None);
 
     // Expectations see the batch's own earlier entries.
     let rs = log
@@ -240,7 +240,7 @@ async fn trim_drops_entries_and_whole_segments() {
         after < before,
         "segments wholly below the trim point go ({before} -> {after})"
     );
-    assert_eq!(log.storage().first_seqnum(), 200);
+    assert_eq!(log.tip().await.unwrap().first, 200);
     let err = log.read_log(Position::At(150), 10).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Trimmed);
     let err = log.storage().read_versions(&t, 10, 10).await.unwrap_err();
@@ -248,10 +248,10 @@ async fn trim_drops_entries_and_whole_segments() {
     let first = log.read_log(Position::Beginning, 1).await.unwrap();
     assert_eq!(first[0].seqnum, 200);
     assert_eq!(&first[0].data[..], &payload(200)[..]);
-    assert_eq!(log.latest_version(&t), Some(299));
+    assert_eq!(log.latest_version(&t).await.unwrap(), Some(299));
     // Trimming below the trim point again is a no-op; past the end is an error.
     log.trim(10).await.unwrap();
-    assert_eq!(log.storage().first_seqnum(), 200);
+    assert_eq!(log.tip().await.unwrap().first, 200);
     let err = log.trim(300).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     // Trimming everything keeps numbering.
@@ -326,7 +326,7 @@ async fn the_feed_only_carries_committed_entries_in_order() {
         }
     }
     // Each published batch was readable by then.
-    assert_eq!(storage.next_seqnum(), 100);
+    assert_eq!(storage.tip().await.unwrap().next, 100);
 }
 
 #[tokio::test]
@@ -384,7 +384,7 @@ async fn invalid_appends_are_rejected_and_write_nothing() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert_eq!(storage.next_seqnum(), 0);
+    assert_eq!(storage.tip().await.unwrap().next, 0);
     assert_eq!(storage.stats().bytes_written, 0);
 }
 
@@ -453,7 +453,7 @@ async fn a_failed_sync_stops_all_writes() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Indeterminate);
     // The failed group never became visible.
-    assert_eq!(storage.next_seqnum(), 1);
+    assert_eq!(storage.tip().await.unwrap().next, 1);
     for _ in 0..3 {
         let err = log
             .append(AppendRequest::new(tag("t"), "third"))

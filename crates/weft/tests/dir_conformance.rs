@@ -2,10 +2,10 @@
 //! really fsynced log directory.
 
 use weft::Log;
-use weft::conformance::Fixture;
 use weft::storage::dir::DirStorage;
+use weft_testkit::conformance::Fixture;
 
-weft::conformance_suite!(dir, || async {
+weft_testkit::conformance_suite!(dir, || async {
     let tmp = tempfile::tempdir().expect("tempdir");
     let storage = DirStorage::open(tmp.path())
         .await

@@ -264,7 +264,7 @@ async fn verify(dir: &Path, acked: &BTreeMap<u64, Acked>, round: u64) -> u64 {
     }
     assert_eq!(
         all.len() as u64,
-        storage.next_seqnum(),
+        storage.tip().await.unwrap().next,
         "round {round}: read all"
     );
     // Dense seqnums; every entry whole and regenerable; batches whole;

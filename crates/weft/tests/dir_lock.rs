@@ -24,7 +24,7 @@ async fn drop_releases_the_lock() {
     let tmp = tempfile::tempdir().unwrap();
     for round in 0..5u64 {
         let storage = DirStorage::open(tmp.path()).await.unwrap();
-        assert_eq!(storage.next_seqnum(), round);
+        assert_eq!(storage.tip().await.unwrap().next, round);
         let log = Log::new(storage);
         log.append(AppendRequest::new(tag("t"), "x")).await.unwrap();
         drop(log);
@@ -55,7 +55,7 @@ async fn a_leftover_lock_file_does_not_block() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("LOCK"), b"pid 12345 was here").unwrap();
     let storage = DirStorage::open(tmp.path()).await.unwrap();
-    assert_eq!(storage.next_seqnum(), 0);
+    assert_eq!(storage.tip().await.unwrap().next, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

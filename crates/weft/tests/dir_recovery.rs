@@ -55,7 +55,7 @@ async fn assert_holds(dir: &Path, n: u64) -> DirStorage {
         assert_eq!(e.stream_version, i as u64 / 2);
         assert_eq!(&e.data[..], &data[..]);
     }
-    assert_eq!(storage.next_seqnum(), n);
+    assert_eq!(storage.tip().await.unwrap().next, n);
     storage
 }
 
@@ -365,7 +365,7 @@ async fn the_trim_file_is_checked_and_temporaries_are_removed() {
     let (_s, log) = open_with(copy.path(), small_segments()).await;
     assert!(!copy.path().join("trim.tmp").exists());
     assert!(!copy.path().join("kv").join("0123.kv.tmp").exists());
-    assert_eq!(log.storage().first_seqnum(), 21);
+    assert_eq!(log.tip().await.unwrap().first, 21);
 }
 
 #[tokio::test]

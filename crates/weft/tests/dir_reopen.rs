@@ -52,13 +52,18 @@ async fn counters_tags_versions_and_data_survive_reopen() {
         before,
         "entries differ after reopen"
     );
-    assert_eq!(log.storage().next_seqnum(), 132);
+    assert_eq!(log.tip().await.unwrap().next, 132);
     for k in 0..4 {
-        assert_eq!(log.latest_version(&tag(&format!("stream:{k}"))), Some(29));
+        assert_eq!(
+            log.latest_version(&tag(&format!("stream:{k}")))
+                .await
+                .unwrap(),
+            Some(29)
+        );
     }
-    assert_eq!(log.latest_version(&tag("batch")), Some(11));
+    assert_eq!(log.latest_version(&tag("batch")).await.unwrap(), Some(11));
     assert_eq!(
-        log.latest_version(&tag("all")),
+        log.latest_version(&tag("all")).await.unwrap(),
         None,
         "secondary-only tags have no version"
     );
@@ -85,9 +90,10 @@ async fn reopen_of_an_empty_or_fresh_directory() {
         let (s, _log) = open(&nested).await;
         s.close().await.unwrap();
     }
-    assert!(nested.join("LOCK").exists());
+    // Opening made the directory a log: its KV directory is there.
+    assert!(nested.join("kv").is_dir());
     let (s, log) = open(&nested).await;
-    assert_eq!(s.next_seqnum(), 0);
+    assert_eq!(s.tip().await.unwrap().next, 0);
     assert!(everything(&log).await.is_empty());
     let r = log.append(AppendRequest::new(tag("t"), "x")).await.unwrap();
     assert_eq!(r.seqnum, 0);
@@ -113,8 +119,8 @@ async fn trim_point_and_trimmed_versions_survive_reopen() {
         log.storage().close().await.unwrap();
     }
     let (_s, log) = open_with(tmp.path(), small_segments()).await;
-    assert_eq!(log.storage().first_seqnum(), 150);
-    assert_eq!(log.storage().next_seqnum(), 200);
+    assert_eq!(log.tip().await.unwrap().first, 150);
+    assert_eq!(log.tip().await.unwrap().next, 200);
     assert_eq!(
         log.read_log(Position::At(149), 1).await.unwrap_err().kind(),
         ErrorKind::Trimmed
@@ -123,7 +129,7 @@ async fn trim_point_and_trimmed_versions_survive_reopen() {
     assert_eq!((first[0].seqnum, first[0].stream_version), (150, 50));
     assert_eq!(&first[0].data[..], &payload(150)[..]);
     // A stream trimmed away entirely keeps its numbering.
-    assert_eq!(log.latest_version(&gone), Some(99));
+    assert_eq!(log.latest_version(&gone).await.unwrap(), Some(99));
     assert!(log.read_all(&gone).await.unwrap().is_empty());
     assert_eq!(
         log.storage()
@@ -171,8 +177,8 @@ async fn trim_of_everything_then_reopen_continues_numbering() {
         log.storage().close().await.unwrap();
     }
     let (_s, log) = open_with(tmp.path(), small_segments()).await;
-    assert_eq!(log.storage().first_seqnum(), 80);
-    assert_eq!(log.storage().next_seqnum(), 80);
+    assert_eq!(log.tip().await.unwrap().first, 80);
+    assert_eq!(log.tip().await.unwrap().next, 80);
     assert!(everything(&log).await.is_empty());
     let r = log.append(AppendRequest::new(tag("t"), "x")).await.unwrap();
     assert_eq!((r.seqnum, r.stream_version), (80, 80));
@@ -200,9 +206,9 @@ async fn an_interrupted_trim_is_finished_on_open() {
     let before = segments(copy.path()).len();
     let (_s, log) = open_with(copy.path(), small_segments()).await;
     assert!(segments(copy.path()).len() < before);
-    assert_eq!(log.storage().first_seqnum(), 151);
+    assert_eq!(log.tip().await.unwrap().first, 151);
     assert_eq!(everything(&log).await.len(), 49);
-    assert_eq!(log.latest_version(&tag("t")), Some(199));
+    assert_eq!(log.latest_version(&tag("t")).await.unwrap(), Some(199));
 }
 
 #[tokio::test]
@@ -215,7 +221,7 @@ async fn many_reopens_keep_appending_densely() {
             ..DirOptions::default()
         };
         let (storage, log) = open_with(tmp.path(), options).await;
-        assert_eq!(storage.next_seqnum(), expected);
+        assert_eq!(storage.tip().await.unwrap().next, expected);
         for _ in 0..15 {
             let r = log
                 .append_if(AppendRequest::new(tag("t"), payload(expected)), expected)

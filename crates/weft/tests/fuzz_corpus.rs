@@ -67,6 +67,24 @@ fn cursor_decode_target_over_its_corpus() {
     run("cursor_decode", fuzz_bodies::cursor_decode);
 }
 
+#[test]
+fn dir_segment_header_decode_target_over_its_corpus() {
+    run(
+        "dir_segment_header_decode",
+        fuzz_bodies::dir_segment_header_decode,
+    );
+}
+
+#[test]
+fn trim_point_decode_target_over_its_corpus() {
+    run("trim_point_decode", fuzz_bodies::trim_point_decode);
+}
+
+#[test]
+fn kv_bucket_decode_target_over_its_corpus() {
+    run("kv_bucket_decode", fuzz_bodies::kv_bucket_decode);
+}
+
 // ---------- seed inputs generated in code ----------
 //
 // The frame and cursor corpora start from these inputs, so a change to
@@ -75,8 +93,8 @@ fn cursor_decode_target_over_its_corpus() {
 
 use weft::LogEntry;
 use weft::format::frame;
+use weft::format::replica_cursor::encode_cursor;
 use weft::wal::Cursor;
-use weft::wal::cursor::encode_cursor;
 
 fn frame_of(seqnum: u64, tags: &[&str], data: &[u8], offset: u32, end: bool) -> Vec<u8> {
     let e = LogEntry {
@@ -179,6 +197,109 @@ fn cursor_seeds() -> Vec<(&'static str, Vec<u8>)> {
 /// Named corpus inputs.
 type Seeds = Vec<(&'static str, Vec<u8>)>;
 
+/// Flips one bit of `bytes` at byte `at`.
+fn flipped(mut bytes: Vec<u8>, at: usize) -> Vec<u8> {
+    bytes[at] ^= 0x10;
+    bytes
+}
+
+/// Recomputes a trailing CRC-32C over everything before it.
+fn reseal_trailing_crc(mut b: Vec<u8>) -> Vec<u8> {
+    let n = b.len() - 4;
+    let crc = crc32c::crc32c(&b[..n]);
+    b[n..].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn dir_header_seeds() -> Seeds {
+    use weft::format::dir_segment::SegmentHeader;
+    let durable = SegmentHeader {
+        first_seqnum: 0,
+        relaxed: false,
+    }
+    .encode();
+    let relaxed = SegmentHeader {
+        first_seqnum: 175,
+        relaxed: true,
+    }
+    .encode();
+    let mut reserved = durable.clone();
+    reserved[5] |= 0x80;
+    let mut version = durable.clone();
+    version[4] = 2;
+    let mut with_frame = relaxed.clone();
+    with_frame.extend(frame_of(175, &["a"], b"x", 0, true));
+    vec![
+        ("dir_header_durable.bin", durable.clone()),
+        ("dir_header_relaxed.bin", relaxed.clone()),
+        ("dir_header_then_frame.bin", with_frame),
+        ("bad_dir_header_short.bin", durable[..19].to_vec()),
+        ("bad_dir_header_flipped.bin", flipped(durable.clone(), 9)),
+        ("bad_dir_header_reserved.bin", reseal_trailing_crc(reserved)),
+        ("bad_dir_header_version.bin", reseal_trailing_crc(version)),
+        ("bad_dir_header_zeros.bin", vec![0; 20]),
+    ]
+}
+
+fn trim_point_seeds() -> Seeds {
+    use weft::format::trim_point::TrimPoint;
+    let empty = TrimPoint {
+        through: 0,
+        next_versions: vec![],
+    }
+    .encode();
+    let streams = TrimPoint {
+        through: 174,
+        next_versions: vec![
+            ("orders".parse().unwrap(), 90),
+            ("orders:o-1".parse().unwrap(), 3),
+        ],
+    }
+    .encode();
+    let mut count = streams.clone();
+    count[16] = 0xff;
+    vec![
+        ("trim_empty.bin", empty),
+        ("trim_streams.bin", streams.clone()),
+        ("bad_trim_flipped.bin", flipped(streams.clone(), 12)),
+        (
+            "bad_trim_truncated.bin",
+            streams[..streams.len() - 1].to_vec(),
+        ),
+        ("bad_trim_count.bin", reseal_trailing_crc(count)),
+        ("bad_trim_zeros.bin", vec![0; 24]),
+    ]
+}
+
+fn kv_bucket_seeds() -> Seeds {
+    use weft::format::kv_bucket::encode_kv_bucket;
+    let one = encode_kv_bucket(&vec![(
+        "view".parse().unwrap(),
+        "owner".into(),
+        bytes::Bytes::from_static(b"node-a"),
+    )]);
+    let two = encode_kv_bucket(&vec![
+        (
+            "a:b".parse().unwrap(),
+            "k".into(),
+            bytes::Bytes::from_static(b"v"),
+        ),
+        (
+            "c".parse().unwrap(),
+            "empty value".into(),
+            bytes::Bytes::new(),
+        ),
+    ]);
+    vec![
+        ("kv_empty.bin", encode_kv_bucket(&vec![])),
+        ("kv_one.bin", one.clone()),
+        ("kv_two.bin", two.clone()),
+        ("bad_kv_flipped.bin", flipped(two.clone(), 20)),
+        ("bad_kv_truncated.bin", one[..one.len() - 3].to_vec()),
+        ("bad_kv_zeros.bin", vec![0; 16]),
+    ]
+}
+
 /// Objects shaped like a bucket log's: a v4 manifest with metadata and a
 /// snapshot pointer, and segments whose records are entry frames.
 fn bucket_log_seeds() -> (Seeds, Seeds) {
@@ -241,6 +362,9 @@ fn generated_seed_inputs_are_in_the_corpus() {
     for (target, seeds) in [
         ("frame_decode", frame_seeds()),
         ("cursor_decode", cursor_seeds()),
+        ("dir_segment_header_decode", dir_header_seeds()),
+        ("trim_point_decode", trim_point_seeds()),
+        ("kv_bucket_decode", kv_bucket_seeds()),
         ("manifest_decode", manifests),
         ("segment_decode", segments),
     ] {

@@ -17,11 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{FutureExt, TryStreamExt};
+use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload};
-use support::hook::{HookStore, Op};
 use support::wal::manifest;
 use weft::clock::{Clock, ManualClock, SystemClock};
 use weft::store::RetryPolicy;
@@ -31,6 +30,7 @@ use weft::wal::{
     ProducerBuilder, Record, Replica, SnapshotWriter,
 };
 use weft::{ErrorKind, Result};
+use weft_testkit::hooked::{Before, HookedStore, Op, before};
 
 const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";
@@ -313,11 +313,12 @@ async fn log_with_a_late_commit(store: &Arc<dyn ObjectStore>) -> (String, Manife
 #[tokio::test]
 async fn a_commit_that_lands_during_the_pass_is_respected() {
     // Landing between the listing and the decision.
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let (old, committed) = log_with_a_late_commit(&store).await;
     let bytes = committed.to_bytes().unwrap();
-    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+    hooked.add(before(move |call, inner| {
+        let (op, path) = (call.op, call.path);
         let bytes = bytes.clone();
         async move {
             if op == Op::List && path.as_ref() == SEGMENTS {
@@ -326,22 +327,23 @@ async fn a_commit_that_lands_during_the_pass_is_respected() {
                     .await
                     .unwrap();
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let report = gc(&store, later(2 * HOUR)).run().await.unwrap();
     assert!(report.deleted.is_empty(), "{report:?}");
     assert!(list(&store, SEGMENTS).await.contains(&old));
 
     // Landing after the decision, just before the deletes: the third read
     // of the manifest sees it.
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let (old, committed) = log_with_a_late_commit(&store).await;
     let bytes = committed.to_bytes().unwrap();
     let manifest_reads = Arc::new(AtomicUsize::new(0));
     let reads = manifest_reads.clone();
-    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+    hooked.add(before(move |call, inner| {
+        let (op, path) = (call.op, call.path);
         let bytes = bytes.clone();
         let n = if op == Op::Get && path.as_ref() == MANIFEST {
             reads.fetch_add(1, Ordering::SeqCst) + 1
@@ -355,9 +357,9 @@ async fn a_commit_that_lands_during_the_pass_is_respected() {
                     .await
                     .unwrap();
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let dry = gc(&store, later(2 * HOUR))
         .dry_run(true)
         .run()
@@ -376,7 +378,7 @@ async fn a_commit_that_lands_during_the_pass_is_respected() {
 
 #[tokio::test]
 async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let p = builder(store.clone()).open().await.unwrap();
     for t in ["a", "b", "c"] {
@@ -391,7 +393,8 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let target = first_segment.clone();
     let done_rx = Arc::new(std::sync::Mutex::new(done_rx));
-    hooked.set(Some(Arc::new(move |op, path: Path, inner| {
+    hooked.add(before(move |call, inner| {
+        let (op, path) = (call.op, call.path);
         let hit = op == Op::Get && path.as_ref() == target;
         let tx = tx.clone();
         let done_rx = done_rx.clone();
@@ -410,9 +413,9 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
                 .expect("the test truncated in time");
                 let _ = inner;
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let (seen, applier) = collecting();
     let mut replica = Replica::builder(store.clone(), MANIFEST, applier)
         .with_prefetch(1)
@@ -433,7 +436,7 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
     let err = result.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Trimmed, "{err}");
     assert!(texts(&seen).is_empty());
-    hooked.set(None);
+    hooked.clear();
 
     // A segment the manifest still lists but the store lost: corrupt.
     let second = manifest(&store, MANIFEST).await.entries()[0]
@@ -448,7 +451,7 @@ async fn a_replica_that_loses_a_segment_to_gc_mid_poll_reports_trimmed() {
 
 #[tokio::test]
 async fn a_replica_bootstrapping_from_a_collected_snapshot_follows_the_new_one() {
-    let hooked = HookStore::new(Arc::new(InMemory::new()));
+    let hooked = Arc::new(HookedStore::new(Arc::new(InMemory::new())));
     let store: Arc<dyn ObjectStore> = hooked.clone();
     let p = builder(store.clone()).open().await.unwrap();
     for t in ["a", "b", "c"] {
@@ -464,7 +467,8 @@ async fn a_replica_bootstrapping_from_a_collected_snapshot_follows_the_new_one()
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let done_rx = Arc::new(std::sync::Mutex::new(done_rx));
-    hooked.set(Some(Arc::new(move |op, path: Path, _inner| {
+    hooked.add(before(move |call, _inner| {
+        let (op, path) = (call.op, call.path);
         let hit =
             op == Op::Get && path.as_ref() == target && once.fetch_add(1, Ordering::SeqCst) == 0;
         let tx = tx.clone();
@@ -482,9 +486,9 @@ async fn a_replica_bootstrapping_from_a_collected_snapshot_follows_the_new_one()
                 .unwrap()
                 .expect("the test replaced the snapshot in time");
             }
+            Before::Proceed
         }
-        .boxed()
-    })));
+    }));
     let mut replica = Replica::builder(store.clone(), MANIFEST, Joined(Vec::new())).build();
     let poll = tokio::spawn(async move {
         let r = replica.poll().await;

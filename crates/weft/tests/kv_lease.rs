@@ -154,7 +154,7 @@ async fn lease_takeover_still_fences_the_old_holders_append() {
         .await
         .unwrap()
         .unwrap();
-    let a_saw = log.next_version(&tag);
+    let a_saw = log.next_version(&tag).await.unwrap();
     log.append_if(AppendRequest::new(tag.clone(), "a-1"), a_saw)
         .await
         .unwrap();
@@ -166,7 +166,7 @@ async fn lease_takeover_still_fences_the_old_holders_append() {
         .await
         .unwrap()
         .unwrap();
-    let b_saw = log.next_version(&tag);
+    let b_saw = log.next_version(&tag).await.unwrap();
     assert_eq!(b_saw, a_saw);
     log.append_if(AppendRequest::new(tag.clone(), "b-1"), b_saw)
         .await
@@ -267,7 +267,9 @@ async fn fenced_writer_with_lease_fences_at_the_current_version() {
     .await
     .unwrap()
     .unwrap();
-    let mut w = FencedWriter::with_lease(stream.clone(), lease);
+    let mut w = FencedWriter::with_lease(stream.clone(), lease)
+        .await
+        .unwrap();
     assert_eq!(w.next_version(), 2);
     assert!(w.catch_up().await.unwrap().is_empty());
     w.append("mine").await.unwrap();

@@ -5,9 +5,9 @@
 mod pg_support;
 
 use weft::Log;
-use weft::conformance::Fixture;
+use weft_testkit::conformance::Fixture;
 
-weft::conformance_suite!(postgres, || async {
+weft_testkit::conformance_suite!(postgres, || async {
     let location = pg_support::fresh_location("conf");
     Fixture::new(Log::new(pg_support::open(&location).await))
 });

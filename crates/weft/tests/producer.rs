@@ -5,28 +5,36 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{ObjectStore, PutPayload};
 use support::wal::{batch, manifest, records};
 use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::{Compression, ManifestVersion, decode_segment};
-use weft::store::{FaultConfig, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::{Producer, ProducerBuilder};
+use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
+use weft_testkit::hooked::{After, Before, HookedStore, Op, after, before};
 
 const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";
 
 fn memory() -> Arc<dyn ObjectStore> {
     Arc::new(InMemory::new())
+}
+
+/// What a client reports when a request got no answer in time.
+fn timed_out() -> object_store::Error {
+    object_store::Error::Generic {
+        store: "test",
+        source: Box::new(object_store::client::HttpError::new(
+            object_store::client::HttpErrorKind::Timeout,
+            std::io::Error::other("no answer"),
+        )),
+    }
 }
 
 fn fast_retries() -> RetryPolicy {
@@ -430,64 +438,6 @@ async fn a_failed_upload_commits_the_prefix_then_halts() {
     assert!(m.entries()[1].location.ends_with("0000000000000001"));
 }
 
-/// Records the order in which segment puts complete.
-#[derive(Debug)]
-struct CompletionOrder {
-    inner: Arc<dyn ObjectStore>,
-    done: Mutex<Vec<String>>,
-}
-
-impl std::fmt::Display for CompletionOrder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CompletionOrder({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for CompletionOrder {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let r = self.inner.put_opts(location, payload, opts).await;
-        if location.as_ref().starts_with(SEGMENTS) {
-            self.done.lock().unwrap().push(location.to_string());
-        }
-        r
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    async fn delete(&self, location: &Path) -> object_store::Result<()> {
-        self.inner.delete(location).await
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy(from, to).await
-    }
-    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy_if_not_exists(from, to).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn out_of_order_uploads_still_commit_in_order() {
     let inner = memory();
@@ -504,10 +454,17 @@ async fn out_of_order_uploads_still_commit_in_order() {
             ..FaultConfig::default()
         },
     );
-    let order = Arc::new(CompletionOrder {
-        inner: faults,
-        done: Mutex::new(Vec::new()),
-    });
+    // Records the order in which segment puts complete.
+    let completed = Arc::new(Mutex::new(Vec::new()));
+    let seen = completed.clone();
+    let order = Arc::new(
+        HookedStore::new(faults).with_hook(after(move |call, _ok, _inner| {
+            if call.op == Op::Put && call.path.as_ref().starts_with(SEGMENTS) {
+                seen.lock().unwrap().push(call.path.to_string());
+            }
+            async { After::Keep }
+        })),
+    );
     let p = builder(order.clone())
         .with_segment_max_bytes(1)
         .with_upload_concurrency(8)
@@ -526,23 +483,13 @@ async fn out_of_order_uploads_still_commit_in_order() {
     p.close().await.unwrap();
     assert_eq!(seqs, (0..8).map(|i| i * 2).collect::<Vec<u64>>());
 
-    let done = order.done.lock().unwrap().clone();
+    let done = completed.lock().unwrap().clone();
     let mut sorted = done.clone();
     sorted.sort();
     assert_ne!(done, sorted, "uploads completed out of order");
     let m = manifest(&inner, MANIFEST).await;
     let committed: Vec<String> = m.entries().iter().map(|e| e.location.clone()).collect();
     assert_eq!(committed, sorted, "committed in ordinal order");
-}
-
-/// A bucket that does not exist: every request answers 404.
-#[derive(Debug)]
-struct MissingBucket;
-
-impl std::fmt::Display for MissingBucket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MissingBucket")
-    }
 }
 
 fn no_bucket(path: &Path) -> object_store::Error {
@@ -552,48 +499,20 @@ fn no_bucket(path: &Path) -> object_store::Error {
     }
 }
 
-#[async_trait]
-impl ObjectStore for MissingBucket {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        _: PutPayload,
-        _: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        Err(no_bucket(location))
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        _: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        Err(no_bucket(location))
-    }
-    async fn get_opts(&self, location: &Path, _: GetOptions) -> object_store::Result<GetResult> {
-        Err(no_bucket(location))
-    }
-    async fn delete(&self, location: &Path) -> object_store::Result<()> {
-        Err(no_bucket(location))
-    }
-    fn list(&self, _: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        futures::stream::once(async { Err(no_bucket(&Path::default())) }).boxed()
-    }
-    async fn list_with_delimiter(&self, _: Option<&Path>) -> object_store::Result<ListResult> {
-        Err(no_bucket(&Path::default()))
-    }
-    async fn copy(&self, _: &Path, to: &Path) -> object_store::Result<()> {
-        Err(no_bucket(to))
-    }
-    async fn copy_if_not_exists(&self, _: &Path, to: &Path) -> object_store::Result<()> {
-        Err(no_bucket(to))
-    }
+/// A bucket that does not exist: every request answers 404.
+fn missing_bucket() -> Arc<dyn ObjectStore> {
+    Arc::new(
+        HookedStore::new(memory()).with_hook(before(|call, _inner| async move {
+            Before::Answer(no_bucket(&call.path))
+        })),
+    )
 }
 
 #[tokio::test]
 async fn a_missing_bucket_is_not_found_at_open() {
     // SeaweedFS creates buckets on demand, so this is tested on a wrapper
     // that answers like S3 does for a bucket that does not exist.
-    let err = builder(Arc::new(MissingBucket)).open().await.unwrap_err();
+    let err = builder(missing_bucket()).open().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
 }
 
@@ -626,7 +545,7 @@ async fn a_corrupt_manifest_is_reported_at_open() {
 
 /// One faulty run on a paused clock: the manifest bytes it leaves and the
 /// faults it met.
-async fn faulty_run(seed: u64) -> (Bytes, weft::store::FaultStats) {
+async fn faulty_run(seed: u64) -> (Bytes, weft_testkit::fault::FaultStats) {
     let inner = memory();
     let faults = FaultStore::wrap(
         inner.clone(),
@@ -729,75 +648,6 @@ async fn an_upstream_v1_manifest_is_continued_in_its_own_layout_or_upgraded() {
     assert_eq!(m.entries()[3].count, Some(2));
 }
 
-/// Lets the next manifest put land, then keeps its caller waiting and
-/// reports a timeout: the "hears nothing" ambiguity, on one chosen request.
-#[derive(Debug)]
-struct HangNextManifestPut {
-    inner: Arc<dyn ObjectStore>,
-    armed: std::sync::atomic::AtomicBool,
-    hang: Duration,
-}
-
-impl std::fmt::Display for HangNextManifestPut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HangNextManifestPut({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for HangNextManifestPut {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        use std::sync::atomic::Ordering;
-        let hang = location.as_ref() == MANIFEST && self.armed.swap(false, Ordering::SeqCst);
-        let r = self.inner.put_opts(location, payload, opts).await;
-        if !hang {
-            return r;
-        }
-        tokio::time::sleep(self.hang).await;
-        Err(object_store::Error::Generic {
-            store: "test",
-            source: Box::new(object_store::client::HttpError::new(
-                object_store::client::HttpErrorKind::Timeout,
-                std::io::Error::other("no answer"),
-            )),
-        })
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    async fn delete(&self, location: &Path) -> object_store::Result<()> {
-        self.inner.delete(location).await
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy(from, to).await
-    }
-    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy_if_not_exists(from, to).await
-    }
-}
-
 /// Regression: a commit whose CAS landed but went unanswered, followed by a
 /// newer writer's claim, was reported `Fenced` ("not committed") although
 /// the batch is in the log the newer writer continues. Found by the
@@ -806,13 +656,26 @@ impl ObjectStore for HangNextManifestPut {
 async fn a_commit_that_landed_before_the_fence_is_acknowledged() {
     use std::sync::atomic::Ordering;
     let inner = memory();
-    let hanging = Arc::new(HangNextManifestPut {
-        inner: inner.clone(),
-        armed: false.into(),
-        hang: Duration::from_secs(30),
-    });
+    // Lets the next manifest put land once armed, then keeps its caller
+    // waiting and reports a timeout: "hears nothing", on one request.
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trigger = armed.clone();
+    let hanging = Arc::new(HookedStore::new(inner.clone()).with_hook(after(
+        move |call, _ok, _inner| {
+            let hang = call.op == Op::Put
+                && call.path.as_ref() == MANIFEST
+                && trigger.swap(false, Ordering::SeqCst);
+            async move {
+                if !hang {
+                    return After::Keep;
+                }
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                After::Replace(timed_out())
+            }
+        },
+    )));
     let first = builder(hanging.clone()).open().await.unwrap();
-    hanging.armed.store(true, Ordering::SeqCst);
+    armed.store(true, Ordering::SeqCst);
     let landed = first.append(batch(0, 2), None).await.unwrap();
     // The commit lands; its answer is still outstanding.
     while manifest(&inner, MANIFEST).await.is_empty() {
@@ -847,82 +710,37 @@ enum ManifestPut {
     Refused,
 }
 
-#[derive(Debug)]
-struct ScriptedManifestPuts {
+/// A store whose manifest puts meet `script` first, then pass.
+fn scripted_manifest_puts(
     inner: Arc<dyn ObjectStore>,
-    script: Mutex<std::collections::VecDeque<ManifestPut>>,
-}
-
-impl std::fmt::Display for ScriptedManifestPuts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ScriptedManifestPuts({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for ScriptedManifestPuts {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let next = if location.as_ref() == MANIFEST {
-            self.script.lock().unwrap().pop_front()
-        } else {
-            None
-        };
-        match next {
-            None => self.inner.put_opts(location, payload, opts).await,
-            Some(ManifestPut::Late(after)) => {
-                let (inner, path) = (self.inner.clone(), location.clone());
-                tokio::spawn(async move {
-                    tokio::time::sleep(after).await;
-                    let _ = inner.put_opts(&path, payload, opts).await;
-                });
-                Err(object_store::Error::Generic {
-                    store: "test",
-                    source: Box::new(object_store::client::HttpError::new(
-                        object_store::client::HttpErrorKind::Timeout,
-                        std::io::Error::other("no answer"),
-                    )),
-                })
+    script: Arc<Mutex<std::collections::VecDeque<ManifestPut>>>,
+) -> Arc<HookedStore> {
+    Arc::new(
+        HookedStore::new(inner).with_hook(before(move |call, inner| {
+            let step = if call.op == Op::Put && call.path.as_ref() == MANIFEST {
+                script.lock().unwrap().pop_front()
+            } else {
+                None
+            };
+            async move {
+                match step {
+                    None => Before::Proceed,
+                    Some(ManifestPut::Late(after)) => {
+                        let (payload, opts) = call.put.expect("a put carries its payload");
+                        tokio::spawn(async move {
+                            tokio::time::sleep(after).await;
+                            let _ = inner.put_opts(&call.path, payload, opts).await;
+                        });
+                        Before::Answer(timed_out())
+                    }
+                    Some(ManifestPut::Refused) => Before::Answer(object_store::Error::Generic {
+                        store: "test",
+                        source: "503 Service Unavailable".into(),
+                    }),
+                }
             }
-            Some(ManifestPut::Refused) => Err(object_store::Error::Generic {
-                store: "test",
-                source: "503 Service Unavailable".into(),
-            }),
-        }
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    async fn delete(&self, location: &Path) -> object_store::Result<()> {
-        self.inner.delete(location).await
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy(from, to).await
-    }
-    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy_if_not_exists(from, to).await
-    }
+        })),
+    )
 }
 
 /// Regression: a commit whose unanswered attempt had not landed (yet) when
@@ -933,10 +751,8 @@ impl ObjectStore for ScriptedManifestPuts {
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_commit_that_may_still_land_is_indeterminate() {
     let inner = memory();
-    let scripted = Arc::new(ScriptedManifestPuts {
-        inner: inner.clone(),
-        script: Mutex::new(Default::default()),
-    });
+    let script = Arc::new(Mutex::new(std::collections::VecDeque::new()));
+    let scripted = scripted_manifest_puts(inner.clone(), script.clone());
     let p = builder(scripted.clone())
         .with_retry_policy(RetryPolicy {
             max_attempts: 3,
@@ -945,7 +761,7 @@ async fn an_unanswered_commit_that_may_still_land_is_indeterminate() {
         .open()
         .await
         .unwrap();
-    scripted.script.lock().unwrap().extend([
+    script.lock().unwrap().extend([
         ManifestPut::Late(Duration::from_secs(5)),
         ManifestPut::Refused,
         ManifestPut::Refused,
@@ -971,8 +787,7 @@ async fn an_unanswered_commit_that_may_still_land_is_indeterminate() {
         .open()
         .await
         .unwrap();
-    scripted
-        .script
+    script
         .lock()
         .unwrap()
         .extend([ManifestPut::Refused, ManifestPut::Refused]);

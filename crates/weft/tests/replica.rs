@@ -369,7 +369,7 @@ async fn corrupt_segment_stops_the_replica_with_a_corrupt_error() {
 /// replica stayed behind for good.
 #[tokio::test]
 async fn a_failed_segment_fetch_is_retried_even_if_the_manifest_is_unchanged() {
-    use weft::store::{FaultConfig, FaultStore};
+    use weft_testkit::fault::{FaultConfig, FaultStore};
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     write_log(&inner, 1, 2).await;
     let faults = FaultStore::wrap(inner.clone(), FaultConfig::default());

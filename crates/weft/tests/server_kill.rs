@@ -399,9 +399,9 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
         }
     }
     // The follower resumed and sees what the new writer sees.
-    let next = reopened.storage().next_seqnum();
+    let next = reopened.tip().await.unwrap().next;
     let caught_up = Instant::now();
-    while follower.next_seqnum() < next {
+    while follower.tip().await.unwrap().next < next {
         assert!(
             caught_up.elapsed() < Duration::from_secs(60),
             "the follower did not resume: {:?}",

@@ -135,8 +135,9 @@ fn mixed_faults_failovers_and_zombies_keep_the_log_correct() {
         "few failovers happened"
     );
     assert!(total(|r| r.indeterminate) + total(|r| r.halts) > 0);
-    let stats =
-        |f: fn(&weft::store::FaultStats) -> u64| runs.iter().map(|r| f(&r.stats)).sum::<u64>();
+    let stats = |f: fn(&weft_testkit::fault::FaultStats) -> u64| {
+        runs.iter().map(|r| f(&r.stats)).sum::<u64>()
+    };
     assert!(stats(|s| s.ambiguous) > 0 && stats(|s| s.hung) > 0 && stats(|s| s.lost) > 0);
     assert!(stats(|s| s.late) > 0, "no write ever landed late");
     assert!(stats(|s| s.preconditions) > 0 && stats(|s| s.errors) > 0);

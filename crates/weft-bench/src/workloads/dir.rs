@@ -296,7 +296,7 @@ pub async fn mixed_tags(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
                             log.append(req).await?;
                             return Ok(SMALL as u64);
                         }
-                        let expected = log.next_version(&tag);
+                        let expected = log.next_version(&tag).await?;
                         match log.append_if(req, expected).await {
                             Ok(_) => return Ok(SMALL as u64),
                             Err(e) if e.kind() == ErrorKind::Conflict => {

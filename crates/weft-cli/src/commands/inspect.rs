@@ -4,7 +4,7 @@
 //! entries (sequence range, segment location and size, record count,
 //! metadata) and snapshot pointer. For a `dir` log: its segment files, the
 //! seqnum range, the trim point, and every tag with its entry count and
-//! latest version.
+//! latest version, as `weft::storage::dir::check` judges them.
 
 use std::process::ExitCode;
 
@@ -15,7 +15,6 @@ use weft::format::{ManifestEntry, Metadata};
 use weft::store::Location;
 
 use crate::bucket;
-use crate::dirlog;
 use crate::location::{self, StoreArgs};
 use crate::output;
 
@@ -44,10 +43,125 @@ pub(crate) async fn run(args: InspectArgs, store_args: &StoreArgs) -> Result<Exi
     }
     let location = location::parse(&args.log)?;
     match &location {
-        Location::Dir { path } => dirlog::inspect(path, args.json).await?,
+        Location::Dir { path } => inspect_dir(path, args.json).await?,
         _ => inspect_bucket(&location, &args, store_args).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `inspect --json` for a `dir` log; the field names are part of the format.
+#[derive(Debug, Serialize)]
+struct DirReport {
+    kind: &'static str,
+    path: String,
+    first_seqnum: u64,
+    next_seqnum: u64,
+    /// The last trimmed seqnum, `null` when the log was never trimmed.
+    trimmed_through: Option<u64>,
+    entries: u64,
+    segments: Vec<DirSegmentReport>,
+    tags: Vec<TagReport>,
+    /// What opening the log would cut (a torn tail).
+    problems: Vec<String>,
+    /// What opening the log would tidy without losing anything.
+    notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct DirSegmentReport {
+    file: String,
+    first_seqnum: u64,
+    entries: u64,
+    size: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct TagReport {
+    tag: String,
+    /// Live entries carrying the tag (as primary or secondary tag).
+    entries: u64,
+    /// The latest version of the tag's own stream, `null` when the tag is
+    /// nobody's primary tag.
+    latest_version: Option<u64>,
+}
+
+/// Runs `weft inspect` on the `dir` log at `dir`: the library's check of
+/// it, without a lock. A log that opening and reading refuse is refused
+/// here too (`Corrupt`); `weft verify` says what is wrong.
+async fn inspect_dir(dir: &std::path::Path, json: bool) -> Result<()> {
+    let check = weft::storage::dir::check(dir).await?;
+    if let Some(e) = check.refusal() {
+        return Err(e.clone());
+    }
+    let report = DirReport {
+        kind: "dir",
+        path: dir.display().to_string(),
+        first_seqnum: check.first_seqnum,
+        next_seqnum: check.next_seqnum,
+        trimmed_through: check.trimmed_through,
+        entries: check.entries,
+        segments: check
+            .segments
+            .iter()
+            .map(|s| DirSegmentReport {
+                file: s.file.clone(),
+                first_seqnum: s.first_seqnum,
+                entries: s.entries,
+                size: s.bytes,
+            })
+            .collect(),
+        tags: check
+            .tags
+            .iter()
+            .map(|t| TagReport {
+                tag: t.tag.to_string(),
+                entries: t.entries,
+                latest_version: t.latest_version,
+            })
+            .collect(),
+        problems: check.problems.clone(),
+        notes: check.notes.clone(),
+    };
+    if json {
+        return output::json(&report);
+    }
+    let (first, next, entries) = (report.first_seqnum, report.next_seqnum, report.entries);
+    output::line(&format!("log        {} (dir backend)", report.path))?;
+    if next > first {
+        output::line(&format!(
+            "seqnums    {first}..={} ({entries} entries), next {next}",
+            next - 1
+        ))?;
+    } else {
+        output::line(&format!("seqnums    none (empty), next {next}"))?;
+    }
+    match report.trimmed_through {
+        Some(t) => output::line(&format!("trimmed    through seqnum {t}"))?,
+        None => output::line("trimmed    never")?,
+    }
+    output::line(&format!("segments   {}", report.segments.len()))?;
+    for s in &report.segments {
+        output::line(&format!(
+            "  {}  from seqnum {}, {} entries, {} bytes",
+            s.file, s.first_seqnum, s.entries, s.size
+        ))?;
+    }
+    output::line(&format!("tags       {}", report.tags.len()))?;
+    for t in &report.tags {
+        let version = t
+            .latest_version
+            .map_or("no stream of its own".to_owned(), |v| {
+                format!("latest version {v}")
+            });
+        output::line(&format!("  {:<24} {} entries, {version}", t.tag, t.entries))?;
+    }
+    for p in &report.problems {
+        output::line(&format!("problem    {p}"))?;
+    }
+    for n in &report.notes {
+        output::line(&format!("note       {n}"))?;
+    }
+    Ok(())
 }
 
 /// `inspect --json` for a bucket; the field names are part of the format.

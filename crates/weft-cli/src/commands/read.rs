@@ -6,9 +6,8 @@ use clap::Args;
 use weft::Result;
 
 use crate::commands::append::parse_tag;
-use crate::location::StoreArgs;
+use crate::location::{self, StoreArgs};
 use crate::output::{self, EntryLine};
-use crate::source::Source;
 
 /// How many entries one storage read fetches.
 const CHUNK: usize = 1024;
@@ -16,9 +15,9 @@ const CHUNK: usize = 1024;
 /// `weft read`
 #[derive(Debug, Args)]
 pub(crate) struct ReadArgs {
-    /// The log: a directory (read from its files, no lock taken),
-    /// s3://bucket/prefix, az://container/prefix or file:///path (read by a
-    /// follower, which never fences the writer).
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// file:///path. It is read by a read-only follower, which takes no
+    /// lock and never fences the writer.
     log: String,
 
     /// Only entries carrying this tag (`ns` or `ns:key`).
@@ -43,16 +42,19 @@ pub(crate) struct ReadArgs {
 /// Runs `weft read`.
 pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tag = args.tag.as_deref().map(parse_tag).transpose()?;
-    let source = Source::open_arg(&args.log, store).await?;
+    // One look is all a read needs; the poll interval never comes up.
+    let followed =
+        location::follow_arg(&args.log, store, std::time::Duration::from_secs(60)).await?;
+    let log = &followed.log;
     let mut cursor = match args.from {
         Some(from) => from,
-        None => source.first_seqnum()?,
+        None => log.tip().await?.first,
     };
     let mut left = args.limit.unwrap_or(usize::MAX);
     let outcome = async {
         while left > 0 {
             let want = left.min(CHUNK);
-            let chunk = source.read(tag.as_ref(), cursor, want).await?;
+            let chunk = log.storage().read(tag.as_ref(), cursor, want).await?;
             for entry in &chunk {
                 if args.json {
                     output::json(&EntryLine::from(entry))?;
@@ -69,6 +71,6 @@ pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
         Ok(())
     }
     .await;
-    source.close().await;
+    followed.close().await;
     outcome.map(|()| ExitCode::SUCCESS)
 }

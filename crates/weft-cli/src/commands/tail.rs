@@ -2,25 +2,23 @@
 //! interrupted (ctrl-c, SIGTERM), `--max` entries were printed, or
 //! `--timeout` passed.
 //!
-//! A `dir` log is followed read-only: `tail` never opens it (that would
-//! take the backend's exclusive lock and lock every writer out) but polls
-//! its segment files every `--poll-ms` for complete batches. It may show an
-//! entry a moment before the writer's sync makes it durable. A bucket log is
-//! followed by a read-only follower that polls the manifest, through its
-//! subscription.
+//! The log is followed by a read-only follower, through its subscription:
+//! for a `dir` log a `DirFollower`, which takes no lock (so writers keep
+//! writing) and looks at the files every `--poll-ms` for whole batches (it
+//! may show an entry a moment before the writer's sync makes it durable);
+//! for a bucket a `BucketFollower`, which polls the manifest as often.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use futures::StreamExt;
-use weft::{LogEntry, LogTag, Position, Result};
+use weft::{Log, LogEntry, LogTag, Position, Result};
 
 use crate::commands::append::parse_tag;
-use crate::location::StoreArgs;
+use crate::location::{self, StoreArgs};
 use crate::observe;
 use crate::output::{self, EntryLine};
-use crate::source::Source;
 
 /// `weft tail`
 #[derive(Debug, Args)]
@@ -49,8 +47,10 @@ pub(crate) struct TailArgs {
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
 
-    /// How often a read-only tail looks for new entries, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
+    /// How often the tail looks for new entries, in milliseconds (1 to
+    /// 60000).
+    #[arg(long, value_name = "MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
     poll_ms: u64,
 
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)
@@ -82,7 +82,18 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let source = Source::open_arg(&args.log, store).await?;
+    let poll = Duration::from_millis(args.poll_ms);
+    if args.max == Some(0) {
+        // Nothing to print: done, as `read --limit 0` is (the log is still
+        // opened, so a missing or damaged one is reported).
+        location::follow_arg(&args.log, store, poll)
+            .await?
+            .close()
+            .await;
+        tracing::info!(printed = 0, why = "printed --max entries", "tail stopped");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let followed = location::follow_arg(&args.log, store, poll).await?;
     let mut printed = 0u64;
     let mut print = |entry: &LogEntry| -> Result<bool> {
         if args.json {
@@ -94,13 +105,22 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
         printed += 1;
         Ok(args.max.is_some_and(|max| printed >= max))
     };
-    let follow = follow(&source, tag.as_ref(), args.from, args.poll_ms, &mut print);
+    let follow = follow(&followed.log, tag.as_ref(), args.from, &mut print);
     let stop = tokio::select! {
         r = follow => r?,
         () = interrupted() => Stop::Interrupted,
         () = sleep_or_forever(timeout) => Stop::Timeout,
     };
-    source.close().await;
+    // A follower whose tailing stopped on an error ends its subscription;
+    // that is the command's error, not a clean end.
+    let failed = match stop {
+        Stop::LogClosed => followed.stop_error(),
+        _ => None,
+    };
+    followed.close().await;
+    if let Some(err) = failed {
+        return Err(err);
+    }
     let why = match stop {
         Stop::Interrupted => "interrupted",
         Stop::Max => "printed --max entries",
@@ -112,48 +132,22 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
 }
 
 async fn follow(
-    source: &Source,
+    log: &Log,
     tag: Option<&LogTag>,
     from: Option<u64>,
-    poll_ms: u64,
     print: &mut impl FnMut(&LogEntry) -> Result<bool>,
 ) -> Result<Stop> {
     let position = from.map_or(Position::End, Position::At);
-    match source {
-        Source::Log(log) => {
-            let mut sub = match tag {
-                Some(t) => log.subscribe(t, position),
-                None => log.subscribe_log(position),
-            };
-            while let Some(entry) = sub.next().await {
-                if print(&entry?)? {
-                    return Ok(Stop::Max);
-                }
-            }
-            Ok(Stop::LogClosed)
-        }
-        Source::Scan(scan) => {
-            let mut cursor = match position {
-                Position::At(s) => s,
-                _ => scan.next_seqnum()?,
-            };
-            let mut poll = tokio::time::interval(Duration::from_millis(poll_ms.max(1)));
-            poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                poll.tick().await;
-                loop {
-                    let chunk = scan.read(tag, cursor, 1024)?;
-                    let Some(last) = chunk.last() else { break };
-                    cursor = last.seqnum + 1;
-                    for entry in &chunk {
-                        if print(entry)? {
-                            return Ok(Stop::Max);
-                        }
-                    }
-                }
-            }
+    let mut sub = match tag {
+        Some(t) => log.subscribe(t, position),
+        None => log.subscribe_log(position),
+    };
+    while let Some(entry) = sub.next().await {
+        if print(&entry?)? {
+            return Ok(Stop::Max);
         }
     }
+    Ok(Stop::LogClosed)
 }
 
 async fn sleep_or_forever(timeout: Option<Duration>) {

@@ -1,11 +1,16 @@
 //! `weft verify`: read everything, check every checksum and invariant,
 //! report, and exit 1 on any problem.
 //!
-//! Bucket: the manifest decodes (its CRC for v4), sequences are dense, every
-//! referenced segment exists and decodes (its CRC for segment v2), record
-//! counts agree with the manifest, metadata points inside its segment, and a
-//! snapshot pointer names an existing object. `dir` log: every segment
-//! header and frame checksum, and seqnums dense across all segments.
+//! Bucket: the manifest decodes (its CRC for v4), sequences are dense,
+//! metadata points inside its segment, and a snapshot pointer names an
+//! existing object. A weft bucket log (the default manifest) is then read
+//! as its writer's open and its followers read it
+//! (`weft::storage::bucket::check`: every segment, every entry frame);
+//! another WAL has every segment fetched, decoded and counted as a replica
+//! does (`weft::wal::segments`). A segment the manifest lists and the store
+//! lacks is a problem (`Corrupt`), as it is for `read` and `wal dump`. `dir` log:
+//! `weft::storage::dir::check`, the judgement opening and reading make —
+//! whatever they refuse, or opening would cut, is a problem.
 //!
 //! A problem in the data is a finding (exit 1); failing to reach the data
 //! at all (no such log, store unavailable) is an error with its own code.
@@ -20,7 +25,6 @@ use weft::store::Location;
 use weft::{ErrorKind, Result};
 
 use crate::bucket;
-use crate::dirlog;
 use crate::exit;
 use crate::location::{self, StoreArgs};
 use crate::output;
@@ -32,11 +36,13 @@ pub(crate) struct VerifyArgs {
     /// file:///path.
     log: String,
 
-    /// Object path of the manifest in a bucket, relative to the prefix
-    /// (weft's bucket logs: `manifest`; the upstream buffer:
-    /// `ingest/manifest`; the seed's WAL: `wal/manifest`).
-    #[arg(long, value_name = "PATH", default_value = bucket::DEFAULT_MANIFEST)]
-    manifest: String,
+    /// Check a WAL other than the weft log at LOG: the object path of its
+    /// manifest, relative to the prefix (the upstream buffer:
+    /// `ingest/manifest`; the seed's WAL: `wal/manifest`). Its records are
+    /// checked as opaque bytes. Without it, LOG is checked as the weft log
+    /// `read` reads (its manifest at `manifest`, its records entry frames).
+    #[arg(long, value_name = "PATH")]
+    manifest: Option<String>,
 
     /// Print one JSON object: {"ok", "location", "units", "records", "bytes", "problems", "notes"}.
     #[arg(long)]
@@ -87,10 +93,10 @@ pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<Exit
     }
     let location = location::parse(&args.log)?;
     let mut findings = match &location {
-        Location::Dir { path } => dirlog::verify(path).await?,
+        Location::Dir { path } => verify_dir(path).await?,
         _ => {
             let store = location::open_store(&location, store_args)?;
-            verify_bucket(&store, location.to_string(), &args.manifest).await?
+            verify_bucket(&store, location.to_string(), args.manifest.as_deref()).await?
         }
     };
     findings.ok = findings.problems.is_empty();
@@ -123,11 +129,27 @@ pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<Exit
     })
 }
 
+async fn verify_dir(dir: &std::path::Path) -> Result<Findings> {
+    let check = weft::storage::dir::check(dir).await?;
+    let mut f = Findings::new(dir.display().to_string());
+    f.units = check.segments.len() as u64;
+    f.records = check.entries;
+    f.bytes = check.bytes;
+    for p in check.problems {
+        f.problem(p);
+    }
+    for n in check.notes {
+        f.note(n);
+    }
+    Ok(f)
+}
+
 async fn verify_bucket(
     store: &Arc<dyn ObjectStore>,
     location: String,
-    manifest_path: &str,
+    wal_manifest: Option<&str>,
 ) -> Result<Findings> {
+    let manifest_path = wal_manifest.unwrap_or(bucket::DEFAULT_MANIFEST);
     let mut f = Findings::new(location);
     let manifest = match bucket::load_manifest(store, manifest_path).await {
         Ok(m) => m,
@@ -141,43 +163,11 @@ async fn verify_bucket(
     for p in bucket::manifest_problems(&manifest.data) {
         f.problem(format!("manifest {manifest_path}: {p}"));
     }
-    let bar = output::progress(manifest.data.entries.len() as u64, "verifying");
-    for entry in &manifest.data.entries {
-        f.units += 1;
-        match bucket::load_segment(store, entry).await {
-            Ok((size, segment)) => {
-                f.bytes += size;
-                let n = segment.records.len();
-                f.records += n as u64;
-                if let Some(count) = bucket::manifest_count(entry)
-                    && count as usize != n
-                {
-                    f.problem(format!(
-                        "entry {}: the manifest says {count} records, segment {} holds {n}",
-                        entry.sequence, entry.location
-                    ));
-                }
-                if let Some(m) = entry
-                    .metadata
-                    .iter()
-                    .find(|m| m.start_index as usize >= n.max(1))
-                {
-                    f.problem(format!(
-                        "entry {}: metadata starts at record {} of a {n}-record segment",
-                        entry.sequence, m.start_index
-                    ));
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => f.problem(format!(
-                "entry {}: segment {} does not exist",
-                entry.sequence, entry.location
-            )),
-            Err(e) if e.kind() == ErrorKind::Corrupt => f.problem(crate::exit::one_line(&e)),
-            Err(e) => return Err(e),
-        }
-        bar.inc(1);
+    if wal_manifest.is_none() {
+        verify_weft_log(store, &manifest.data, &mut f).await?;
+    } else {
+        verify_segments(store, manifest_path, &manifest.data, &mut f).await?;
     }
-    bar.finish_and_clear();
     if let Some(snapshot) = &manifest.data.snapshot
         && bucket::size(store, &snapshot.location).await?.is_none()
     {
@@ -187,4 +177,72 @@ async fn verify_bucket(
         ));
     }
     Ok(f)
+}
+
+/// A weft bucket log: read as its writer's open and its followers read it
+/// (`weft::storage::bucket::check`); what they refuse is the problem.
+async fn verify_weft_log(
+    store: &Arc<dyn ObjectStore>,
+    data: &weft::format::ManifestData,
+    f: &mut Findings,
+) -> Result<()> {
+    let check = weft::storage::bucket::check(store.clone(), "").await?;
+    f.records = check.entries;
+    if let Some(e) = &check.problem {
+        f.problem(format!(
+            "{} (opening and reading the log refuse it)",
+            crate::exit::one_line(e)
+        ));
+    }
+    let bar = output::progress(data.entries.len() as u64, "sizing");
+    for entry in &data.entries {
+        f.units += 1;
+        // A missing segment is the problem above already.
+        f.bytes += bucket::size(store, &entry.location).await?.unwrap_or(0);
+        metadata_problem(entry, entry.count.unwrap_or(0) as usize, f);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Any other WAL (the upstream buffer's, the seed's): every segment
+/// fetched, decoded and counted as a replica does.
+async fn verify_segments(
+    store: &Arc<dyn ObjectStore>,
+    manifest_path: &str,
+    data: &weft::format::ManifestData,
+    f: &mut Findings,
+) -> Result<()> {
+    let bar = output::progress(data.entries.len() as u64, "verifying");
+    for entry in &data.entries {
+        f.units += 1;
+        match bucket::load_segment(store, manifest_path, entry).await {
+            Ok((size, segment)) => {
+                f.bytes += size;
+                let n = segment.records.len();
+                f.records += n as u64;
+                metadata_problem(entry, n, f);
+            }
+            Err(e) if e.kind() == ErrorKind::Corrupt => f.problem(crate::exit::one_line(&e)),
+            Err(e) => return Err(e),
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// A metadata item that starts past the `n` records of its segment.
+fn metadata_problem(entry: &weft::format::ManifestEntry, n: usize, f: &mut Findings) {
+    if let Some(m) = entry
+        .metadata
+        .iter()
+        .find(|m| m.start_index as usize >= n.max(1))
+    {
+        f.problem(format!(
+            "entry {}: metadata starts at record {} of a {n}-record segment",
+            entry.sequence, m.start_index
+        ));
+    }
 }

@@ -32,7 +32,7 @@ pub(crate) struct DumpArgs {
     manifest: String,
 
     /// One JSON object per record and line:
-    /// {"sequence": <entry sequence>, "index": <record index in its segment>, "data": "<base64>"}.
+    /// `{"sequence": <entry sequence>, "index": <record index in its segment>, "data": "<base64>"}`.
     #[arg(long)]
     json: bool,
 }
@@ -70,7 +70,7 @@ async fn dump(args: DumpArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     }
     let bar = output::progress(data.entries.len() as u64, "dumping");
     for entry in &data.entries {
-        let (size, segment) = bucket::load_segment(&store, entry).await?;
+        let (size, segment) = bucket::load_segment(&store, &args.manifest, entry).await?;
         if args.json {
             for (index, record) in segment.records.iter().enumerate() {
                 output::json(&RecordLine {

@@ -43,15 +43,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::Lease;
 use crate::log::LogView;
 use crate::model::{AppendResult, LogEntry};
-
-/// How many entries one catch-up read fetches.
-const CATCH_UP_CHUNK: usize = 1024;
 
 /// A writer of one stream that holds its lease and fences every append on
 /// the stream version it last saw.
@@ -81,18 +79,22 @@ impl FencedWriter {
         let Some(lease) = Lease::acquire(&kv, lease_key, holder, ttl, clock).await? else {
             return Ok(None);
         };
-        Ok(Some(FencedWriter::with_lease(view, lease)))
+        Ok(Some(FencedWriter::with_lease(view, lease).await?))
     }
 
     /// A writer for a lease already held, fencing on the stream's current
-    /// version.
-    pub fn with_lease(view: LogView, lease: Lease) -> FencedWriter {
-        let next_version = view.next_version();
-        FencedWriter {
+    /// version as the backend reports it. A fence read from a lagging
+    /// source (a follower) only costs a `Conflict` on the first append,
+    /// never a wrong write: [`catch_up`](Self::catch_up) then moves it.
+    ///
+    /// Errors: as [`LogView::next_version`].
+    pub async fn with_lease(view: LogView, lease: Lease) -> Result<FencedWriter> {
+        let next_version = view.next_version().await?;
+        Ok(FencedWriter {
             view,
             lease,
             next_version,
-        }
+        })
     }
 
     /// The version the next append expects.
@@ -115,23 +117,36 @@ impl FencedWriter {
     /// what the previous holder wrote, or after a `Conflict` to re-read
     /// before deciding again.
     ///
-    /// Errors: as [`LogView::read_after_version`].
+    /// Errors: as [`LogView::stream_versions`].
     pub async fn catch_up(&mut self) -> Result<Vec<LogEntry>> {
-        let storage = self.view.log().storage();
-        let mut out = Vec::new();
-        loop {
-            let chunk = storage
-                .read_versions(self.view.tag(), self.next_version, CATCH_UP_CHUNK)
-                .await?;
-            let done = chunk.len() < CATCH_UP_CHUNK;
-            if let Some(last) = chunk.last() {
-                self.next_version = last.stream_version + 1;
-            }
-            out.extend(chunk);
-            if done {
-                return Ok(out);
-            }
+        let mut unseen = Vec::new();
+        self.catch_up_with(|entry| {
+            unseen.push(entry);
+            Ok(())
+        })
+        .await?;
+        Ok(unseen)
+    }
+
+    /// Like [`catch_up`](Self::catch_up), handing each entry to `fold` as
+    /// its page arrives instead of collecting them: the fence moves past
+    /// each entry `fold` accepted, and an error from `fold` stops there.
+    /// Returns how many entries were folded.
+    ///
+    /// Errors: `fold`'s; as [`LogView::stream_versions`].
+    pub async fn catch_up_with(
+        &mut self,
+        mut fold: impl FnMut(LogEntry) -> Result<()>,
+    ) -> Result<u64> {
+        let mut unseen = self.view.stream_versions(self.next_version);
+        let mut folded = 0;
+        while let Some(entry) = unseen.try_next().await? {
+            let next = entry.stream_version + 1;
+            fold(entry)?;
+            self.next_version = next;
+            folded += 1;
         }
+        Ok(folded)
     }
 
     /// Appends `data` to the stream if it is still at the fence, then moves

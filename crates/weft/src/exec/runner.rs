@@ -3,17 +3,14 @@
 //! The run is a plain future; the engine spawns it and turns its outcome
 //! (or its panic) into a status.
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use tokio::sync::watch;
 
 use super::executor::{Executor, ExecutorContext};
 use super::status::ExecutorSnapshot;
 use crate::error::Result;
-use crate::log::Log;
+use crate::log::{Log, PAGE_ENTRIES};
 use crate::model::{LogEntry, LogTag, Position};
-
-/// How many entries one replay read fetches.
-const REPLAY_CHUNK: usize = 1024;
 
 /// The most entries folded before `execute` runs, when more are ready.
 const MAX_BATCH: usize = 1024;
@@ -110,32 +107,27 @@ impl<E: Executor> Run<E> {
         }));
     }
 
-    /// Folds the input tag from the beginning, without executing.
+    /// Folds the input tag from the beginning, without executing: a paged
+    /// stream, so only one page of entries is held at a time.
     async fn replay(&mut self, stop: &watch::Receiver<bool>) -> Result<Option<Ending>> {
-        let mut from = Position::Beginning;
+        let mut input = self.log.stream(&self.tag, Position::Beginning);
         let mut replayed = 0usize;
         loop {
-            if *stop.borrow() {
-                return Ok(Some(Ending::Shutdown));
+            if replayed.is_multiple_of(PAGE_ENTRIES) {
+                if *stop.borrow() {
+                    return Ok(Some(Ending::Shutdown));
+                }
+                // Reads from memory complete without suspending; give the
+                // other tasks on this worker a turn between pages.
+                tokio::task::yield_now().await;
             }
-            let chunk = self
-                .log
-                .read_from(&self.tag, from, REPLAY_CHUNK)
+            let next = input
+                .try_next()
                 .await
                 .map_err(|e| e.context("replay of the input tag"))?;
-            for entry in &chunk {
-                self.apply(entry)?;
-            }
-            replayed += chunk.len();
-            match chunk.last() {
-                Some(last) if chunk.len() == REPLAY_CHUNK => {
-                    from = Position::At(last.seqnum + 1);
-                    // Reads from memory complete without suspending; give
-                    // the other tasks on this worker a turn between chunks.
-                    tokio::task::yield_now().await;
-                }
-                _ => break,
-            }
+            let Some(entry) = next else { break };
+            self.apply(&entry)?;
+            replayed += 1;
         }
         tracing::debug!(replayed, through = self.applied_through, "replay done");
         Ok(None)

@@ -71,6 +71,12 @@ pub enum FrameError {
         /// Bytes the frame needs in total.
         needed: usize,
     },
+    /// The length field claims a body shorter than a frame's fixed
+    /// fields: damaged (or never written, zeroed) bytes.
+    BadLength {
+        /// The body length the field claims.
+        body_len: u32,
+    },
     /// The stored checksum does not match the bytes.
     Checksum {
         /// The checksum in the frame.
@@ -89,6 +95,12 @@ impl fmt::Display for FrameError {
             FrameError::Incomplete { needed } => {
                 write!(f, "frame incomplete: needs {needed} bytes")
             }
+            FrameError::BadLength { body_len } => write!(
+                f,
+                "frame length field claims a {body_len}-byte body, fewer than the {} bytes \
+                 of fixed fields every frame has",
+                FIXED_LEN - PREFIX_LEN
+            ),
             FrameError::Checksum { stored, computed } => write!(
                 f,
                 "frame checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
@@ -330,11 +342,9 @@ pub fn decode(buf: &[u8]) -> Result<FrameRef<'_>, FrameError> {
 pub fn decode_head(buf: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     let frame_len = claimed_len(buf).ok_or(FrameError::Incomplete { needed: PREFIX_LEN })?;
     if frame_len < FIXED_LEN {
-        // A length this small can only be damage; report it as a checksum
-        // failure so every damaged prefix reads alike.
-        return Err(FrameError::Checksum {
-            stored: u32_at(buf, 4).unwrap_or(0),
-            computed: 0,
+        // A length this small can only be damage (or zeroed bytes).
+        return Err(FrameError::BadLength {
+            body_len: (frame_len - PREFIX_LEN) as u32,
         });
     }
     let frame = buf
@@ -602,5 +612,13 @@ mod tests {
             prop_assert_eq!(frame.meta.batch_end, end);
             prop_assert_eq!(frame.meta.group_offset, offset);
         }
+    }
+
+    #[test]
+    fn zeroed_bytes_are_a_bad_length_not_a_self_contradicting_checksum() {
+        let err = decode(&[0; 64]).unwrap_err();
+        assert_eq!(err, FrameError::BadLength { body_len: 0 });
+        let text = err.to_string();
+        assert!(!text.contains("checksum"), "{text}");
     }
 }

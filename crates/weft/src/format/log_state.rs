@@ -21,6 +21,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::fields::Reader;
 use crate::error::{Error, Result};
 use crate::model::LogTag;
 
@@ -83,99 +84,39 @@ pub fn encode_log_state(state: &LogState) -> Result<Bytes> {
     Ok(buf.freeze())
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| Error::corrupt(format!("log state ends inside {what}")))?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-
-    fn u16(&mut self, what: &str) -> Result<u16> {
-        let b = self.take(2, what)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
-    fn u32(&mut self, what: &str) -> Result<u32> {
-        let mut a = [0u8; 4];
-        a.copy_from_slice(self.take(4, what)?);
-        Ok(u32::from_le_bytes(a))
-    }
-
-    fn u64(&mut self, what: &str) -> Result<u64> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8, what)?);
-        Ok(u64::from_le_bytes(a))
-    }
-}
-
 /// Decodes a log state.
 ///
 /// Errors: `Corrupt` for a wrong magic, version, checksum or length, a tag
 /// that is not valid, tags out of order or repeated, or trailing bytes.
 pub fn decode_log_state(bytes: &[u8]) -> Result<LogState> {
-    if bytes.len() < HEADER_LEN + 4 {
-        return Err(Error::corrupt(format!(
-            "log state is {} bytes, shorter than its fixed fields",
-            bytes.len()
-        )));
-    }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    let computed = crc32c::crc32c(body);
-    if stored != computed {
-        return Err(Error::corrupt(format!(
-            "log state checksum mismatch (stored {stored:08x}, computed {computed:08x})"
-        )));
-    }
-    let mut r = Reader { bytes: body, at: 0 };
-    if r.take(4, "the magic")? != MAGIC {
-        return Err(Error::corrupt("not a weft log state (bad magic)"));
-    }
-    let version = r.u16("the version")?;
+    let mut r = Reader::checked(bytes, "log state")?;
+    r.magic(MAGIC)?;
+    let version = r.u16("version")?;
     if version != VERSION {
         return Err(Error::corrupt(format!(
             "unknown log state version {version}"
         )));
     }
-    let through = r.u64("the trim point")?;
-    let count = r.u32("the tag count")?;
-    // Each tag takes at least 2 + 1 + 8 bytes: bound the allocation by what
-    // the bytes can hold.
-    let room = (body.len() - HEADER_LEN) / 11;
-    let mut next_versions = Vec::with_capacity((count as usize).min(room));
-    let mut previous: Option<String> = None;
+    let through = r.u64("trim point")?;
+    // Each tag takes at least 2 + 1 + 8 bytes.
+    let count = r.count("tag count", 11)?;
+    let mut next_versions = Vec::with_capacity(count);
+    let mut previous: Option<&str> = None;
     for _ in 0..count {
-        let len = r.u16("a tag length")? as usize;
-        let text = std::str::from_utf8(r.take(len, "a tag")?)
-            .map_err(|_| Error::corrupt("log state tag is not UTF-8"))?;
+        let text = r.text("tag")?;
         let tag: LogTag = text
             .parse()
             .map_err(|e: Error| Error::corrupt(format!("log state tag: {}", e.message())))?;
-        if previous.as_deref().is_some_and(|p| p >= text) {
+        if previous.is_some_and(|p| p >= text) {
             return Err(Error::corrupt(format!(
                 "log state tags are not sorted and unique at {text:?}"
             )));
         }
-        previous = Some(text.to_owned());
-        let next = r.u64("a next version")?;
+        previous = Some(text);
+        let next = r.u64("next version")?;
         next_versions.push((tag, next));
     }
-    if r.at != body.len() {
-        return Err(Error::corrupt(format!(
-            "log state has {} bytes after its last tag",
-            body.len() - r.at
-        )));
-    }
+    r.finish()?;
     Ok(LogState {
         through,
         next_versions,

@@ -57,7 +57,7 @@ use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::cursor::{Cursor, split_tail};
+use super::fields::{Reader, split_tail};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Footer length of manifest versions 1 to 3.
@@ -282,7 +282,7 @@ pub fn read_manifest_footer(bytes: &[u8]) -> Result<ManifestFooter> {
     let version = ManifestVersion::from_u16(raw)
         .ok_or_else(|| Error::corrupt(format!("manifest: unknown version {raw}")))?;
     let (_, footer) = split_tail(bytes, version.footer_len(), WHAT, "footer")?;
-    let mut f = Cursor::new(footer, WHAT);
+    let mut f = Reader::new(footer, WHAT);
     let entries_count = f.u32("entries count")?;
     let next_sequence = f.u64("next sequence")?;
     let epoch = f.u64("epoch")?;
@@ -316,7 +316,7 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<ManifestData> {
     let footer = read_manifest_footer(bytes)?;
     let version = footer.version;
     let body = &bytes[..bytes.len() - version.footer_len()];
-    let mut c = Cursor::new(body, WHAT);
+    let mut c = Reader::new(body, WHAT);
 
     let count = footer.entries_count as usize;
     if count > body.len() / version.min_entry_len() {
@@ -342,10 +342,10 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<ManifestData> {
     })
 }
 
-fn decode_entry(c: &mut Cursor<'_>, version: ManifestVersion) -> Result<ManifestEntry> {
+fn decode_entry(c: &mut Reader<'_>, version: ManifestVersion) -> Result<ManifestEntry> {
     let body_len = c.u32("entry body length")? as usize;
     let body = c.take(body_len, "entry body")?;
-    let mut b = Cursor::new(body, "manifest entry");
+    let mut b = Reader::new(body, "manifest entry");
     let sequence = b.u64("sequence")?;
     let count = if version.has_record_counts() {
         Some(b.u32("record count")?)
@@ -401,7 +401,7 @@ fn decode_snapshot_region(
         )));
     }
     let (loc_region, fixed) = split_tail(region, SNAPSHOT_BLOCK_FIXED_LEN, WHAT, "snapshot block")?;
-    let mut f = Cursor::new(fixed, WHAT);
+    let mut f = Reader::new(fixed, WHAT);
     let loc_len = f.u16("snapshot location length")? as usize;
     let through_seq = f.u64("snapshot through_seq")?;
     let created_ms = f.i64("snapshot created_ms")?;

@@ -9,17 +9,26 @@
 //!   segment files (also the record layout of bucket segments).
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
+//! * [`dir_segment`], [`trim_point`], [`kv_bucket`] — the `dir` backend's
+//!   segment header, trim file and KV bucket files.
+//! * [`replica_cursor`] — a replica's saved cursor.
 //!
-//! The byte layouts are drawn in `docs/FORMATS.md`. Decoders report bad
+//! Every decoder reads through one bounds-checked reader (`fields.rs`).
+//!
+//! Every byte layout is drawn in `docs/FORMATS.md`. Decoders report bad
 //! bytes as [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt); encoders
 //! report values that cannot be represented as
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
-mod cursor;
+pub mod dir_segment;
+mod fields;
 pub mod frame;
+pub mod kv_bucket;
 pub mod log_state;
 pub mod manifest;
+pub mod replica_cursor;
 pub mod segment;
+pub mod trim_point;
 
 pub use log_state::{LogState, decode_log_state, encode_log_state};
 pub use manifest::{

@@ -28,7 +28,7 @@ use std::io::Read;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::cursor::{Cursor, split_tail};
+use super::fields::{Reader, split_tail};
 use crate::error::{Error, Result};
 
 /// Footer length of a v1 segment.
@@ -284,7 +284,7 @@ pub fn inspect_segment(bytes: &[u8]) -> Result<SegmentInfo> {
     let version = SegmentVersion::from_u16(raw_version)
         .ok_or_else(|| Error::corrupt(format!("segment: unknown version {raw_version}")))?;
     let (block, footer) = split_tail(bytes, version.footer_len(), WHAT, "footer")?;
-    let mut f = Cursor::new(footer, WHAT);
+    let mut f = Reader::new(footer, WHAT);
     let raw_compression = f.u8("compression")?;
     let record_count = f.u32("record count")?;
     if version == SegmentVersion::V2 {
@@ -394,7 +394,7 @@ fn split_records(block: &Bytes, record_count: u32) -> Result<Vec<Bytes>> {
         )));
     }
     let mut records = Vec::with_capacity(count);
-    let mut c = Cursor::new(block, WHAT);
+    let mut c = Reader::new(block, WHAT);
     for i in 0..count {
         let len = c.u32("record length")? as usize;
         let start = c.position();

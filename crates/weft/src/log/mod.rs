@@ -1,8 +1,18 @@
 //! The shared log service: appends, reads, subscriptions, views.
 //!
 //! [`Log`] is a cheap, cloneable handle over one [`Storage`] backend. All
-//! its behaviour beyond storing entries (validation, positions, views,
-//! subscriptions, typed access) lives here, so every backend behaves alike.
+//! its behaviour beyond storing entries (validation, positions, paged
+//! streams, views, subscriptions, typed access) lives here, so every
+//! backend behaves alike.
+//!
+//! Reads come in three shapes: one bounded page (`read_from`, `read_log`),
+//! a stream of pages fetched lazily to the end of the log
+//! ([`Log::stream`], [`Log::stream_versions`]: fold a long tag with these),
+//! and, as conveniences built on the streams, whole `Vec`s (`read_all`,
+//! `read_after`, `read_after_version`) whose size is the caller's to bound.
+//! Tip queries (`tip`, `latest_seqnum`, `latest_version`, `next_version`)
+//! ask the backend and are as fresh as its
+//! [`Freshness`](crate::storage::Freshness).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -24,23 +34,26 @@
 //! # Ok(()) }
 //! ```
 
+mod paged;
 mod subscribe;
 mod typed;
 mod view;
 
 use std::sync::Arc;
 
+use futures::TryStreamExt;
+
 use crate::error::{Error, Result};
 use crate::kv::ViewKv;
 use crate::model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
-use crate::storage::{MemoryStorage, NewEntry, Storage};
+use crate::storage::{MemoryStorage, NewEntry, Storage, Tip};
 
+pub use paged::{EntryStream, PAGE_ENTRIES};
 pub use subscribe::Subscription;
-pub use typed::{Codec, JsonCodec, PostcardCodec, TypedSubscription, TypedView};
+pub use typed::{Codec, JsonCodec, PostcardCodec, TypedEntries, TypedSubscription, TypedView};
 pub use view::LogView;
 
-/// How many entries a full read (`read_all`) fetches per storage call.
-const READ_CHUNK: usize = 4096;
+use paged::Walk;
 
 /// A handle to one shared log.
 #[derive(Clone)]
@@ -51,7 +64,7 @@ pub struct Log {
 impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Log")
-            .field("next_seqnum", &self.storage.next_seqnum())
+            .field("announced_tip", &*self.storage.feed().watch_tip().borrow())
             .finish()
     }
 }
@@ -154,33 +167,60 @@ impl Log {
         self.storage.append(batch).await
     }
 
-    pub(crate) fn resolve(&self, position: Position) -> u64 {
-        match position {
-            Position::Beginning => self.storage.first_seqnum(),
-            Position::End => self.storage.next_seqnum(),
-            Position::At(s) => s,
-        }
+    /// The seqnum `position` stands for now.
+    ///
+    /// Errors: as [`Log::tip`].
+    pub(crate) async fn resolve(&self, position: Position) -> Result<u64> {
+        paged::resolve(self.storage.as_ref(), position).await
     }
 
-    async fn read_until_end(&self, tag: Option<&LogTag>, mut from: u64) -> Result<Vec<LogEntry>> {
-        let mut out = Vec::new();
-        loop {
-            let chunk = self.storage.read(tag, from, READ_CHUNK).await?;
-            let done = chunk.len() < READ_CHUNK;
-            if let Some(last) = chunk.last() {
-                from = last.seqnum + 1;
-            }
-            out.extend(chunk);
-            if done {
-                return Ok(out);
-            }
-        }
+    /// The live range of the log: first readable and next seqnum. As fresh
+    /// as the backend's [`Freshness`](crate::storage::Freshness); for the
+    /// last state this handle announced, without asking the backend, see
+    /// [`CommitFeed::watch_tip`](crate::storage::CommitFeed::watch_tip).
+    ///
+    /// Errors: `Closed`; the backend's I/O kinds.
+    pub async fn tip(&self) -> Result<Tip> {
+        self.storage.tip().await
     }
 
-    /// Every live entry carrying `tag`, in seqnum order.
+    /// The entries carrying `tag` from `position` to the end of the log,
+    /// fetched in pages of [`PAGE_ENTRIES`] as the stream is polled.
+    ///
+    /// Errors (as items): `Trimmed` when the position is, or a concurrent
+    /// trim moved, below the trim point; the backend's read kinds.
+    pub fn stream(&self, tag: &LogTag, position: Position) -> EntryStream {
+        EntryStream::new(
+            self.storage.clone(),
+            Walk::Seqnums(Some(tag.clone()), position),
+        )
+    }
+
+    /// Every entry of the log from `position` to its end, in pages.
+    ///
+    /// Errors (as items): as [`Log::stream`].
+    pub fn stream_log(&self, position: Position) -> EntryStream {
+        EntryStream::new(self.storage.clone(), Walk::Seqnums(None, position))
+    }
+
+    /// The entries of `tag`'s own stream (entries whose primary tag it is)
+    /// from version `from_version` to the end, in pages.
+    ///
+    /// Errors (as items): `Trimmed` (its detail in versions) when
+    /// `from_version` was trimmed away; the backend's read kinds.
+    pub fn stream_versions(&self, tag: &LogTag, from_version: u64) -> EntryStream {
+        EntryStream::new(
+            self.storage.clone(),
+            Walk::Versions(tag.clone(), from_version),
+        )
+    }
+
+    /// Every live entry carrying `tag`, in seqnum order: [`Log::stream`]
+    /// from the beginning, collected.
+    ///
+    /// Errors: as [`Log::stream`].
     pub async fn read_all(&self, tag: &LogTag) -> Result<Vec<LogEntry>> {
-        self.read_until_end(Some(tag), self.storage.first_seqnum())
-            .await
+        self.stream(tag, Position::Beginning).try_collect().await
     }
 
     /// Up to `max` entries carrying `tag`, starting at `position`.
@@ -192,54 +232,61 @@ impl Log {
         position: Position,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.storage
-            .read(Some(tag), self.resolve(position), max)
-            .await
+        let from = self.resolve(position).await?;
+        self.storage.read(Some(tag), from, max).await
     }
 
     /// Up to `max` entries of any tag, starting at `position`.
+    ///
+    /// Errors: as [`Log::read_from`].
     pub async fn read_log(&self, position: Position, max: usize) -> Result<Vec<LogEntry>> {
-        self.storage.read(None, self.resolve(position), max).await
+        let from = self.resolve(position).await?;
+        self.storage.read(None, from, max).await
     }
 
-    /// Every entry carrying `tag` with seqnum greater than `seqnum`.
+    /// Every entry carrying `tag` with seqnum greater than `seqnum`:
+    /// [`Log::stream`], collected.
+    ///
+    /// Errors: as [`Log::stream`].
     pub async fn read_after(&self, tag: &LogTag, seqnum: u64) -> Result<Vec<LogEntry>> {
-        self.read_until_end(Some(tag), seqnum.saturating_add(1))
+        self.stream(tag, Position::At(seqnum.saturating_add(1)))
+            .try_collect()
             .await
     }
 
     /// Every entry of `tag`'s own stream (entries whose primary tag it is)
-    /// with version greater than `version`.
+    /// with version greater than `version`: [`Log::stream_versions`],
+    /// collected.
+    ///
+    /// Errors: as [`Log::stream_versions`].
     pub async fn read_after_version(&self, tag: &LogTag, version: u64) -> Result<Vec<LogEntry>> {
-        let mut out = Vec::new();
-        let mut from = version.saturating_add(1);
-        loop {
-            let chunk = self.storage.read_versions(tag, from, READ_CHUNK).await?;
-            let done = chunk.len() < READ_CHUNK;
-            from += chunk.len() as u64;
-            out.extend(chunk);
-            if done {
-                return Ok(out);
-            }
-        }
+        self.stream_versions(tag, version.saturating_add(1))
+            .try_collect()
+            .await
     }
 
-    /// The seqnum of the last entry, or `None` for an empty log.
-    pub fn latest_seqnum(&self) -> Option<u64> {
-        let next = self.storage.next_seqnum();
-        (next > self.storage.first_seqnum()).then(|| next - 1)
+    /// The seqnum of the last live entry, or `None` when none is live.
+    ///
+    /// Errors: as [`Log::tip`].
+    pub async fn latest_seqnum(&self) -> Result<Option<u64>> {
+        Ok(self.storage.tip().await?.last())
     }
 
     /// The latest version of `tag`'s own stream, or `None` if no entry has
-    /// `tag` as its primary tag.
-    pub fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.storage.latest_version(tag)
+    /// `tag` as its primary tag. As fresh as the backend's
+    /// [`Freshness`](crate::storage::Freshness).
+    ///
+    /// Errors: as [`Log::tip`].
+    pub async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.storage.latest_version(tag).await
     }
 
     /// The version the next entry with primary tag `tag` will get: the
-    /// value to pass to [`Log::append_if`].
-    pub fn next_version(&self, tag: &LogTag) -> u64 {
-        self.latest_version(tag).map_or(0, |v| v + 1)
+    /// value to pass to [`Log::append_if`] (which checks it again).
+    ///
+    /// Errors: as [`Log::tip`].
+    pub async fn next_version(&self, tag: &LogTag) -> Result<u64> {
+        Ok(self.latest_version(tag).await?.map_or(0, |v| v + 1))
     }
 
     /// Drops every entry with seqnum `<= through_seqnum`. Reads below the

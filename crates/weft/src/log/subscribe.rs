@@ -4,7 +4,17 @@
 //! A subscription keeps a cursor (the next seqnum it may deliver) and never
 //! delivers below it, so the hand-over from backlog to live can neither skip
 //! nor repeat an entry. The feed's receiver is created before the first
-//! storage read, so nothing committed in between is missed.
+//! storage read, so nothing committed in between is missed. Each catch-up
+//! read is preceded by a tip query ([`Storage::tip`]): when the read comes
+//! back short, everything below that tip has been seen, and whatever
+//! commits from it on reaches the feed after the receiver was created.
+//!
+//! Positions: `At(s)` is `s`; `End` is the feed's announced tip when the
+//! subscription is made (so entries appended after `subscribe` returns are
+//! delivered even if it is first polled later); `Beginning` is the tip's
+//! first seqnum at the first poll.
+//!
+//! [`Storage::tip`]: crate::Storage::tip
 //!
 //! Slow subscribers: the feed buffers a bounded number of batches. A
 //! subscriber that falls further behind is told it lagged, goes back to
@@ -45,8 +55,9 @@ impl std::fmt::Debug for Subscription {
 struct State {
     log: Log,
     tag: Option<LogTag>,
-    /// Next seqnum that may be delivered.
-    cursor: u64,
+    /// Next seqnum that may be delivered; `None` until `Beginning` is
+    /// resolved by the first tip query.
+    cursor: Option<u64>,
     buffer: VecDeque<LogEntry>,
     feed: Option<broadcast::Receiver<CommittedBatch>>,
     /// True while storage may hold entries at or above `cursor` that the
@@ -69,58 +80,65 @@ impl State {
                 return None;
             }
             if self.catching_up {
-                // Storage's tip before the read: if the read comes back short,
-                // everything below it has been seen.
-                let tip = self.log.storage.next_seqnum();
-                match self
-                    .log
-                    .storage
-                    .read(self.tag.as_ref(), self.cursor, CATCH_UP_CHUNK)
-                    .await
-                {
-                    Ok(chunk) => {
-                        let short = chunk.len() < CATCH_UP_CHUNK;
-                        if let Some(last) = chunk.last() {
-                            self.cursor = last.seqnum + 1;
-                        }
-                        self.buffer.extend(chunk);
-                        if short {
-                            self.cursor = self.cursor.max(tip);
-                            self.catching_up = false;
-                        }
-                    }
-                    Err(err) => {
-                        self.done = true;
-                        return Some(Err(err));
-                    }
+                if let Err(err) = self.catch_up().await {
+                    self.done = true;
+                    return Some(Err(err));
                 }
                 continue;
             }
+            let Some(cursor) = self.cursor else {
+                // Only `Beginning` starts unresolved, and it starts catching up.
+                self.catching_up = true;
+                continue;
+            };
             let feed = self.feed.as_mut()?;
             match feed.recv().await {
                 Ok(batch) => {
                     let Some(first) = batch.first().map(|e| e.seqnum) else {
                         continue;
                     };
-                    if first > self.cursor {
+                    if first > cursor {
                         // A gap between what we have and what the feed holds:
                         // fill it from storage before going on.
                         self.catching_up = true;
                         continue;
                     }
                     for entry in batch.iter() {
-                        if entry.seqnum >= self.cursor && self.matches(entry) {
+                        if entry.seqnum >= cursor && self.matches(entry) {
                             self.buffer.push_back(entry.clone());
                         }
                     }
                     if let Some(last) = batch.last() {
-                        self.cursor = self.cursor.max(last.seqnum + 1);
+                        self.cursor = Some(cursor.max(last.seqnum + 1));
                     }
                 }
                 Err(RecvError::Lagged(_)) => self.catching_up = true,
                 Err(RecvError::Closed) => self.done = true,
             }
         }
+    }
+
+    /// One catch-up read at the cursor, after a tip query; stops catching
+    /// up when the read comes back short.
+    async fn catch_up(&mut self) -> Result<()> {
+        // The tip before the read: if the read comes back short, everything
+        // below it has been seen.
+        let tip = self.log.storage.tip().await?;
+        let cursor = *self.cursor.get_or_insert(tip.first);
+        let chunk = self
+            .log
+            .storage
+            .read(self.tag.as_ref(), cursor, CATCH_UP_CHUNK)
+            .await?;
+        let short = chunk.len() < CATCH_UP_CHUNK;
+        let mut next = chunk.last().map_or(cursor, |last| last.seqnum + 1);
+        self.buffer.extend(chunk);
+        if short {
+            next = next.max(tip.next);
+            self.catching_up = false;
+        }
+        self.cursor = Some(next);
+        Ok(())
     }
 }
 
@@ -130,7 +148,11 @@ impl Subscription {
         // committed in between is then both in storage and in the feed, and
         // the cursor keeps it from being delivered twice.
         let feed = log.storage.feed().subscribe();
-        let cursor = log.resolve(position);
+        let cursor = match position {
+            Position::At(s) => Some(s),
+            Position::End => Some(*log.storage.feed().watch_tip().borrow()),
+            Position::Beginning => None,
+        };
         let state = State {
             log,
             tag,

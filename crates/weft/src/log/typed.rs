@@ -26,7 +26,7 @@ use futures::{Stream, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{LogView, Subscription};
+use super::{EntryStream, LogView, Subscription};
 use crate::error::{Error, ErrorDetail, ErrorKind, Result};
 use crate::model::{AppendResult, LogEntry, Position};
 
@@ -175,6 +175,26 @@ impl<T, C: Codec<T>> TypedView<T, C> {
             .collect()
     }
 
+    /// The entries from `position` to the end of the log, decoded as the
+    /// pages arrive (see [`Log::stream`](super::Log::stream)).
+    pub fn stream(&self, position: Position) -> TypedEntries<T, C> {
+        TypedEntries {
+            inner: self.view.stream(position),
+            codec: self.codec.clone(),
+            _marker: PhantomData,
+        }
+    }
+
+    /// The stream's entries from version `from_version` on, decoded (see
+    /// [`Log::stream_versions`](super::Log::stream_versions)).
+    pub fn stream_versions(&self, from_version: u64) -> TypedEntries<T, C> {
+        TypedEntries {
+            inner: self.view.stream_versions(from_version),
+            codec: self.codec.clone(),
+            _marker: PhantomData,
+        }
+    }
+
     /// Every live entry, decoded.
     pub async fn read_all(&self) -> Result<Vec<(LogEntry, T)>> {
         self.decode_all(self.view.read_all().await?)
@@ -217,15 +237,42 @@ pub struct TypedSubscription<T, C> {
     _marker: PhantomData<fn() -> T>,
 }
 
+/// An [`EntryStream`] that decodes each entry.
+pub struct TypedEntries<T, C> {
+    inner: EntryStream,
+    codec: std::sync::Arc<C>,
+    _marker: PhantomData<fn() -> T>,
+}
+
+/// Polls `inner` and decodes what it yields.
+fn poll_decoded<S, T, C>(
+    inner: &mut S,
+    codec: &C,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<(LogEntry, T)>>>
+where
+    S: Stream<Item = Result<LogEntry>> + Unpin,
+    C: Codec<T>,
+{
+    inner
+        .poll_next_unpin(cx)
+        .map(|item| item.map(|entry| entry.and_then(|e| decode_entry(codec, e))))
+}
+
 impl<T, C: Codec<T>> Stream for TypedSubscription<T, C> {
     type Item = Result<(LogEntry, T)>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match self.inner.poll_next_unpin(cx) {
-            Poll::Ready(Some(Ok(entry))) => Poll::Ready(Some(decode_entry(&*self.codec, entry))),
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
+        let this = &mut *self;
+        poll_decoded(&mut this.inner, &*this.codec, cx)
+    }
+}
+
+impl<T, C: Codec<T>> Stream for TypedEntries<T, C> {
+    type Item = Result<(LogEntry, T)>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        poll_decoded(&mut this.inner, &*this.codec, cx)
     }
 }

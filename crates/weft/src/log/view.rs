@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::{Log, Subscription};
+use super::{EntryStream, Log, Subscription};
 use crate::error::Result;
 use crate::kv::ViewKv;
 use crate::model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
@@ -79,7 +79,19 @@ impl LogView {
         }
     }
 
-    /// Every live entry of the view.
+    /// The view's entries from `position` to the end of the log, in pages
+    /// (see [`Log::stream`]).
+    pub fn stream(&self, position: Position) -> EntryStream {
+        self.log.stream(&self.tag, position)
+    }
+
+    /// The view's own stream from version `from_version` to its end, in
+    /// pages (see [`Log::stream_versions`]).
+    pub fn stream_versions(&self, from_version: u64) -> EntryStream {
+        self.log.stream_versions(&self.tag, from_version)
+    }
+
+    /// Every live entry of the view (see [`Log::read_all`]).
     pub async fn read_all(&self) -> Result<Vec<LogEntry>> {
         self.log.read_all(&self.tag).await
     }
@@ -123,14 +135,16 @@ impl LogView {
         Ok(last.map(|e| e.seqnum))
     }
 
-    /// The latest version of the view's own stream.
-    pub fn latest_version(&self) -> Option<u64> {
-        self.log.latest_version(&self.tag)
+    /// The latest version of the view's own stream (see
+    /// [`Log::latest_version`]).
+    pub async fn latest_version(&self) -> Result<Option<u64>> {
+        self.log.latest_version(&self.tag).await
     }
 
-    /// The version the view's next entry will get.
-    pub fn next_version(&self) -> u64 {
-        self.log.next_version(&self.tag)
+    /// The version the view's next entry will get (see
+    /// [`Log::next_version`]).
+    pub async fn next_version(&self) -> Result<u64> {
+        self.log.next_version(&self.tag).await
     }
 
     /// Backlog from `position`, then live entries.

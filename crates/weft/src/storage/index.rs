@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::model::LogTag;
 
 #[derive(Debug, Default, Clone)]
@@ -93,10 +93,10 @@ impl LogIndex {
     /// Adds the entry `seqnum` (which must be `next()`).
     pub fn insert(&mut self, seqnum: u64, tags: &[LogTag], version: u64) -> Result<()> {
         if seqnum != self.next {
-            return Err(Error::new(
-                ErrorKind::Corrupt,
-                format!("entry {seqnum} is not the next entry {}", self.next),
-            ));
+            return Err(Error::corrupt(format!(
+                "entry {seqnum} is not the next entry {}",
+                self.next
+            )));
         }
         // Look up before cloning: replaying a large log on open inserts
         // millions of entries whose tags are almost always known already.
@@ -165,12 +165,10 @@ impl LogIndex {
             return Ok(Vec::new());
         };
         if from_version < stream.first_version {
-            return Err(Error::new(
-                ErrorKind::Trimmed,
-                format!(
-                    "version {from_version} of {tag} was trimmed; the first live version is {}",
-                    stream.first_version
-                ),
+            return Err(Error::trimmed_version(
+                tag,
+                from_version,
+                stream.first_version,
             ));
         }
         let skip = (from_version - stream.first_version) as usize;

@@ -1,37 +1,33 @@
-//! The memory backend: the whole log in a `VecDeque` under a mutex.
+//! The memory backend: the whole log in an entry cache, numbered by a
+//! sequencer.
 //!
 //! For unit tests, simulation and ephemeral logs; nothing survives the
-//! process. Conditional appends and KV compare-and-set are atomic under the
-//! backend's lock.
+//! process. Conditional appends are atomic under the sequencer's lock, and
+//! the KV's compare-and-set under the KV's.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
 use super::cache::EntryCache;
+use super::core::{CachedLog, results_of};
 use super::sequencer::Sequencer;
-use super::{Capabilities, CommitFeed, NewEntry, Storage};
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::clock::{self, Clock};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kv::{KvStore, MemoryKv};
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
-
-#[derive(Debug, Default)]
-struct State {
-    sequencer: Sequencer,
-    cache: EntryCache,
-}
 
 /// A log held in memory.
 #[derive(Debug)]
 pub struct MemoryStorage {
-    state: Mutex<State>,
-    feed: CommitFeed,
+    /// Held while a batch is numbered and published, so batches become
+    /// visible (and reach the feed) in seqnum order.
+    sequencer: Mutex<Sequencer>,
+    log: CachedLog,
     kv: Arc<MemoryKv>,
     clock: Arc<dyn Clock>,
     max_entry_bytes: usize,
-    closed: AtomicBool,
 }
 
 impl Default for MemoryStorage {
@@ -49,46 +45,29 @@ impl MemoryStorage {
     /// An empty log whose timestamps come from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         MemoryStorage {
-            state: Mutex::new(State::default()),
-            feed: CommitFeed::new(0),
+            sequencer: Mutex::new(Sequencer::new()),
+            log: CachedLog::new("the memory log", EntryCache::default()),
             kv: Arc::new(MemoryKv::new()),
             clock,
             max_entry_bytes: MAX_ENTRY_BYTES,
-            closed: AtomicBool::new(false),
         }
-    }
-
-    fn lock(&self) -> Result<MutexGuard<'_, State>> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("the memory log is closed"));
-        }
-        Ok(self.state.lock().expect("memory storage lock"))
     }
 }
 
 #[async_trait]
 impl Storage for MemoryStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        self.log.gate().check_writable()?;
         let now = self.clock.now_ms();
-        let mut state = self.lock()?;
-        let planned = state.sequencer.plan(batch, now)?;
-        let results = planned
-            .iter()
-            .map(|e| AppendResult {
-                seqnum: e.seqnum,
-                stream_version: e.stream_version,
-                primary_tag: e.tags[0].clone(),
-                timestamp_ms: e.timestamp_ms,
-            })
-            .collect();
-        state.cache.extend(planned.iter().cloned())?;
-        // Published under the lock, so batches reach the feed in seqnum order.
-        self.feed.publish(planned.into());
+        let mut sequencer = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        let planned = sequencer.plan(batch, now)?;
+        let results = results_of(&planned);
+        self.log.publish(planned)?;
         Ok(results)
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        self.lock()?.cache.read(tag, from, max)
+        self.log.read(tag, from, max)
     }
 
     async fn read_versions(
@@ -97,45 +76,31 @@ impl Storage for MemoryStorage {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.lock()?.cache.read_versions(tag, from_version, max)
+        self.log.read_versions(tag, from_version, max)
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        Ok(self.lock()?.cache.read_prev(tag, before))
+        self.log.read_prev(tag, before)
     }
 
-    fn next_seqnum(&self) -> u64 {
-        self.state
-            .lock()
-            .expect("memory storage lock")
-            .cache
-            .index()
-            .next()
+    async fn tip(&self) -> Result<Tip> {
+        self.log.tip()
     }
 
-    fn first_seqnum(&self) -> u64 {
-        self.state
-            .lock()
-            .expect("memory storage lock")
-            .cache
-            .index()
-            .first()
-    }
-
-    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        let state = self.state.lock().expect("memory storage lock");
-        state.sequencer.next_version(tag).checked_sub(1)
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.log.latest_version(tag)
     }
 
     async fn trim(&self, through: u64) -> Result<()> {
-        let mut state = self.lock()?;
-        state.cache.check_trim(through)?;
-        state.cache.trim(through);
+        self.log.gate().check_writable()?;
+        let mut cache = self.log.visible().write();
+        cache.check_trim(through)?;
+        cache.trim(through);
         Ok(())
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.feed
+        self.log.feed()
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -147,12 +112,12 @@ impl Storage for MemoryStorage {
             read_only: false,
             durable: false,
             max_entry_bytes: self.max_entry_bytes,
+            freshness: Freshness::SingleWriter,
         }
     }
 
     async fn close(&self) -> Result<()> {
-        self.closed.store(true, Ordering::Release);
-        self.feed.close();
+        self.log.close();
         Ok(())
     }
 }

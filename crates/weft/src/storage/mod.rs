@@ -1,15 +1,30 @@
 //! Storage backends of the shared log, behind one trait.
 //!
 //! A [`Storage`] owns the durable order of entries: it assigns seqnums and
-//! stream versions, checks conditional appends, serves reads, and publishes
-//! every committed batch on its [`CommitFeed`] so subscriptions can go live
-//! without polling. The [`Log`](crate::Log) service adds views,
-//! subscriptions and typed access on top, identically for every backend.
+//! stream versions (or has its database assign them), checks conditional
+//! appends, serves reads, answers tip queries, and publishes every
+//! committed batch on its [`CommitFeed`] so subscriptions can go live
+//! without polling. The [`Log`](crate::Log) service adds positions, paged
+//! reads, views, subscriptions and typed access on top, identically for
+//! every backend.
 //!
 //! Backends: [`memory`] (tests, simulation, ephemeral logs), [`dir`] (a
 //! local directory: the embedded default), [`bucket`] (an S3-compatible
-//! bucket) and, with the `postgres` feature, `postgres` (a PostgreSQL
-//! database that many writer processes share). Each one passes the suite in [`crate::conformance`] unchanged.
+//! bucket: a fenced writer and read-only followers) and, with the
+//! `postgres` feature, `postgres` (a PostgreSQL database that many writer
+//! processes share). Each one passes the conformance suite of the
+//! `weft-testkit` crate unchanged. What they share (lifecycle, publishing
+//! under one lock, serving from an entry cache) is in [`core`];
+//! single-writer numbering is the [`sequencer`]. The design and what each
+//! kind of backend promises are in `docs/STORAGE_SEAM.md`.
+//!
+//! ## Tip queries and freshness
+//!
+//! [`Storage::tip`] and [`Storage::latest_version`] are async and
+//! fallible: how current their answer is depends on who numbers the
+//! entries, and [`Capabilities::freshness`] says which case a backend is.
+//! [`CommitFeed::watch_tip`] is the explicit, cheap alternative: the last
+//! state this handle announced.
 //!
 //! ## Stream versions
 //!
@@ -22,6 +37,7 @@
 
 pub mod bucket;
 pub mod cache;
+pub mod core;
 pub mod dir;
 pub mod feed;
 pub mod index;
@@ -42,6 +58,7 @@ use crate::model::{AppendResult, LogEntry, LogTag};
 pub use dir::DirStorage;
 pub use feed::CommitFeed;
 pub use memory::MemoryStorage;
+pub use sequencer::{MemoryVersions, Sequencer, VersionTable};
 
 /// One entry to append, as a backend receives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +75,46 @@ pub struct NewEntry {
     pub append_id: Option<String>,
 }
 
+/// The live range of a log: entries `first..next` are readable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tip {
+    /// The first seqnum still readable (the trim point plus one, or 0).
+    pub first: u64,
+    /// The seqnum the next committed entry gets (0 for an empty log).
+    pub next: u64,
+}
+
+impl Tip {
+    /// The seqnum of the last live entry; `None` when no entry is live.
+    pub fn last(&self) -> Option<u64> {
+        (self.next > self.first).then(|| self.next - 1)
+    }
+
+    /// True when no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.next <= self.first
+    }
+}
+
+/// How current a backend's answers to [`Storage::tip`] and
+/// [`Storage::latest_version`] are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Freshness {
+    /// This handle is the log's only writer and numbers every entry itself
+    /// (memory, dir, the bucket writer): the answer is exact and costs no
+    /// I/O. Only this handle's own appends can move it.
+    SingleWriter,
+    /// A database shared by many writer processes numbers the entries: each
+    /// query is one round trip to it and returns its state at that moment;
+    /// other processes may append right after.
+    SharedDatabase,
+    /// A read replica (the bucket follower, the dir follower): the answer
+    /// covers the prefix applied so far, which may lag the writer (by about
+    /// one poll).
+    AppliedPrefix,
+}
+
 /// What a backend can do, for callers and the conformance suite.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
@@ -67,6 +124,8 @@ pub struct Capabilities {
     pub durable: bool,
     /// The largest payload accepted.
     pub max_entry_bytes: usize,
+    /// How current tip and version queries are.
+    pub freshness: Freshness,
 }
 
 /// A storage backend for the shared log.
@@ -76,7 +135,12 @@ pub struct Capabilities {
 /// `expected_version` against versions that include the batch's own earlier
 /// entries, make an entry visible to reads only once it is durable (for the
 /// backend's notion of durable), and publish committed batches on the
-/// [`CommitFeed`] in seqnum order.
+/// [`CommitFeed`] in seqnum order (every committed entry eventually, and
+/// none before it is readable).
+///
+/// Reads return bounded pages (`max` entries); the [`Log`](crate::Log)
+/// turns them into streams. Tip queries are async and fallible, and as
+/// fresh as [`Capabilities::freshness`] says.
 #[async_trait]
 pub trait Storage: Send + Sync + 'static {
     /// Appends `batch` atomically and returns one result per entry, in order.
@@ -89,13 +153,16 @@ pub trait Storage: Send + Sync + 'static {
     /// Up to `max` entries with seqnum `>= from`, in seqnum order; only
     /// entries carrying `tag` when it is given.
     ///
-    /// Errors: `Trimmed` when `from` is below the first live seqnum.
+    /// Errors: `Trimmed` (with
+    /// [`ErrorDetail::Trimmed`](crate::ErrorDetail::Trimmed)) when `from` is
+    /// below the first live seqnum.
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>>;
 
     /// Up to `max` entries whose primary tag is `tag` and whose version is
     /// `>= from_version`, in order.
     ///
-    /// Errors: `Trimmed` when that version was trimmed away.
+    /// Errors: `Trimmed` when that version was trimmed away, with
+    /// [`ErrorDetail::Trimmed`](crate::ErrorDetail::Trimmed) in versions.
     async fn read_versions(
         &self,
         tag: &LogTag,
@@ -106,18 +173,23 @@ pub trait Storage: Send + Sync + 'static {
     /// The last entry with seqnum `< before` (carrying `tag` when given).
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>>;
 
-    /// The seqnum the next committed entry will get (0 for an empty log).
-    fn next_seqnum(&self) -> u64;
+    /// The live range of the log: first readable and next seqnum, as fresh
+    /// as [`Capabilities::freshness`] says. Entries below `next` are
+    /// readable once this returns.
+    ///
+    /// Errors: `Closed`; for a backend that asks its database, that
+    /// round trip's I/O kinds.
+    async fn tip(&self) -> Result<Tip>;
 
-    /// The first seqnum still readable (the trim point plus one, or 0).
-    fn first_seqnum(&self) -> u64;
-
-    /// The latest version of `tag` as a primary tag; `None` when it has none.
-    fn latest_version(&self, tag: &LogTag) -> Option<u64>;
+    /// The latest version of `tag` as a primary tag; `None` when it has
+    /// none. As fresh as [`Capabilities::freshness`] says.
+    ///
+    /// Errors: as [`Storage::tip`].
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>>;
 
     /// Drops every entry with seqnum `<= through`.
     ///
-    /// Errors: `InvalidInput` when `through` is not below `next_seqnum()`.
+    /// Errors: `InvalidInput` when `through` is not below the tip's `next`.
     async fn trim(&self, through: u64) -> Result<()>;
 
     /// The feed of committed batches.

@@ -1,8 +1,18 @@
-//! Assigns seqnums and stream versions, and checks conditional appends.
+//! Assigns seqnums and stream versions, and checks conditional appends, for
+//! a backend that is its log's only writer.
 //!
-//! Backends keep one [`Sequencer`] under their write lock. [`Sequencer::plan`]
-//! is all-or-nothing: either every entry of a batch gets its numbers, or the
-//! sequencer is untouched and a conflict is returned.
+//! Single-writer backends (memory, dir, the bucket writer) keep one
+//! [`Sequencer`] under their write lock. [`Sequencer::plan`] is
+//! all-or-nothing: either every entry of a batch gets its numbers, or the
+//! sequencer is untouched and a conflict is returned. A backend whose
+//! numbers are assigned elsewhere (a database shared by many writer
+//! processes) has no sequencer: its database checks and numbers.
+//!
+//! The next version of each stream lives in a [`VersionTable`]. The default,
+//! [`MemoryVersions`], holds every stream in a `HashMap`; a table that looks
+//! streams up on demand (a bounded cache over a persistent index) fits the
+//! same trait, which is why its lookups take `&mut self` (to fill a cache)
+//! and are fallible (to read from disk).
 
 use std::collections::HashMap;
 
@@ -11,15 +21,67 @@ use crate::model::{LogEntry, LogTag};
 
 use super::NewEntry;
 
+/// Where a [`Sequencer`] keeps each stream's next version.
+pub trait VersionTable: Send + 'static {
+    /// The version the next entry with primary tag `tag` gets; `None` for a
+    /// stream never written (whose next version is 0).
+    ///
+    /// Errors: the table's own (I/O kinds, `Corrupt`).
+    fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>>;
+
+    /// Records `next` as the version the next entry of `tag` gets.
+    ///
+    /// Errors: the table's own.
+    fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()>;
+}
+
+/// Every stream's next version in a `HashMap`: fine while the number of
+/// streams fits in memory.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryVersions {
+    next: HashMap<LogTag, u64>,
+}
+
+impl MemoryVersions {
+    /// A table holding `versions` (tag, next version).
+    pub fn from_versions(versions: impl IntoIterator<Item = (LogTag, u64)>) -> Self {
+        MemoryVersions {
+            next: versions.into_iter().collect(),
+        }
+    }
+
+    /// Every stream with its next version.
+    pub fn iter(&self) -> impl Iterator<Item = (&LogTag, u64)> {
+        self.next.iter().map(|(t, v)| (t, *v))
+    }
+}
+
+impl VersionTable for MemoryVersions {
+    fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>> {
+        Ok(self.next.get(tag).copied())
+    }
+
+    fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
+        // Clone the tag only for a stream's first entry.
+        match self.next.get_mut(tag) {
+            Some(v) => *v = next,
+            None => {
+                self.next.insert(tag.clone(), next);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The authoritative counters of one log: next seqnum and, per primary tag,
 /// next version.
 #[derive(Debug, Default, Clone)]
-pub struct Sequencer {
+pub struct Sequencer<V = MemoryVersions> {
     next_seqnum: u64,
-    next_versions: HashMap<LogTag, u64>,
+    versions: V,
 }
 
-impl Sequencer {
+impl Sequencer<MemoryVersions> {
     /// A sequencer for an empty log.
     pub fn new() -> Self {
         Sequencer::default()
@@ -32,9 +94,22 @@ impl Sequencer {
         next_seqnum: u64,
         next_versions: impl IntoIterator<Item = (LogTag, u64)>,
     ) -> Self {
+        Sequencer::with_table(next_seqnum, MemoryVersions::from_versions(next_versions))
+    }
+
+    /// Every primary tag with its next version.
+    pub fn versions(&self) -> impl Iterator<Item = (&LogTag, u64)> {
+        self.versions.iter()
+    }
+}
+
+impl<V: VersionTable> Sequencer<V> {
+    /// A sequencer whose next seqnum is `next_seqnum` and whose versions
+    /// live in `versions`.
+    pub fn with_table(next_seqnum: u64, versions: V) -> Self {
         Sequencer {
             next_seqnum,
-            next_versions: next_versions.into_iter().collect(),
+            versions,
         }
     }
 
@@ -44,13 +119,15 @@ impl Sequencer {
     }
 
     /// The version the next entry with primary tag `tag` gets.
-    pub fn next_version(&self, tag: &LogTag) -> u64 {
-        self.next_versions.get(tag).copied().unwrap_or(0)
+    ///
+    /// Errors: the version table's.
+    pub fn next_version(&mut self, tag: &LogTag) -> Result<u64> {
+        Ok(self.versions.next_version(tag)?.unwrap_or(0))
     }
 
-    /// Every primary tag with its next version.
-    pub fn versions(&self) -> impl Iterator<Item = (&LogTag, u64)> {
-        self.next_versions.iter().map(|(t, v)| (t, *v))
+    /// The version table.
+    pub fn table(&self) -> &V {
+        &self.versions
     }
 
     /// Accounts for an entry recovered from durable storage (replay on open).
@@ -64,7 +141,7 @@ impl Sequencer {
                 self.next_seqnum.wrapping_sub(1)
             )));
         }
-        let expected = self.next_version(entry.primary_tag());
+        let expected = self.next_version(entry.primary_tag())?;
         if entry.stream_version != expected && expected != 0 {
             return Err(Error::corrupt(format!(
                 "entry {} of {} has version {}, expected {expected}",
@@ -74,9 +151,8 @@ impl Sequencer {
             )));
         }
         self.next_seqnum = entry.seqnum + 1;
-        self.next_versions
-            .insert(entry.primary_tag().clone(), entry.stream_version + 1);
-        Ok(())
+        self.versions
+            .set_next_version(entry.primary_tag(), entry.stream_version + 1)
     }
 
     /// Moves the next seqnum forward to `next` (after a trim of a log whose
@@ -90,55 +166,97 @@ impl Sequencer {
     ///
     /// Errors: `InvalidInput` for an empty batch; `Conflict` (with
     /// [`ErrorDetail::VersionConflict`](crate::ErrorDetail::VersionConflict))
-    /// when an expected version does not match.
+    /// when an expected version does not match; the version table's (the
+    /// counters may then be partly moved: the backend must stop writing).
     pub fn plan(&mut self, batch: Vec<NewEntry>, timestamp_ms: u64) -> Result<Vec<LogEntry>> {
         if batch.is_empty() {
             return Err(Error::invalid_input(
                 "an append batch needs at least one entry",
             ));
         }
-        // First pass: check every expectation against versions that include
-        // the batch's own earlier entries, without touching the counters
-        // (nothing to check for unconditional batches, the common case).
-        let conditional = batch.iter().any(|e| e.expected_version.is_some());
-        let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
-        for entry in batch.iter().filter(|_| conditional) {
+        // First pass: number every entry and check every expectation
+        // against versions that include the batch's own earlier entries,
+        // without touching the counters. (A lone entry, the common case,
+        // needs no overlay.)
+        let mut versions = Vec::with_capacity(batch.len());
+        if let [entry] = &batch[..] {
             let primary = &entry.tags[0];
-            let next = overlay
-                .get(primary)
-                .copied()
-                .unwrap_or_else(|| self.next_version(primary));
-            if let Some(expected) = entry.expected_version
-                && expected != next
-            {
-                return Err(Error::version_conflict(primary, expected, next));
+            let next = self.next_version(primary)?;
+            check_expected(entry, next)?;
+            self.versions.set_next_version(primary, next + 1)?;
+            versions.push(next);
+        } else {
+            let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
+            for entry in &batch {
+                let primary = &entry.tags[0];
+                let next = match overlay.get(primary) {
+                    Some(&next) => next,
+                    None => self.next_version(primary)?,
+                };
+                check_expected(entry, next)?;
+                overlay.insert(primary, next + 1);
+                versions.push(next);
             }
-            overlay.insert(primary, next + 1);
+            // Second pass: move the counters.
+            for (tag, next) in &overlay {
+                self.versions.set_next_version(tag, *next)?;
+            }
         }
-        // Second pass: assign.
-        let mut out = Vec::with_capacity(batch.len());
-        for entry in batch {
-            // Clone the tag only for a stream's first entry.
-            let version = match self.next_versions.get_mut(&entry.tags[0]) {
-                Some(next) => {
-                    *next += 1;
-                    *next - 1
-                }
-                None => {
-                    self.next_versions.insert(entry.tags[0].clone(), 1);
-                    0
-                }
-            };
-            out.push(LogEntry {
-                seqnum: self.next_seqnum,
+        let first = self.next_seqnum;
+        self.next_seqnum += batch.len() as u64;
+        Ok(batch
+            .into_iter()
+            .zip(versions)
+            .enumerate()
+            .map(|(i, (entry, version))| LogEntry {
+                seqnum: first + i as u64,
                 stream_version: version,
                 tags: entry.tags,
                 data: entry.data,
                 timestamp_ms,
-            });
-            self.next_seqnum += 1;
+            })
+            .collect())
+    }
+
+    /// Gives back the numbers of `planned`, the batch the last
+    /// [`plan`](Sequencer::plan) returned, when it could not be handed to
+    /// durable storage after all. Nothing may have been planned since.
+    ///
+    /// Errors: `Internal` when `planned` is not the last planned batch; the
+    /// version table's.
+    pub fn unplan(&mut self, planned: &[LogEntry]) -> Result<()> {
+        let Some(first) = planned.first() else {
+            return Ok(());
+        };
+        if first.seqnum + planned.len() as u64 != self.next_seqnum {
+            return Err(Error::internal(format!(
+                "cannot give back entries {}..{}: the next seqnum is {}",
+                first.seqnum,
+                first.seqnum + planned.len() as u64,
+                self.next_seqnum
+            )));
         }
-        Ok(out)
+        // Each stream goes back to the version of its first planned entry.
+        let mut seen: Vec<&LogTag> = Vec::new();
+        for entry in planned {
+            let tag = entry.primary_tag();
+            if !seen.contains(&tag) {
+                seen.push(tag);
+                self.versions.set_next_version(tag, entry.stream_version)?;
+            }
+        }
+        self.next_seqnum = first.seqnum;
+        Ok(())
+    }
+}
+
+/// `Conflict` when `entry` expects another version than `next`.
+fn check_expected(entry: &NewEntry, next: u64) -> Result<()> {
+    match entry.expected_version {
+        Some(expected) if expected != next => {
+            Err(Error::version_conflict(&entry.tags[0], expected, next))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -166,7 +284,7 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Conflict);
         assert_eq!(err.conflict_next_version(), Some(2));
         assert_eq!(s.next_seqnum(), 1);
-        assert_eq!(s.next_version(&"a".parse().unwrap()), 1);
+        assert_eq!(s.next_version(&"a".parse().unwrap()).unwrap(), 1);
         let planned = s
             .plan(
                 vec![
@@ -182,5 +300,92 @@ mod tests {
             .map(|e| (e.seqnum, e.stream_version))
             .collect();
         assert_eq!(nums, vec![(1, 1), (2, 0), (3, 2)]);
+    }
+
+    /// A table that keeps one stream in memory and looks the others up in
+    /// a backing map on demand, as a bounded cache over a persistent index
+    /// would; it can also fail like one.
+    #[derive(Default)]
+    struct OneSlot {
+        backing: std::collections::BTreeMap<LogTag, u64>,
+        slot: Option<(LogTag, u64)>,
+        lookups: usize,
+        broken: bool,
+    }
+
+    impl VersionTable for OneSlot {
+        fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>> {
+            if self.broken {
+                return Err(Error::new(ErrorKind::Unavailable, "index offline"));
+            }
+            if let Some((t, v)) = &self.slot
+                && t == tag
+            {
+                return Ok(Some(*v));
+            }
+            self.lookups += 1;
+            let found = self.backing.get(tag).copied();
+            if let Some(v) = found {
+                self.slot = Some((tag.clone(), v));
+            }
+            Ok(found)
+        }
+
+        fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
+            self.backing.insert(tag.clone(), next);
+            self.slot = Some((tag.clone(), next));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn versions_can_be_looked_up_on_demand() {
+        let mut s = Sequencer::with_table(0, OneSlot::default());
+        for tags in [vec!["a", "b", "a"], vec!["b"], vec!["a", "c"]] {
+            let batch = tags.iter().map(|t| entry(t, None)).collect();
+            s.plan(batch, 1).unwrap();
+        }
+        let err = s.plan(vec![entry("b", Some(1))], 1).unwrap_err();
+        assert_eq!(err.conflict_next_version(), Some(2));
+        let planned = s
+            .plan(vec![entry("c", Some(1)), entry("a", Some(3))], 1)
+            .unwrap();
+        let nums: Vec<_> = planned
+            .iter()
+            .map(|e| (e.seqnum, e.stream_version))
+            .collect();
+        assert_eq!(nums, vec![(6, 1), (7, 3)]);
+        assert!(s.table().lookups > 0, "streams were looked up");
+        // A failing lookup is the append's error; nothing is numbered.
+        s.versions.broken = true;
+        let err = s.plan(vec![entry("a", None)], 1).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
+        assert_eq!(s.next_seqnum(), 8);
+    }
+
+    #[test]
+    fn unplan_gives_back_the_last_batch_only() {
+        let mut s = Sequencer::new();
+        s.plan(vec![entry("a", None)], 1).unwrap();
+        let planned = s
+            .plan(
+                vec![entry("a", None), entry("b", None), entry("a", None)],
+                1,
+            )
+            .unwrap();
+        let older = s.plan(vec![entry("c", None)], 1).unwrap();
+        assert_eq!(
+            s.unplan(&planned).unwrap_err().kind(),
+            ErrorKind::Internal,
+            "not the last batch"
+        );
+        s.unplan(&older).unwrap();
+        s.unplan(&planned).unwrap();
+        assert_eq!(s.next_seqnum(), 1);
+        for (tag, next) in [("a", 1), ("b", 0), ("c", 0)] {
+            assert_eq!(s.next_version(&tag.parse().unwrap()).unwrap(), next);
+        }
+        let again = s.plan(vec![entry("a", Some(1))], 1).unwrap();
+        assert_eq!((again[0].seqnum, again[0].stream_version), (1, 1));
     }
 }

@@ -6,17 +6,16 @@
 //! * [`retry`] — bounded retries with seeded, jittered backoff.
 //! * [`config`] — parsing a log location and building the store for it.
 //! * [`azure`] — connection settings of an Azure Blob container.
-//! * [`fault`] — a seeded fault-injecting wrapper for tests and simulation.
+//!
+//! Test wrappers (fault injection, hooks) live in the `weft-testkit` crate.
 
 pub mod azure;
 pub mod config;
-pub mod fault;
 pub mod outcome;
 pub mod retry;
 
 pub use azure::AzureSettings;
 pub use config::{Location, S3Settings, StoreSettings, build_store, with_prefix};
-pub use fault::{DEFAULT_HANG, FaultConfig, FaultStats, FaultStore, OpFaults};
 pub use outcome::{
     Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
 };

@@ -86,7 +86,7 @@ use std::error::Error as StdError;
 
 use object_store::client::{HttpError, HttpErrorKind};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, os};
 
 /// The kind of request that produced a result; decides the few cases where
 /// the same error means different things (a dropped connection on a read is
@@ -255,7 +255,7 @@ fn classify_chain(op: StoreOp, source: &(dyn StdError + Send + Sync + 'static)) 
             return classify_http(op, http.kind());
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return classify_io(op, io.kind());
+            return classify_io(op, io);
         }
         if let Some(inner) = e.downcast_ref::<object_store::Error>() {
             return classify(op, inner);
@@ -280,33 +280,22 @@ fn classify_http(op: StoreOp, kind: HttpErrorKind) -> Outcome {
     }
 }
 
-fn classify_io(op: StoreOp, kind: std::io::ErrorKind) -> Outcome {
-    use std::io::ErrorKind as Io;
-    match kind {
-        Io::NotFound => Outcome::NotFound,
-        Io::PermissionDenied => Outcome::PermissionDenied,
-        Io::ConnectionRefused | Io::AddrNotAvailable | Io::NotConnected => Outcome::Transient,
+/// An `io::Error` in a store client's error chain (local files, a socket),
+/// classified by [`crate::error::os`] and read for what it means to `op`.
+fn classify_io(op: StoreOp, err: &std::io::Error) -> Outcome {
+    use crate::error::os::OsClass as C;
+    match os::classify(err) {
+        C::NotFound => Outcome::NotFound,
+        // A read-only filesystem refuses every write, as a missing grant does.
+        C::Permission | C::ReadOnlyFs => Outcome::PermissionDenied,
+        C::Unreachable | C::Busy | C::NoSpace => Outcome::Transient,
         // The connection died with the request in flight.
-        Io::TimedOut
-        | Io::ConnectionReset
-        | Io::ConnectionAborted
-        | Io::BrokenPipe
-        | Io::UnexpectedEof
-        | Io::Interrupted
-            if op.is_write() =>
-        {
-            Outcome::Ambiguous
-        }
-        Io::TimedOut
-        | Io::ConnectionReset
-        | Io::ConnectionAborted
-        | Io::BrokenPipe
-        | Io::UnexpectedEof
-        | Io::Interrupted
-        | Io::WouldBlock => Outcome::Transient,
-        Io::InvalidInput | Io::InvalidFilename | Io::Unsupported => Outcome::Fatal,
-        _ if op.is_write() => Outcome::Ambiguous,
-        _ => Outcome::Transient,
+        C::ConnectionLost | C::ShortRead | C::Interrupted if op.is_write() => Outcome::Ambiguous,
+        C::ConnectionLost | C::ShortRead | C::Interrupted => Outcome::Transient,
+        C::WrongPath | C::Unsupported => Outcome::Fatal,
+        C::Exists if op == StoreOp::CreateIfAbsent => Outcome::Conflict,
+        C::Exists | C::BadData | C::Failed if op.is_write() => Outcome::Ambiguous,
+        C::Exists | C::BadData | C::Failed => Outcome::Transient,
     }
 }
 
@@ -452,6 +441,98 @@ mod tests {
         assert_eq!(classify(StoreOp::Read, &reset), Outcome::Transient);
         let refused = generic(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(classify(StoreOp::Put, &refused), Outcome::Transient);
+    }
+
+    /// OS errors a store client reports (the local file store, a socket),
+    /// by errno, for a read and for a write, and the kind the caller gets.
+    #[test]
+    fn os_errors_in_the_chain_map_by_errno() {
+        use Outcome as O;
+        let table = [
+            (libc::ENOENT, O::NotFound, O::NotFound, ErrorKind::NotFound),
+            (
+                libc::EACCES,
+                O::PermissionDenied,
+                O::PermissionDenied,
+                ErrorKind::PermissionDenied,
+            ),
+            (
+                libc::EPERM,
+                O::PermissionDenied,
+                O::PermissionDenied,
+                ErrorKind::PermissionDenied,
+            ),
+            (
+                libc::EROFS,
+                O::PermissionDenied,
+                O::PermissionDenied,
+                ErrorKind::PermissionDenied,
+            ),
+            (
+                libc::ENOSPC,
+                O::Transient,
+                O::Transient,
+                ErrorKind::Unavailable,
+            ),
+            (
+                libc::EDQUOT,
+                O::Transient,
+                O::Transient,
+                ErrorKind::Unavailable,
+            ),
+            (
+                libc::EMFILE,
+                O::Transient,
+                O::Transient,
+                ErrorKind::Unavailable,
+            ),
+            (
+                libc::ECONNREFUSED,
+                O::Transient,
+                O::Transient,
+                ErrorKind::Unavailable,
+            ),
+            (
+                libc::ECONNRESET,
+                O::Transient,
+                O::Ambiguous,
+                ErrorKind::Indeterminate,
+            ),
+            (
+                libc::EPIPE,
+                O::Transient,
+                O::Ambiguous,
+                ErrorKind::Indeterminate,
+            ),
+            (
+                libc::ETIMEDOUT,
+                O::Transient,
+                O::Ambiguous,
+                ErrorKind::Indeterminate,
+            ),
+            (libc::ENOTDIR, O::Fatal, O::Fatal, ErrorKind::Internal),
+            (libc::EISDIR, O::Fatal, O::Fatal, ErrorKind::Internal),
+            (libc::EXDEV, O::Fatal, O::Fatal, ErrorKind::Internal),
+            (
+                libc::EIO,
+                O::Transient,
+                O::Ambiguous,
+                ErrorKind::Indeterminate,
+            ),
+        ];
+        for (errno, read, write, write_kind) in table {
+            let err = || generic(std::io::Error::from_raw_os_error(errno));
+            assert_eq!(classify(StoreOp::Read, &err()), read, "read, errno {errno}");
+            assert_eq!(classify(StoreOp::Put, &err()), write, "put, errno {errno}");
+            assert_eq!(
+                to_error(StoreOp::Put, "x", err()).kind(),
+                write_kind,
+                "put, errno {errno}"
+            );
+        }
+        let exists = || generic(std::io::Error::from_raw_os_error(libc::EEXIST));
+        assert_eq!(classify(StoreOp::CreateIfAbsent, &exists()), O::Conflict);
+        assert_eq!(classify(StoreOp::Put, &exists()), O::Ambiguous);
     }
 
     #[test]

@@ -1,4 +1,5 @@
 //! Where a replica is in the log, and where it keeps that between runs.
+//! The cursor's byte layout is [`crate::format::replica_cursor`].
 //!
 //! A [`Cursor`] names the next record to apply: the manifest entry (by its
 //! sequence) and the record's index inside that entry's segment. It works
@@ -15,73 +16,13 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bytes::{BufMut, Bytes, BytesMut};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
 use crate::error::{Error, ErrorKind, Result};
+pub use crate::format::replica_cursor::Cursor;
+use crate::format::replica_cursor::{decode_cursor, encode_cursor};
 use crate::store::outcome::{self, StoreOp};
-
-/// The next record a replica will apply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Cursor {
-    /// The sequence of the manifest entry holding the record.
-    pub entry: u64,
-    /// The record's index within that entry's segment.
-    pub record: u32,
-}
-
-impl Cursor {
-    /// The first record of the entry with sequence `entry`.
-    pub fn at_entry(entry: u64) -> Self {
-        Cursor { entry, record: 0 }
-    }
-}
-
-const CURSOR_MAGIC: &[u8; 4] = b"WCUR";
-const CURSOR_VERSION: u16 = 1;
-const CURSOR_LEN: usize = 4 + 2 + 8 + 4 + 4;
-
-/// Encodes a cursor: `magic "WCUR" | version u16 | entry u64 | record u32 |
-/// crc32c u32` (little-endian; the CRC covers the bytes before it).
-pub fn encode_cursor(cursor: Cursor) -> Bytes {
-    let mut buf = BytesMut::with_capacity(CURSOR_LEN);
-    buf.put_slice(CURSOR_MAGIC);
-    buf.put_u16_le(CURSOR_VERSION);
-    buf.put_u64_le(cursor.entry);
-    buf.put_u32_le(cursor.record);
-    let crc = crc32c::crc32c(&buf);
-    buf.put_u32_le(crc);
-    buf.freeze()
-}
-
-/// Decodes a cursor written by [`encode_cursor`].
-///
-/// Errors: `Corrupt` for a wrong length, magic, version or checksum.
-pub fn decode_cursor(bytes: &[u8]) -> Result<Cursor> {
-    if bytes.len() != CURSOR_LEN {
-        return Err(Error::corrupt(format!(
-            "cursor is {} bytes, expected {CURSOR_LEN}",
-            bytes.len()
-        )));
-    }
-    let (body, crc) = bytes.split_at(CURSOR_LEN - 4);
-    let stored = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
-    if crc32c::crc32c(body) != stored {
-        return Err(Error::corrupt("cursor checksum mismatch"));
-    }
-    if &body[..4] != CURSOR_MAGIC {
-        return Err(Error::corrupt("not a weft cursor (bad magic)"));
-    }
-    let version = u16::from_le_bytes([body[4], body[5]]);
-    if version != CURSOR_VERSION {
-        return Err(Error::corrupt(format!("unknown cursor version {version}")));
-    }
-    Ok(Cursor {
-        entry: u64::from_le_bytes(body[6..14].try_into().expect("8 bytes")),
-        record: u32::from_le_bytes(body[14..18].try_into().expect("4 bytes")),
-    })
-}
 
 /// Keeps a replica's cursor between runs.
 #[async_trait]
@@ -229,24 +170,6 @@ impl CursorStore for ObjectCursorStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cursor_round_trips_and_detects_damage() {
-        let c = Cursor {
-            entry: 7,
-            record: 3,
-        };
-        let bytes = encode_cursor(c);
-        assert_eq!(decode_cursor(&bytes).unwrap(), c);
-        for i in 0..bytes.len() * 8 {
-            let mut b = bytes.to_vec();
-            b[i / 8] ^= 1 << (i % 8);
-            assert_eq!(decode_cursor(&b).unwrap_err().kind(), ErrorKind::Corrupt);
-        }
-        for len in 0..bytes.len() {
-            assert!(decode_cursor(&bytes[..len]).is_err());
-        }
-    }
 
     #[tokio::test]
     async fn file_store_survives_reopen() {

@@ -307,6 +307,7 @@ async fn upload(
     };
     let payload = PutPayload::from(bytes);
     let mut backoff = settings.retry.backoff(settings.seed ^ ordinal);
+    let mut retries = 0u32;
     let result = retry_store(
         &mut backoff,
         StoreOp::Put,
@@ -315,11 +316,20 @@ async fn upload(
         true,
         |outcome, err| {
             metrics::counter!("weft_producer_retries_total", "op" => "upload").increment(1);
-            warn!(ordinal, ?outcome, error = %err, "segment upload failed; retrying");
+            // One warning per upload; an outage's further retries at debug.
+            retries += 1;
+            if retries == 1 {
+                warn!(ordinal, ?outcome, error = %err, "segment upload failed; retrying");
+            } else {
+                debug!(ordinal, retries, ?outcome, error = %err, "segment upload retry");
+            }
         },
         || store.put_opts(&path, payload.clone(), PutOptions::default()),
     )
     .await;
+    if retries > 0 && result.is_ok() {
+        warn!(ordinal, retries, "segment upload succeeded after retrying");
+    }
     match result {
         Ok(_) => {
             metrics::counter!("weft_producer_segments_uploaded_total").increment(1);

@@ -6,7 +6,8 @@
 //! * `pipeline`, `flush`, `commit` — the producer's internals: shared
 //!   state, segment packing and uploads, and the manifest CAS loop.
 //! * [`replica`] — read replicas that tail the manifest and hand records
-//!   to an [`Applier`]; [`cursor`] keeps their place.
+//!   to an [`Applier`]; [`cursor`] keeps their place; [`segments`] fetches
+//!   and checks the segment an entry names, for replicas and tools alike.
 //! * [`maintenance`] — truncation and the snapshot pointer, through the
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
@@ -22,6 +23,7 @@ pub mod manifest;
 mod pipeline;
 pub mod producer;
 pub mod replica;
+pub mod segments;
 pub mod snapshot;
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 
-use crate::error::{Error, ErrorDetail, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// The channel a waiter is resolved through.
 pub(crate) type Reply = oneshot::Sender<Result<u64>>;
@@ -50,58 +50,37 @@ impl Waiter {
     }
 }
 
-/// Why the producer stopped, kept as plain data so that every pending and
-/// future caller can get its own [`Error`].
+/// Why the producer stopped: the error that stopped it, handed (cloned) to
+/// every pending and future caller.
 #[derive(Debug, Clone)]
-pub(crate) struct Halt {
-    kind: ErrorKind,
-    message: String,
-    detail: Option<ErrorDetail>,
-}
+pub(crate) struct Halt(Error);
 
 impl Halt {
     pub(crate) fn from_error(err: &Error) -> Self {
-        // The source is not cloneable; its text is kept in the message.
-        let message = match std::error::Error::source(err) {
-            Some(source) => format!("{}: {source}", err.message()),
-            None => err.message().to_string(),
-        };
-        Halt {
-            kind: err.kind(),
-            message,
-            detail: err.detail().cloned(),
-        }
+        Halt(err.clone())
     }
 
     pub(crate) fn closed() -> Self {
-        Halt {
-            kind: ErrorKind::Closed,
-            message: "producer is closed".to_string(),
-            detail: None,
-        }
+        Halt(Error::closed("producer is closed"))
     }
 
-    /// The error for an append that was pending when the producer halted.
+    /// The error for an append that was pending when the producer halted:
+    /// the halting error itself.
     pub(crate) fn pending_error(&self) -> Error {
-        let err = Error::new(self.kind, self.message.clone());
-        match &self.detail {
-            Some(d) => err.with_detail(d.clone()),
-            None => err,
-        }
+        self.0.clone()
     }
 
-    /// The error for an append made after the producer halted: fenced stays
-    /// fenced (the caller must step down); anything else means this producer
-    /// is closed for good, whatever the original kind was.
+    /// The error for an append made after the producer halted (see
+    /// [`Error::after_stop`]: fenced stays fenced, anything else is closed).
     pub(crate) fn future_error(&self) -> Error {
-        match self.kind {
-            ErrorKind::Fenced | ErrorKind::Closed => self.pending_error(),
-            _ => Error::closed(format!("producer halted: {}", self.message)),
+        match self.0.kind() {
+            ErrorKind::Closed => self.0.clone(),
+            _ => self.0.after_stop("the producer"),
         }
     }
 
     pub(crate) fn kind(&self) -> ErrorKind {
-        self.kind
+        self.0.kind()
     }
 }
 

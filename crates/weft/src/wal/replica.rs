@@ -37,9 +37,10 @@ use object_store::{GetOptions, ObjectStore};
 
 use super::applier::{Applier, Record};
 use super::cursor::{Cursor, CursorStore, MemoryCursorStore};
+use super::segments::{check_segment, missing_segment};
 use crate::error::{Error, ErrorDetail, ErrorKind, Result};
 use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
-use crate::format::segment::decode_segment;
+use crate::outage::Outage;
 use crate::store::outcome::{self, StoreOp};
 
 /// What one [`Replica::poll`] did.
@@ -328,11 +329,7 @@ impl<A: Applier> Replica<A> {
             .as_ref()
             .is_some_and(|m| m.entries.iter().any(|e| e.location == entry.location));
         if listed {
-            return Error::corrupt(format!(
-                "the manifest lists segment {} (entry {}), which does not exist",
-                entry.location, entry.sequence
-            ))
-            .with_source(err);
+            return missing_segment(entry, err);
         }
         // Gone from the manifest but the cursor is not behind: the next
         // step re-plans on the fresh manifest.
@@ -460,17 +457,7 @@ impl<A: Applier> Replica<A> {
                 }
                 Err(e) => return Err(e),
             };
-            let segment = decode_segment(bytes)
-                .map_err(|e| e.context(format!("segment {}", entry.location)))?;
-            if let Some(count) = entry.count
-                && segment.records.len() != count as usize
-            {
-                return Err(Error::corrupt(format!(
-                    "segment {} holds {} records, the manifest says {count}",
-                    entry.location,
-                    segment.records.len()
-                )));
-            }
+            let segment = check_segment(entry, bytes)?;
             let mut cursor = self.cursor.expect("cursor set");
             let first = if cursor.entry == entry.sequence {
                 cursor.record as usize
@@ -531,12 +518,17 @@ impl<A: Applier> Replica<A> {
     /// after the poll interval; any other error ends the run.
     pub async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<()> {
         tokio::pin!(shutdown);
+        let mut outage = Outage::new("replica poll");
         loop {
-            let wait = match self.poll().await {
+            let result = self.poll().await;
+            if result.is_ok() {
+                outage.recovered();
+            }
+            let wait = match result {
                 Ok(o) if o.applied > 0 => Duration::ZERO,
                 Ok(_) => self.poll_interval,
                 Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
-                    tracing::warn!(error = %e, "replica poll failed; retrying");
+                    outage.failed(&e);
                     self.poll_interval
                 }
                 Err(e) => return Err(e),

@@ -174,11 +174,19 @@ impl SnapshotWriter {
         let id = Ulid::from_parts(now, rng.random());
         let path = object_path(&self.prefix, through_seq, id);
         let mut backoff = self.retry.backoff(rng.random());
+        let mut retries = 0u32;
         let result = retry_store(
             &mut backoff,
             StoreOp::CreateIfAbsent,
             true,
-            |outcome, err| warn!(?outcome, error = %err, %path, "snapshot upload retry"),
+            |outcome, err| {
+                retries += 1;
+                if retries == 1 {
+                    warn!(?outcome, error = %err, %path, "snapshot upload failed; retrying");
+                } else {
+                    tracing::debug!(retries, ?outcome, error = %err, %path, "snapshot upload retry");
+                }
+            },
             || {
                 let opts = PutOptions::from(PutMode::Create);
                 self.store

@@ -3,7 +3,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod azure;
-pub mod hook;
 pub mod producer_cases;
 pub mod s3;
 pub mod store_cases;

@@ -10,8 +10,9 @@ use super::wal::{batch, manifest, records};
 use bytes::Bytes;
 use object_store::ObjectStore;
 use weft::ErrorKind;
-use weft::store::{FaultConfig, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::{Producer, ProducerBuilder};
+use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 
 const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";

@@ -26,15 +26,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
+use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
@@ -42,8 +37,10 @@ use ulid::Ulid;
 use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::decode_segment;
-use weft::store::{FaultConfig, FaultStats, FaultStore, OpFaults, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::{FnApplier, Manifest, Producer, Record, Replica};
+use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
+use weft_testkit::hooked::{After, HookedStore, Op, after};
 
 /// The manifest's path in the simulated bucket.
 pub const MANIFEST: &str = "wal/manifest";
@@ -322,8 +319,8 @@ const SIM_LIMIT: Duration = Duration::from_secs(3_600);
 async fn run(seed: u64, profile: Profile) -> SimRun {
     let plan = plan(seed, profile);
     let memory = Arc::new(InMemory::new());
-    let recorder = Arc::new(Recorder::new(memory.clone(), MANIFEST));
-    let faults = FaultStore::wrap(recorder.clone(), plan.faults.clone());
+    let recorder = Recorder::new(memory.clone(), MANIFEST);
+    let faults = FaultStore::wrap(recorder.store(), plan.faults.clone());
     let world = Arc::new(World {
         start: Instant::now(),
         clock: AtomicU64::new(0),
@@ -946,76 +943,38 @@ pub fn summary(run: &SimRun) -> String {
 /// Below the faults: records every manifest object that lands.
 #[derive(Debug)]
 pub struct Recorder {
-    inner: Arc<dyn ObjectStore>,
-    manifest: Path,
-    history: Mutex<Vec<Bytes>>,
+    store: Arc<HookedStore>,
+    history: Arc<Mutex<Vec<Bytes>>>,
 }
 
 impl Recorder {
     /// Records the manifest at `manifest` of `inner`.
     pub fn new(inner: Arc<dyn ObjectStore>, manifest: &str) -> Self {
+        let history = Arc::new(Mutex::new(Vec::new()));
+        let landed = history.clone();
+        let manifest = Path::from(manifest);
+        let store = HookedStore::new(inner).with_hook(after(move |call, ok, _inner| {
+            if let (Op::Put, true, Some((payload, _))) = (call.op, ok, &call.put)
+                && call.path == manifest
+            {
+                landed.lock().unwrap().push(Bytes::from(payload.clone()));
+            }
+            async { After::Keep }
+        }));
         Recorder {
-            inner,
-            manifest: Path::from(manifest),
-            history: Mutex::new(Vec::new()),
+            store: Arc::new(store),
+            history,
         }
+    }
+
+    /// The recording store, to stack the faults over.
+    pub fn store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
     }
 
     /// Every manifest object written so far, in order.
     pub fn history(&self) -> Vec<Bytes> {
         self.history.lock().unwrap().clone()
-    }
-}
-
-impl std::fmt::Display for Recorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Recorder({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Recorder {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let bytes: Bytes = payload.clone().into();
-        let result = self.inner.put_opts(location, payload, opts).await;
-        if result.is_ok() && *location == self.manifest {
-            self.history.lock().unwrap().push(bytes);
-        }
-        result
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    async fn delete(&self, location: &Path) -> object_store::Result<()> {
-        self.inner.delete(location).await
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy(from, to).await
-    }
-    async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
-        self.inner.copy_if_not_exists(from, to).await
     }
 }
 

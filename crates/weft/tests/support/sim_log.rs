@@ -36,9 +36,10 @@ use weft::clock::ManualClock;
 use weft::format::decode_segment;
 use weft::format::frame;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::store::{FaultConfig, FaultStats, FaultStore, RetryPolicy};
+use weft::store::RetryPolicy;
 use weft::wal::Manifest;
 use weft::{AppendRequest, ErrorDetail, ErrorKind, Log, LogEntry, LogTag, Position, Storage};
+use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore};
 
 use super::sim::{Profile, Recorder, check_manifest_history, faults, ms};
 
@@ -214,8 +215,8 @@ pub fn simulate_log(seed: u64, profile: Profile) -> LogRun {
 async fn run(seed: u64, profile: Profile) -> LogRun {
     let plan = plan(seed, profile);
     let memory = Arc::new(InMemory::new());
-    let recorder = Arc::new(Recorder::new(memory.clone(), &format!("{PREFIX}/manifest")));
-    let faults = FaultStore::wrap(recorder.clone(), plan.faults.clone());
+    let recorder = Recorder::new(memory.clone(), &format!("{PREFIX}/manifest"));
+    let faults = FaultStore::wrap(recorder.store(), plan.faults.clone());
     let world = Arc::new(World {
         start: Instant::now(),
         clock: AtomicU64::new(0),
@@ -249,7 +250,7 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
     if let Some(follower) = follower {
         let want = final_log.len() as u64;
         let caught_up = tokio::time::timeout(Duration::from_secs(600), async {
-            while follower.next_seqnum() < want && follower.stopped().is_none() {
+            while follower.tip().await.unwrap().next < want && follower.stopped().is_none() {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
@@ -480,7 +481,7 @@ async fn append_some(mut rng: ChaCha8Rng, plan: Plan, world: Arc<World>) {
             }
             // Conditional, usually on what the writer last saw.
             2..=4 => {
-                let next = log.next_version(&tag);
+                let next = log.next_version(&tag).await.unwrap();
                 let expected = if rng.random_bool(0.8) {
                     next
                 } else {

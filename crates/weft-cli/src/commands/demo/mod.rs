@@ -1,6 +1,8 @@
 //! `weft demo`: a small but real system on the embedded default.
 //!
-//! It opens (or creates) a `dir` log, starts the shop's two executors
+//! It opens (or creates) a log — a local directory by default, or a bucket
+//! (`s3://`, `az://`), through the same `open_log` as `weft append` —
+//! starts the shop's two executors
 //! ([`shop`]), restocks the warehouse, places a handful of orders with
 //! conditional appends, prints every entry as it commits, waits until every
 //! order is decided and every reserved order shipped, and ends with a
@@ -11,14 +13,13 @@
 mod shop;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use weft::exec::{ExecutorEngine, ExecutorStatus};
-use weft::{AppendRequest, Error, ErrorKind, Log, Position, Result};
+use weft::{AppendRequest, Error, ErrorKind, Log, Position, Result, Tip};
 
 use crate::location::{self, Create, StoreArgs};
 use crate::output;
@@ -30,9 +31,10 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// `weft demo`
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// The log directory (created if absent; re-running on it resumes).
-    #[arg(default_value = "weft-demo")]
-    dir: PathBuf,
+    /// The log: a directory (created if absent) or s3://bucket/prefix,
+    /// az://container/prefix (created if absent). Re-running on it resumes.
+    #[arg(default_value = "weft-demo", value_name = "LOG")]
+    log: String,
 
     /// How many orders this run places.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -40,27 +42,31 @@ pub(crate) struct DemoArgs {
 }
 
 /// Runs `weft demo`.
-pub(crate) async fn run(args: DemoArgs) -> Result<ExitCode> {
+pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let location = weft::store::Location::Dir {
-        path: args.dir.clone(),
-    };
-    let log = location::open_log(&location, Create::IfMissing, &StoreArgs::default()).await?;
-    let outcome = run_on(&log, &args, started).await;
+    // A location, not a path: `s3://bucket/x` is a bucket, never a local
+    // directory named `s3:`.
+    let location = location::parse(&args.log)?;
+    let log = location::open_log(&location, Create::IfMissing, store).await?;
+    let outcome = run_on(&log, &args, &location, started).await;
     let closed = log.close().await;
     outcome?;
     closed?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_on(log: &Log, args: &DemoArgs, started: Instant) -> Result<()> {
+async fn run_on(
+    log: &Log,
+    args: &DemoArgs,
+    location: &weft::store::Location,
+    started: Instant,
+) -> Result<()> {
     let tags = Tags::new()?;
-    let start = log.storage().next_seqnum();
-    let run = log.next_version(&tags.stock) + 1;
-    let placed_before = log.next_version(&tags.orders);
+    let start = log.tip().await?.next;
+    let run = log.next_version(&tags.stock).await? + 1;
+    let placed_before = log.next_version(&tags.orders).await?;
     output::line(&format!(
-        "weft demo: an order-fulfilment shop on the log in {}",
-        args.dir.display()
+        "weft demo: an order-fulfilment shop on the log at {location}"
     ))?;
     if start == 0 {
         output::line("new log: starting from seqnum 0")?;
@@ -140,7 +146,7 @@ async fn run_on(log: &Log, args: &DemoArgs, started: Instant) -> Result<()> {
         .await
         .map_err(|_| stuck("shipping did not ship every reserved order"))??;
         // Let the printer show the last entry before the summary.
-        let end = log.storage().next_seqnum();
+        let end = log.tip().await?.next;
         tokio::time::timeout(SETTLE_TIMEOUT, printed_rx.wait_for(|p| *p >= end))
             .await
             .map_err(|_| stuck("the log's feed fell behind"))?
@@ -177,21 +183,15 @@ async fn summary(
     let mut per_tag: BTreeMap<String, u64> = BTreeMap::new();
     let mut distinct = std::collections::BTreeSet::new();
     let mut entries = 0u64;
-    let mut cursor = log.storage().first_seqnum();
-    loop {
-        let chunk = log.read_log(Position::At(cursor), 4096).await?;
-        let Some(last) = chunk.last() else { break };
-        cursor = last.seqnum + 1;
-        entries += chunk.len() as u64;
-        for e in &chunk {
-            for t in &e.tags {
-                distinct.insert(t.clone());
-                *per_tag.entry(t.namespace().to_owned()).or_default() += 1;
-            }
+    let mut all = log.stream_log(Position::Beginning);
+    while let Some(e) = all.try_next().await? {
+        entries += 1;
+        for t in &e.tags {
+            distinct.insert(t.clone());
+            *per_tag.entry(t.namespace().to_owned()).or_default() += 1;
         }
     }
-    let next = log.storage().next_seqnum();
-    let first = log.storage().first_seqnum();
+    let Tip { first, next } = log.tip().await?;
     output::line("")?;
     output::line("summary")?;
     output::line(&format!(
@@ -201,13 +201,13 @@ async fn summary(
     if next > first {
         output::line(&format!("  seqnums    {first}..={}", next - 1))?;
     }
-    let streams: Vec<String> = [&tags.stock, &tags.orders, &tags.inventory, &tags.shipments]
-        .iter()
-        .map(|t| match log.latest_version(t) {
+    let mut streams: Vec<String> = Vec::new();
+    for t in [&tags.stock, &tags.orders, &tags.inventory, &tags.shipments] {
+        streams.push(match log.latest_version(t).await? {
             Some(v) => format!("{t} v{v}"),
             None => format!("{t} (empty)"),
-        })
-        .collect();
+        });
+    }
     output::line(&format!("  streams    {}", streams.join(", ")))?;
     let tag_counts: Vec<String> = per_tag.iter().map(|(ns, n)| format!("{ns}: {n}")).collect();
     output::line(&format!(

@@ -17,6 +17,10 @@
 //! reads fail with `Trimmed` where the writer's do. A follower that falls
 //! so far behind that the entries it still needs were truncated stops with
 //! `Trimmed` (see [`BucketFollower::stopped`]); it never skips entries.
+//!
+//! Tip and version queries answer for the prefix applied so far
+//! ([`Freshness::AppliedPrefix`]): a follower never asks the bucket
+//! whether the writer is ahead.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,8 +39,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
+use crate::outage::Outage;
 use crate::storage::cache::EntryCache;
-use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
+use crate::storage::core::CachedLog;
+use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::wal::{Applier, Record, Replica};
 
 /// How a follower tails the bucket.
@@ -57,20 +63,21 @@ impl Default for FollowerOptions {
     }
 }
 
-#[derive(Debug)]
-struct Shared {
-    cache: Mutex<EntryCache>,
-    feed: CommitFeed,
-    /// Why the tailing task stopped, if it did.
-    stopped: Mutex<Option<Error>>,
-}
+/// The local copy, its feed, and why the tailing task stopped (the gate's
+/// stop), shared by the handle and the tailing task.
+type Shared = CachedLog;
 
 struct FollowerApplier {
     shared: Arc<Shared>,
     assembler: BatchAssembler,
 }
 
-impl Shared {
+/// Retention, as the follower applies it to its copy.
+trait HonourRetention {
+    fn honour_retention(&self, manifest: &ManifestData);
+}
+
+impl HonourRetention for CachedLog {
     /// Drops what `manifest` no longer holds from the local copy.
     fn honour_retention(&self, manifest: &ManifestData) {
         let first_entry = manifest
@@ -82,7 +89,7 @@ impl Shared {
             .as_ref()
             .map_or(0, |s| s.through_seq.saturating_add(1));
         let live_from = first_entry.max(after_snapshot);
-        let mut cache = self.cache.lock().expect("follower cache lock");
+        let mut cache = self.visible().write();
         if live_from > cache.index().first() {
             cache.trim(live_from - 1);
         }
@@ -95,22 +102,23 @@ impl Applier for FollowerApplier {
     async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
         let state = decode_trim_state(&snapshot, through_seq)?;
         let first = through_seq.saturating_add(1);
-        *self.shared.cache.lock().expect("follower cache lock") =
+        *self.shared.visible().write() =
             EntryCache::with_version_floors(first, state.next_versions);
+        // Nothing below `first` will ever be announced.
+        self.shared.feed().advance_to(first);
         self.assembler = BatchAssembler::starting_at(first);
         Ok(())
     }
 
     async fn apply(&mut self, record: &Record) -> Result<()> {
         if let Some(batch) = self.assembler.push(record)? {
-            let mut cache = self.shared.cache.lock().expect("follower cache lock");
-            if cache.index().is_empty() && cache.index().next() != batch[0].seqnum {
-                // The log was trimmed before we first saw it.
-                *cache = EntryCache::starting_at(batch[0].seqnum);
-            }
-            cache.extend(batch.iter().cloned())?;
-            // Under the cache lock, so the feed sees batches in order.
-            self.shared.feed.publish(batch.into());
+            self.shared.visible().publish(batch, |cache, entries| {
+                if cache.index().is_empty() && cache.index().next() != entries[0].seqnum {
+                    // The log was trimmed before we first saw it.
+                    *cache = EntryCache::starting_at(entries[0].seqnum);
+                }
+                cache.extend(entries.iter().cloned())
+            })?;
         }
         Ok(())
     }
@@ -125,9 +133,11 @@ async fn tail(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     tokio::pin!(shutdown);
+    let mut outage = Outage::new("bucket follower poll");
     loop {
         let wait = match replica.poll().await {
             Ok(outcome) => {
+                outage.recovered();
                 if let Some(m) = replica.manifest() {
                     shared.honour_retention(m);
                 }
@@ -138,7 +148,7 @@ async fn tail(
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
-                tracing::warn!(error = %e, "follower poll failed; retrying");
+                outage.failed(&e);
                 interval
             }
             Err(e) => return Err(e),
@@ -177,11 +187,10 @@ impl BucketFollower {
         options: FollowerOptions,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
-        let shared = Arc::new(Shared {
-            cache: Mutex::new(EntryCache::starting_at(0)),
-            feed: CommitFeed::new(0),
-            stopped: Mutex::new(None),
-        });
+        let shared = Arc::new(CachedLog::new(
+            "the bucket follower",
+            EntryCache::starting_at(0),
+        ));
         let applier = FollowerApplier {
             shared: shared.clone(),
             assembler: BatchAssembler::new(),
@@ -203,8 +212,8 @@ impl BucketFollower {
             };
             if let Err(e) = tail(&mut replica, &task_shared, interval, shutdown).await {
                 tracing::error!(error = %e, "bucket follower stopped");
-                *task_shared.stopped.lock().expect("follower lock") = Some(e);
-                task_shared.feed.close();
+                task_shared.gate().stop(&e);
+                task_shared.feed().close();
             }
         });
         Ok(BucketFollower {
@@ -216,25 +225,14 @@ impl BucketFollower {
     }
 
     /// Why the follower stopped tailing, if it did (it then serves what it
-    /// has and its subscriptions end).
+    /// has and its subscriptions end), as a message.
     pub fn stopped(&self) -> Option<String> {
-        self.shared
-            .stopped
-            .lock()
-            .expect("follower lock")
-            .as_ref()
-            .map(|e| e.to_string())
+        self.stop_error().map(|e| e.to_string())
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, EntryCache> {
-        self.shared.cache.lock().expect("follower cache lock")
-    }
-
-    fn open_cache(&self) -> Result<std::sync::MutexGuard<'_, EntryCache>> {
-        if *self.stop.borrow() {
-            return Err(Error::closed("the bucket follower is closed"));
-        }
-        Ok(self.cache())
+    /// The error that stopped the tailing, if one did.
+    pub fn stop_error(&self) -> Option<Error> {
+        self.shared.gate().stopped()
     }
 
     fn read_only() -> Error {
@@ -252,7 +250,7 @@ impl Storage for BucketFollower {
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        self.open_cache()?.read(tag, from, max)
+        self.shared.read(tag, from, max)
     }
 
     async fn read_versions(
@@ -261,23 +259,19 @@ impl Storage for BucketFollower {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.open_cache()?.read_versions(tag, from_version, max)
+        self.shared.read_versions(tag, from_version, max)
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        Ok(self.open_cache()?.read_prev(tag, before))
+        self.shared.read_prev(tag, before)
     }
 
-    fn next_seqnum(&self) -> u64 {
-        self.cache().index().next()
+    async fn tip(&self) -> Result<Tip> {
+        self.shared.tip()
     }
 
-    fn first_seqnum(&self) -> u64 {
-        self.cache().index().first()
-    }
-
-    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.cache().index().latest_version(tag)
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.shared.latest_version(tag)
     }
 
     async fn trim(&self, _through: u64) -> Result<()> {
@@ -285,7 +279,7 @@ impl Storage for BucketFollower {
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.shared.feed
+        self.shared.feed()
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -297,16 +291,18 @@ impl Storage for BucketFollower {
             read_only: true,
             durable: true,
             max_entry_bytes: MAX_ENTRY_BYTES,
+            freshness: Freshness::AppliedPrefix,
         }
     }
 
     async fn close(&self) -> Result<()> {
+        self.shared.gate().close();
         let _ = self.stop.send(true);
-        let task = self.task.lock().expect("follower lock").take();
+        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(task) = task {
             let _ = task.await;
         }
-        self.shared.feed.close();
+        self.shared.close();
         Ok(())
     }
 }

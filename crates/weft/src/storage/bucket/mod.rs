@@ -30,12 +30,14 @@
 //! references any more; [`trim_unowned`] trims from a tool without fencing
 //! the writer.
 
+pub mod check;
 pub mod follower;
 pub mod kv;
 mod records;
 pub mod retention;
 pub mod writer;
 
+pub use check::{BucketCheck, check};
 pub use follower::{BucketFollower, FollowerOptions};
 pub use kv::BucketKv;
 pub use retention::{gc, trim_unowned};

@@ -22,11 +22,15 @@
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
-//! every later append fails with the producer's error (`Fenced` when a newer
-//! writer took over); reads of what was committed keep working.
+//! every later append fails with [`Error::after_stop`] of the producer's
+//! error (`Fenced`, with both epochs, when a newer writer took over;
+//! `Closed` otherwise); reads of what was committed keep working.
+//!
+//! The reads, the tip and the stop/close state are the shared
+//! [`CachedLog`]; this module adds the sequencer, the producer and the
+//! visibility task.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -45,8 +49,9 @@ use crate::format::{
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::cache::EntryCache;
+use crate::storage::core::{CachedLog, results_of};
 use crate::storage::sequencer::Sequencer;
-use crate::storage::{Capabilities, CommitFeed, NewEntry, Storage};
+use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::store::RetryPolicy;
 use crate::wal::{Applier, Durability, Producer, Record, Replica, SnapshotWriter};
 
@@ -85,11 +90,6 @@ impl Default for BucketOptions {
     }
 }
 
-#[derive(Debug, Default)]
-struct Committed {
-    cache: EntryCache,
-}
-
 /// One planned batch on its way to visibility.
 struct InFlight {
     planned: Vec<LogEntry>,
@@ -100,11 +100,8 @@ struct InFlight {
 /// What the writer handle and its visibility task share.
 #[derive(Debug)]
 struct Shared {
-    committed: Mutex<Committed>,
-    feed: CommitFeed,
-    /// Set once the producer failed: every later append gets this error.
-    failed: Mutex<Option<(ErrorKind, String)>>,
-    closed: AtomicBool,
+    /// The committed entries, the feed, and whether the writer stopped.
+    log: CachedLog,
     /// Ticks whenever a batch became visible or the writer failed.
     settled: tokio::sync::watch::Sender<()>,
 }
@@ -343,15 +340,11 @@ impl BucketStorage {
             options.seed.unwrap_or(0),
         )
         .await?;
-        let committed = Committed { cache };
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
             .with_clock(clock.clone());
         let shared = Arc::new(Shared {
-            feed: CommitFeed::new(committed.cache.index().next()),
-            committed: Mutex::new(committed),
-            failed: Mutex::new(None),
-            closed: AtomicBool::new(false),
+            log: CachedLog::new("the bucket writer", cache),
             settled: tokio::sync::watch::Sender::new(()),
         });
         let (in_flight, rx) = mpsc::unbounded_channel();
@@ -382,75 +375,38 @@ impl BucketStorage {
         self.producer.run_id()
     }
 
-    fn committed(&self) -> Result<std::sync::MutexGuard<'_, Committed>> {
-        if self.shared.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("the bucket log is closed"));
-        }
-        Ok(self.cache_lock())
-    }
-
-    fn cache_lock(&self) -> std::sync::MutexGuard<'_, Committed> {
-        self.shared.committed.lock().expect("writer lock")
+    /// Why the writer stopped accepting appends, if it did: the error that
+    /// stopped it (a `Fenced` one carries both epochs).
+    pub fn stop_error(&self) -> Option<Error> {
+        self.shared.log.gate().stopped()
     }
 
     fn check_failed(&self) -> Result<()> {
-        self.shared.check_failed()
+        self.shared.log.gate().check_writable()
     }
 }
 
 impl Shared {
-    fn check_failed(&self) -> Result<()> {
-        match &*self.failed.lock().expect("writer lock") {
-            Some((kind, msg)) => Err(Error::new(*kind, msg.clone())),
-            None => Ok(()),
-        }
-    }
-
+    /// Stops the writer because of `err` (the first cause wins).
     fn fail(&self, err: &Error) {
-        self.record_failure(err);
+        self.log.gate().stop(err);
         self.settled.send_replace(());
-    }
-
-    fn record_failure(&self, err: &Error) {
-        let mut failed = self.failed.lock().expect("writer lock");
-        if failed.is_none() {
-            let kind = match err.kind() {
-                ErrorKind::Fenced => ErrorKind::Fenced,
-                _ => ErrorKind::Closed,
-            };
-            *failed = Some((
-                kind,
-                format!("the bucket writer stopped after an earlier failure: {err}"),
-            ));
-        }
     }
 
     /// Makes a committed batch readable and tells subscribers.
     fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
-        let mut c = self.committed.lock().expect("writer lock");
-        c.cache.extend(batch.iter().cloned())?;
-        // Under the cache lock, so the feed sees batches in order.
-        self.feed.publish(batch.into());
-        drop(c);
+        self.log.publish(batch)?;
         self.settled.send_replace(());
         Ok(())
     }
 
     /// Waits until every batch planned below seqnum `through` is visible,
-    /// or the writer failed.
+    /// or the writer stopped or closed.
     async fn settle(&self, through: u64) {
         let mut rx = self.settled.subscribe();
         let _ = rx
             .wait_for(|_| {
-                self.failed.lock().expect("writer lock").is_some()
-                    || self
-                        .committed
-                        .lock()
-                        .expect("writer lock")
-                        .cache
-                        .index()
-                        .next()
-                        >= through
+                self.log.gate().is_done() || self.log.visible().read().index().next() >= through
             })
             .await;
     }
@@ -490,8 +446,7 @@ impl Storage for BucketStorage {
         let (planned, durability) = {
             let mut sequencer = self.sequencer.lock().await;
             self.check_failed()?;
-            let mut trial = sequencer.clone();
-            let planned = match trial.plan(batch, now) {
+            let planned = match sequencer.plan(batch, now) {
                 Ok(planned) => planned,
                 Err(e) if e.kind() == ErrorKind::Conflict => {
                     // The check ran against every planned batch, committed
@@ -505,16 +460,22 @@ impl Storage for BucketStorage {
                 }
                 Err(e) => return Err(e),
             };
-            let records = encode_batch(&planned)?;
-            let durability = match self.producer.append(records, None).await {
+            let handed = match encode_batch(&planned) {
+                Ok(records) => self.producer.append(records, None).await,
+                Err(e) => Err(e),
+            };
+            let durability = match handed {
                 Ok(d) => d,
-                Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(e),
                 Err(e) => {
-                    self.shared.fail(&e);
+                    // Not handed over: the numbers go back, and the writer
+                    // stops unless only this batch was at fault.
+                    sequencer.unplan(&planned)?;
+                    if e.kind() != ErrorKind::InvalidInput {
+                        self.shared.fail(&e);
+                    }
                     return Err(e);
                 }
             };
-            *sequencer = trial;
             let (reply, answer) = oneshot::channel();
             let in_flight = InFlight {
                 planned: planned.clone(),
@@ -529,20 +490,11 @@ impl Storage for BucketStorage {
         durability
             .await
             .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
-        let results = planned
-            .iter()
-            .map(|e| AppendResult {
-                seqnum: e.seqnum,
-                stream_version: e.stream_version,
-                primary_tag: e.tags[0].clone(),
-                timestamp_ms: e.timestamp_ms,
-            })
-            .collect();
-        Ok(results)
+        Ok(results_of(&planned))
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        self.committed()?.cache.read(tag, from, max)
+        self.shared.log.read(tag, from, max)
     }
 
     async fn read_versions(
@@ -551,25 +503,19 @@ impl Storage for BucketStorage {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.committed()?
-            .cache
-            .read_versions(tag, from_version, max)
+        self.shared.log.read_versions(tag, from_version, max)
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        Ok(self.committed()?.cache.read_prev(tag, before))
+        self.shared.log.read_prev(tag, before)
     }
 
-    fn next_seqnum(&self) -> u64 {
-        self.cache_lock().cache.index().next()
+    async fn tip(&self) -> Result<Tip> {
+        self.shared.log.tip()
     }
 
-    fn first_seqnum(&self) -> u64 {
-        self.cache_lock().cache.index().first()
-    }
-
-    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.cache_lock().cache.index().latest_version(tag)
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.shared.log.latest_version(tag)
     }
 
     /// Stores the numbering state as of `through` as the WAL's snapshot and
@@ -580,24 +526,24 @@ impl Storage for BucketStorage {
         self.check_failed()?;
         let _one_at_a_time = self.trim_lock.lock().await;
         let floors = {
-            let c = self.committed()?;
-            c.cache.check_trim(through)?;
-            if through < c.cache.index().first() {
+            let cache = self.shared.log.visible().read();
+            cache.check_trim(through)?;
+            if through < cache.index().first() {
                 return Ok(());
             }
-            c.cache.index().next_versions_through(through)
+            cache.index().next_versions_through(through)
         };
         let state = encode_log_state(&LogState::new(through, floors)?)?;
         self.snapshots
             .write(&self.producer, state, through)
             .await
             .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
-        self.committed()?.cache.trim(through);
+        self.shared.log.visible().write().trim(through);
         Ok(())
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.shared.feed
+        self.shared.log.feed()
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -609,19 +555,15 @@ impl Storage for BucketStorage {
             read_only: false,
             durable: true,
             max_entry_bytes: self.options.max_entry_bytes,
+            freshness: Freshness::SingleWriter,
         }
     }
 
     async fn close(&self) -> Result<()> {
-        self.shared.closed.store(true, Ordering::Release);
-        {
-            let mut failed = self.shared.failed.lock().expect("writer lock");
-            if failed.is_none() {
-                *failed = Some((ErrorKind::Closed, "the bucket log is closed".into()));
-            }
-        }
+        self.shared.log.gate().close();
+        self.shared.settled.send_replace(());
         let result = self.producer.close().await;
-        self.shared.feed.close();
+        self.shared.log.feed().close();
         result
     }
 }

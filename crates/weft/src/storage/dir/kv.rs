@@ -9,12 +9,7 @@
 //! Compare-and-set is atomic under one mutex, which is sound because the
 //! directory lock admits a single process.
 //!
-//! ```text
-//!  bucket file: "WFTK" | version u8 = 1 | reserved [0; 3] | count u32
-//!               count times: [scope tag][key_len u16][key][value_len u32][value]
-//!               crc32c u32 of every byte before it
-//!  tag:         [ns_len u16][namespace][key_len u16][key]   (key_len 0: none)
-//! ```
+//! The bucket file's byte layout is [`crate::format::kv_bucket`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,16 +17,14 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::codec::{Reader, Writer};
 use super::fsutil::{self, TEMP_SUFFIX};
-use crate::error::{Error, Result};
+use super::lock::DirIdentity;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::kv_bucket::{
+    KvBucket as Bucket, decode_kv_bucket as decode, encode_kv_bucket as encode,
+};
 use crate::kv::{self, KvStore};
 use crate::model::LogTag;
-
-const MAGIC: &[u8; 4] = b"WFTK";
-const VERSION: u8 = 1;
-
-type Bucket = Vec<(LogTag, String, Bytes)>;
 
 /// A KV whose keys are files in a directory (see the module docs).
 #[derive(Debug, Clone)]
@@ -42,6 +35,12 @@ pub struct DirKv {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
+    /// The log directory this KV lives in, checked before every write so
+    /// a directory swapped under the lock is never written (see
+    /// [`super::lock`]).
+    log_dir: Option<DirIdentity>,
+    /// A follower's view: every write is refused.
+    read_only: bool,
     /// Serialises every read-modify-write.
     write: Mutex<()>,
 }
@@ -52,7 +51,11 @@ impl DirKv {
     /// directory's lock.
     ///
     /// Errors: I/O kinds.
-    pub(super) fn open(dir: &Path) -> Result<DirKv> {
+    pub(super) fn open(dir: &Path, log_dir: DirIdentity) -> Result<DirKv> {
+        DirKv::open_in(dir, Some(log_dir))
+    }
+
+    fn open_in(dir: &Path, log_dir: Option<DirIdentity>) -> Result<DirKv> {
         let created = !dir.exists();
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
@@ -75,9 +78,25 @@ impl DirKv {
         Ok(DirKv {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
+                log_dir,
+                read_only: false,
                 write: Mutex::new(()),
             }),
         })
+    }
+
+    /// A read-only view of the KV directory `dir`, for a follower: reads
+    /// see what the writer last stored (a missing directory reads as
+    /// empty); writes fail with `ReadOnly`. Touches nothing.
+    pub(super) fn open_read_only(dir: &Path) -> DirKv {
+        DirKv {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                log_dir: None,
+                read_only: true,
+                write: Mutex::new(()),
+            }),
+        }
     }
 
     async fn blocking<T: Send + 'static>(
@@ -112,48 +131,6 @@ fn bucket_name(scope: &LogTag, key: &str) -> String {
     format!("{:016x}.kv", fnv1a(&[scope.as_bytes(), key.as_bytes()]))
 }
 
-fn encode(bucket: &Bucket) -> Vec<u8> {
-    let mut w = Writer::default();
-    w.bytes(MAGIC)
-        .u8(VERSION)
-        .bytes(&[0; 3])
-        .u32(bucket.len() as u32);
-    for (scope, key, value) in bucket {
-        // Keys are validated to at most 255 bytes and values to 1 MiB.
-        w.tag(scope)
-            .u16(key.len() as u16)
-            .bytes(key.as_bytes())
-            .u32(value.len() as u32)
-            .bytes(value);
-    }
-    w.crc();
-    w.buf
-}
-
-fn decode(bytes: &[u8]) -> Result<Bucket> {
-    let mut r = Reader::checked(bytes, "kv bucket")?;
-    if r.take(4)? != MAGIC || r.u8()? != VERSION || r.take(3)? != [0; 3] {
-        return Err(Error::corrupt("kv bucket has a wrong magic or version"));
-    }
-    let count = r.u32()? as usize;
-    if count > r.remaining() / 10 {
-        return Err(Error::corrupt("kv bucket count exceeds its size"));
-    }
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        let scope = r.tag()?;
-        let key_len = r.u16()? as usize;
-        let key = std::str::from_utf8(r.take(key_len)?)
-            .map_err(|_| Error::corrupt("kv key is not utf-8"))?
-            .to_owned();
-        let value_len = r.u32()? as usize;
-        let value = Bytes::copy_from_slice(r.take(value_len)?);
-        out.push((scope, key, value));
-    }
-    r.finish()?;
-    Ok(out)
-}
-
 impl Inner {
     fn load(&self, name: &str) -> Result<Bucket> {
         let path = self.dir.join(name);
@@ -182,7 +159,16 @@ impl Inner {
         expected: Option<&[u8]>,
         new: Option<Bytes>,
     ) -> Result<bool> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "this is a follower's read-only view of the KV; write through the log's writer",
+            ));
+        }
         let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(log_dir) = &self.log_dir {
+            log_dir.check()?;
+        }
         let name = bucket_name(scope, key);
         let mut bucket = self.load(&name)?;
         let at = bucket.iter().position(|(s, k, _)| s == scope && k == key);
@@ -243,25 +229,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buckets_round_trip_and_reject_damage() {
-        let bucket: Bucket = vec![
-            ("a:b".parse().unwrap(), "k".into(), Bytes::from_static(b"v")),
-            (
-                "c".parse().unwrap(),
-                "key with spaces/and:colons".into(),
-                Bytes::new(),
-            ),
-        ];
-        let bytes = encode(&bucket);
-        assert_eq!(decode(&bytes).unwrap(), bucket);
-        for i in 0..bytes.len() {
-            let mut bad = bytes.clone();
-            bad[i] ^= 0x04;
-            assert!(decode(&bad).is_err(), "byte {i}");
-        }
-    }
-
-    #[test]
     fn names_are_stable_and_separate_scope_from_key() {
         let t: LogTag = "view".parse().unwrap();
         assert_eq!(bucket_name(&t, "k"), bucket_name(&t, "k"));
@@ -282,7 +249,7 @@ mod tests {
     #[test]
     fn colliding_keys_share_a_bucket_without_interfering() {
         let dir = tempfile::tempdir().unwrap();
-        let kv = DirKv::open(&dir.path().join("kv")).unwrap();
+        let kv = DirKv::open_in(&dir.path().join("kv"), None).unwrap();
         let scope: LogTag = "s".parse().unwrap();
         // Force two keys into one bucket by writing it by hand.
         let name = bucket_name(&scope, "one");

@@ -25,16 +25,16 @@
 //! ## Directory layout
 //!
 //! ```text
-//!  <dir>/LOCK                       the single-writer lock (flock; content unused)
 //!  <dir>/<first seqnum:020>.seg     segments: header, then entry frames
 //!  <dir>/trim                       the trim point (absent until the first trim)
 //!  <dir>/kv/<hash:016x>.kv          per-view KV buckets
 //!  *.tmp                            half-written replacements; removed on open
 //! ```
 //!
-//! The entry frame is documented in [`crate::format::frame`], the segment
-//! header in `segment.rs`, the trim file in `trim.rs`, KV buckets in
-//! [`DirKv`].
+//! The single-writer lock is a `flock` on the directory itself (see
+//! `lock.rs`): no file in it can be deleted or swapped to let a second
+//! writer in. Every byte layout (entry frame, segment header, trim file,
+//! KV bucket) is in [`crate::format`].
 //!
 //! ## Durability
 //!
@@ -63,43 +63,45 @@
 //! scan on open, so a read at any seqnum or version is one positioned read
 //! (`pread`, on a blocking thread) per run of adjacent entries.
 
-mod codec;
+mod check;
+mod follower;
 mod fsutil;
 mod kv;
 mod lock;
 mod options;
 mod queue;
+mod read;
 mod recovery;
+mod scan;
 mod segment;
 mod trim;
 mod writer;
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::{Capabilities, CommitFeed, NewEntry, Storage};
+use super::core::Gate;
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::clock::{self, Clock};
-use crate::error::{Error, ErrorKind, Result};
-use crate::format::frame;
+use crate::error::{Error, Result};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
 use crate::storage::sequencer::Sequencer;
 
+pub use check::{DirCheck, DirSegmentInfo, DirTagInfo, check};
+pub use follower::{DirFollower, DirFollowerOptions, require_log};
 pub use kv::DirKv;
 pub use options::{DirOptions, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, SyncMode};
 
 use lock::DirLock;
 use queue::Queue;
-use writer::{Command, Counters, Shared, Visible, Writer};
+use read::{ReadState, Shelf};
+use writer::{Command, Counters, Shared, Writer};
 
 /// Counters of a [`DirStorage`] since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -122,7 +124,7 @@ pub struct DirStats {
 ///
 /// Open it with [`DirStorage::open`] or [`DirStorage::open_with`]; wrap it
 /// in a [`Log`](crate::Log). One handle per directory: a second open, in
-/// this process or another, fails with [`ErrorKind::Locked`] until the
+/// this process or another, fails with [`ErrorKind::Locked`](crate::ErrorKind::Locked) until the
 /// first is closed or dropped (or its process died).
 pub struct DirStorage {
     shared: Arc<Shared>,
@@ -179,40 +181,35 @@ impl DirStorage {
         options: DirOptions,
         clock: Arc<dyn Clock>,
     ) -> Result<DirStorage> {
-        if !dir.exists() {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                fsutil::sync_dir(parent)?;
+        match std::fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    fsutil::sync_dir(parent)?;
+                }
             }
+            Err(e) => return Err(Error::io(format!("stat {}", dir.display()), e)),
+            // A symlink is followed by the lock's open, which refuses
+            // anything but a directory.
+            Ok(_) => {}
         }
         let lock = DirLock::acquire(&dir)?;
-        let kv = DirKv::open(&dir.join("kv"))?;
+        let kv = DirKv::open(&dir.join("kv"), lock.identity().clone())?;
         let recovered = recovery::recover(&dir)?;
         let sequencer = Sequencer::resume(
             recovered.next_seqnum,
             recovered.versions.iter().map(|(t, v)| (t.clone(), *v)),
         );
-        let segments: BTreeMap<u64, segment::Segment> = recovered
-            .segments
-            .into_iter()
-            .map(|s| (s.first, s))
-            .collect();
         let shared = Arc::new(Shared {
             dir: dir.clone(),
-            feed: CommitFeed::new(recovered.index.next()),
-            state: RwLock::new(Visible {
-                gone_versions: recovered
-                    .versions
-                    .into_iter()
-                    .filter(|(tag, _)| recovered.index.next_version_at(tag, 0).is_none())
-                    .collect(),
-                index: recovered.index,
-                segments,
-            }),
+            state: Shelf::new(ReadState::new(
+                recovered.index,
+                recovered.versions,
+                recovered.segments,
+            )),
             counters: Counters::default(),
-            closed: AtomicBool::new(false),
-            failure: Mutex::new(None),
+            gate: Gate::new("the log directory"),
             fail_next_sync: AtomicBool::new(false),
         });
         let queue = Arc::new(Queue::new());
@@ -277,10 +274,7 @@ impl DirStorage {
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.shared.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("the log directory is closed"));
-        }
-        Ok(())
+        self.shared.gate.check_open()
     }
 
     async fn call<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Result<T> {
@@ -292,99 +286,6 @@ impl DirStorage {
         rx.await
             .map_err(|_| Error::closed("the log directory's writer has stopped"))?
     }
-
-    /// Reads the entries `seqnums` (ascending, all visible).
-    async fn fetch(&self, seqnums: Vec<u64>) -> Result<Vec<LogEntry>> {
-        if seqnums.is_empty() {
-            return Ok(Vec::new());
-        }
-        let spans = {
-            let state = self.shared.read_state();
-            plan_reads(&state.segments, &seqnums)?
-        };
-        tokio::task::spawn_blocking(move || read_spans(spans))
-            .await
-            .map_err(|e| Error::internal(format!("read task failed: {e}")))?
-    }
-}
-
-/// Bytes between wanted frames that a read still covers rather than
-/// issuing another `pread`.
-const READ_GAP: u64 = 16 << 10;
-
-/// One positioned read and the frames wanted from it.
-struct Span {
-    file: Arc<std::fs::File>,
-    path: PathBuf,
-    start: u64,
-    end: u64,
-    /// Seqnum and offset (relative to `start`) of each wanted frame.
-    wanted: Vec<(u64, usize)>,
-}
-
-fn plan_reads(segments: &BTreeMap<u64, segment::Segment>, seqnums: &[u64]) -> Result<Vec<Span>> {
-    let mut spans: Vec<Span> = Vec::new();
-    for &s in seqnums {
-        let seg = segments
-            .range((Bound::Unbounded, Bound::Included(s)))
-            .next_back()
-            .map(|(_, seg)| seg)
-            .filter(|seg| s < seg.next())
-            .ok_or_else(|| Error::internal(format!("no segment holds visible entry {s}")))?;
-        let (start, end) = seg
-            .span(s, s + 1)
-            .ok_or_else(|| Error::internal(format!("no offset for entry {s}")))?;
-        if let Some(last) = spans.last_mut()
-            && Arc::ptr_eq(&last.file, &seg.file)
-            && start >= last.end
-            && start - last.end <= READ_GAP
-        {
-            last.wanted.push((s, (start - last.start) as usize));
-            last.end = end;
-            continue;
-        }
-        spans.push(Span {
-            file: Arc::clone(&seg.file),
-            path: seg.path.clone(),
-            start,
-            end,
-            wanted: vec![(s, 0)],
-        });
-    }
-    Ok(spans)
-}
-
-fn read_spans(spans: Vec<Span>) -> Result<Vec<LogEntry>> {
-    let mut out = Vec::with_capacity(spans.iter().map(|s| s.wanted.len()).sum());
-    for span in spans {
-        let mut buf = vec![0; (span.end - span.start) as usize];
-        span.file
-            .read_exact_at(&mut buf, span.start)
-            .map_err(|e| Error::io(format!("read {}", span.path.display()), e))?;
-        let buf = Bytes::from(buf);
-        for (seqnum, at) in span.wanted {
-            let frame = buf
-                .get(at..)
-                .ok_or_else(|| Error::internal("read span shorter than planned"))
-                .and_then(|b| frame::decode(b).map_err(Error::from))
-                .map_err(|e| e.context(format!("{} entry {seqnum}", span.path.display())))?;
-            if frame.meta.seqnum != seqnum {
-                return Err(Error::corrupt(format!(
-                    "{}: the frame read for entry {seqnum} holds entry {}",
-                    span.path.display(),
-                    frame.meta.seqnum
-                )));
-            }
-            out.push(LogEntry {
-                seqnum,
-                stream_version: frame.meta.stream_version,
-                data: buf.slice_ref(frame.data),
-                tags: frame.tags,
-                timestamp_ms: frame.meta.timestamp_ms,
-            });
-        }
-    }
-    Ok(out)
 }
 
 #[async_trait]
@@ -404,8 +305,7 @@ impl Storage for DirStorage {
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
         self.check_open()?;
-        let seqnums = self.shared.read_state().index.seqnums(tag, from, max)?;
-        self.fetch(seqnums).await
+        self.shared.state.entries(tag, from, max).await
     }
 
     async fn read_versions(
@@ -415,52 +315,22 @@ impl Storage for DirStorage {
         max: usize,
     ) -> Result<Vec<LogEntry>> {
         self.check_open()?;
-        let seqnums = {
-            let state = self.shared.read_state();
-            let seqnums = state.index.version_seqnums(tag, from_version, max)?;
-            // A stream trimmed away entirely before this handle opened is
-            // unknown to the index, but its versions are still trimmed.
-            if seqnums.is_empty()
-                && state.index.next_version_at(tag, 0).is_none()
-                && state
-                    .gone_versions
-                    .get(tag)
-                    .is_some_and(|&next| from_version < next)
-            {
-                return Err(Error::new(
-                    ErrorKind::Trimmed,
-                    format!(
-                        "version {from_version} of {tag} was trimmed; the stream has no live entry"
-                    ),
-                ));
-            }
-            seqnums
-        };
-        self.fetch(seqnums).await
+        self.shared.state.versions(tag, from_version, max).await
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
         self.check_open()?;
-        let Some(seqnum) = self.shared.read_state().index.prev(tag, before) else {
-            return Ok(None);
-        };
-        Ok(self.fetch(vec![seqnum]).await?.pop())
+        self.shared.state.prev(tag, before).await
     }
 
-    fn next_seqnum(&self) -> u64 {
-        self.shared.read_state().index.next()
+    async fn tip(&self) -> Result<Tip> {
+        self.check_open()?;
+        Ok(self.shared.state.tip())
     }
 
-    fn first_seqnum(&self) -> u64 {
-        self.shared.read_state().index.first()
-    }
-
-    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        let state = self.shared.read_state();
-        state
-            .index
-            .latest_version(tag)
-            .or_else(|| state.gone_versions.get(tag).and_then(|v| v.checked_sub(1)))
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.check_open()?;
+        Ok(self.shared.read_state().latest_version(tag))
     }
 
     async fn trim(&self, through: u64) -> Result<()> {
@@ -468,7 +338,7 @@ impl Storage for DirStorage {
     }
 
     fn feed(&self) -> &CommitFeed {
-        &self.shared.feed
+        self.shared.state.feed()
     }
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
@@ -481,11 +351,12 @@ impl Storage for DirStorage {
             read_only: false,
             durable: true,
             max_entry_bytes: self.options.max_entry_bytes,
+            freshness: Freshness::SingleWriter,
         }
     }
 
     async fn close(&self) -> Result<()> {
-        if self.shared.closed.swap(true, Ordering::AcqRel) {
+        if !self.shared.gate.close() {
             return Ok(());
         }
         let (reply, rx) = oneshot::channel();
@@ -493,7 +364,7 @@ impl Storage for DirStorage {
             Ok(()) => rx.await.unwrap_or(Ok(())),
             Err(_) => Ok(()),
         };
-        self.shared.feed.close();
+        self.shared.state.feed().close();
         result
     }
 }

@@ -1,21 +1,11 @@
-//! Segment files: their names, their header, and the in-memory map from a
-//! seqnum to the frame's byte range.
+//! Segment files: their names, creating and opening them, and the
+//! in-memory map from a seqnum to the frame's byte range.
 //!
 //! A segment is named after the seqnum of its first entry,
 //! `<first seqnum as 20 decimal digits>.seg`, so a directory listing sorts
-//! in log order. It starts with a 20-byte header, then holds frames
-//! ([`crate::format::frame`]) back to back:
-//!
-//! ```text
-//!  offset  size  field
-//!       0     4  magic          "WFTS"
-//!       4     1  format version 1
-//!       5     1  flags          bit 0: RELAXED (written in SyncMode::Relaxed)
-//!       6     2  reserved       0
-//!       8     8  first_seqnum   equals the number in the file name
-//!      16     4  crc32c         of bytes [0, 16)
-//!      20     …  frames
-//! ```
+//! in log order. Its bytes are a header
+//! ([`crate::format::dir_segment`]) and entry frames
+//! ([`crate::format::frame`]) back to back.
 //!
 //! The header is written and synced (file and directory) when the segment
 //! is created, before any frame goes in, so a damaged header with frames
@@ -27,16 +17,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::codec::{Reader, Writer};
 use super::fsutil;
 use crate::error::{Error, Result};
+use crate::format::dir_segment::{SEGMENT_HEADER_LEN, SegmentHeader};
 
 /// Bytes of the segment header.
-pub(super) const HEADER_LEN: u64 = 20;
-
-const MAGIC: &[u8; 4] = b"WFTS";
-const FORMAT_VERSION: u8 = 1;
-const FLAG_RELAXED: u8 = 1;
+pub(super) const HEADER_LEN: u64 = SEGMENT_HEADER_LEN as u64;
 
 /// The file name of the segment whose first entry is `first`.
 pub(super) fn file_name(first: u64) -> String {
@@ -53,58 +39,11 @@ pub(super) fn parse_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The decoded segment header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Header {
-    pub(super) first_seqnum: u64,
-    pub(super) relaxed: bool,
-}
-
-impl Header {
-    pub(super) fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.bytes(MAGIC)
-            .u8(FORMAT_VERSION)
-            .u8(if self.relaxed { FLAG_RELAXED } else { 0 })
-            .u16(0)
-            .u64(self.first_seqnum)
-            .crc();
-        w.buf
-    }
-
-    /// Errors: `Corrupt` for a wrong magic, version, flag or checksum.
-    pub(super) fn decode(bytes: &[u8]) -> Result<Header> {
-        let bytes = bytes
-            .get(..HEADER_LEN as usize)
-            .ok_or_else(|| Error::corrupt("segment header is truncated"))?;
-        let mut r = Reader::checked(bytes, "segment header")?;
-        if r.take(4)? != MAGIC {
-            return Err(Error::corrupt("segment header has a wrong magic"));
-        }
-        let version = r.u8()?;
-        if version != FORMAT_VERSION {
-            return Err(Error::corrupt(format!(
-                "segment format version {version} is not supported (this build reads {FORMAT_VERSION})"
-            )));
-        }
-        let flags = r.u8()?;
-        if flags & !FLAG_RELAXED != 0 || r.u16()? != 0 {
-            return Err(Error::corrupt("segment header has reserved bits set"));
-        }
-        let first_seqnum = r.u64()?;
-        r.finish()?;
-        Ok(Header {
-            first_seqnum,
-            relaxed: flags & FLAG_RELAXED != 0,
-        })
-    }
-}
-
-/// Opens a segment file for reading and writing.
-pub(super) fn open_file(path: &Path) -> Result<File> {
+/// Opens a segment file for reading, and for writing when `write`.
+pub(super) fn open_file(path: &Path, write: bool) -> Result<File> {
     OpenOptions::new()
         .read(true)
-        .write(true)
+        .write(write)
         .open(path)
         .map_err(|e| Error::io(format!("open segment {}", path.display()), e))
 }
@@ -122,7 +61,7 @@ pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<Segment> {
         .create_new(true)
         .open(&path)
         .map_err(|e| io("create", e))?;
-    let header = Header {
+    let header = SegmentHeader {
         first_seqnum: first,
         relaxed,
     }
@@ -191,22 +130,5 @@ mod tests {
         assert_eq!(parse_name("0000000000000000004x.seg"), None);
         assert_eq!(parse_name("00000000000000000042.seg.tmp"), None);
         assert!(file_name(9) < file_name(10));
-    }
-
-    #[test]
-    fn header_round_trips_and_rejects_damage() {
-        let h = Header {
-            first_seqnum: 7,
-            relaxed: true,
-        };
-        let bytes = h.encode();
-        assert_eq!(bytes.len() as u64, HEADER_LEN);
-        assert_eq!(Header::decode(&bytes).unwrap(), h);
-        for i in 0..bytes.len() {
-            let mut bad = bytes.clone();
-            bad[i] ^= 0x10;
-            assert!(Header::decode(&bad).is_err(), "byte {i}");
-        }
-        assert!(Header::decode(&bytes[..10]).is_err());
     }
 }

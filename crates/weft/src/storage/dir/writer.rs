@@ -18,18 +18,21 @@
 //! The writer never writes a group before the previous one is synced;
 //! recovery depends on that (see [`super::recovery`]). If a write or sync
 //! fails, the writer answers the group with `Indeterminate` (the bytes may
-//! or may not be on disk; a reopen tells) and refuses every later append
-//! with `Closed`: after a failed `fdatasync` the kernel may have dropped the
-//! dirty pages, so retrying the sync could report success for lost data.
+//! or may not be on disk; a reopen tells) and stops its [`Gate`], which
+//! refuses every later append with `Closed` (the I/O error as its source):
+//! after a failed `fdatasync` the kernel may have dropped the dirty pages,
+//! so retrying the sync could report success for lost data.
+//!
+//! Making a group visible and announcing it on the feed is one step
+//! ([`Shelf::publish`]).
 
-use std::collections::HashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{IoSlice, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -40,15 +43,15 @@ use super::fsutil;
 use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
 use super::queue::Queue;
+use super::read::{ReadState, Shelf};
 use super::segment::{self, HEADER_LEN, Segment};
-use super::trim::TrimPoint;
+use super::trim::{self, TrimPoint};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
-use crate::storage::feed::CommitFeed;
-use crate::storage::index::LogIndex;
+use crate::storage::core::{Gate, results_of};
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
@@ -93,18 +96,6 @@ pub(super) enum Command {
     },
 }
 
-/// What readers see: only entries whose group was synced (or, relaxed,
-/// written).
-#[derive(Debug)]
-pub(super) struct Visible {
-    pub(super) index: LogIndex,
-    /// Next version of the primary tags the index has no stream for: those
-    /// whose every entry was trimmed before this handle opened.
-    pub(super) gone_versions: HashMap<LogTag, u64>,
-    /// Live segments by first seqnum.
-    pub(super) segments: BTreeMap<u64, Segment>,
-}
-
 /// Counters behind [`DirStats`](super::DirStats).
 #[derive(Debug, Default)]
 pub(super) struct Counters {
@@ -120,42 +111,27 @@ pub(super) struct Counters {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) dir: PathBuf,
-    pub(super) state: RwLock<Visible>,
-    pub(super) feed: CommitFeed,
+    /// The read state and the commit feed.
+    pub(super) state: Shelf,
     pub(super) counters: Counters,
-    /// Set by `close`.
-    pub(super) closed: AtomicBool,
-    /// Why the writer stopped accepting writes, once it did.
-    pub(super) failure: Mutex<Option<String>>,
+    /// Closed by `close`; stopped by a failed write or sync.
+    pub(super) gate: Gate,
     /// Test hook: make the next segment sync fail.
     pub(super) fail_next_sync: AtomicBool,
 }
 
 impl Shared {
-    pub(super) fn read_state(&self) -> std::sync::RwLockReadGuard<'_, Visible> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+    pub(super) fn read_state(&self) -> std::sync::RwLockReadGuard<'_, ReadState> {
+        self.state.read()
     }
 
-    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, Visible> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, ReadState> {
+        self.state.write()
     }
 
     /// `Closed` once the log was closed or the writer failed.
     pub(super) fn check_writable(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("the log directory is closed"));
-        }
-        if let Some(why) = self
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            return Err(Error::closed(format!(
-                "the log stopped accepting writes after an I/O failure: {why}"
-            )));
-        }
-        Ok(())
+        self.gate.check_writable()
     }
 }
 
@@ -344,22 +320,39 @@ impl Writer {
     fn stop(&mut self, why: &Error) {
         error!(error = %why, "the log directory stops accepting writes");
         self.failed = true;
-        *self
-            .shared
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+        self.shared.gate.stop(why);
     }
 
     fn check_writable(&self) -> Result<()> {
         self.shared.check_writable()
     }
 
+    /// Stops the writer when the directory is no longer the one it locked
+    /// (see [`super::lock`]).
+    fn check_directory(&mut self) -> Result<()> {
+        let Some(lock) = &self.lock else {
+            return self.check_writable();
+        };
+        if let Err(e) = lock.identity().check() {
+            self.stop(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Writes, syncs, publishes and answers one group.
     fn commit(&mut self, group: Vec<Pending>) {
         if let Err(e) = self.check_writable() {
             for p in group {
-                let _ = p.reply.send(Err(duplicate(&e)));
+                let _ = p.reply.send(Err(e.clone()));
+            }
+            return;
+        }
+        // Nothing is numbered or written yet: a directory swapped under
+        // the lock stops the writer with every appender told `Closed`.
+        if let Err(e) = self.check_directory() {
+            for p in group {
+                let _ = p.reply.send(Err(e.clone()));
             }
             return;
         }
@@ -392,9 +385,9 @@ impl Writer {
                         // group whose numbering the sequencer already moved.
                         let e = Error::internal(format!("encoding a validated entry failed: {e}"));
                         self.stop(&e);
-                        let _ = p.reply.send(Err(duplicate(&e)));
+                        let _ = p.reply.send(Err(e.clone()));
                         for (reply, _) in planned {
-                            let _ = reply.send(Err(duplicate(&e)));
+                            let _ = reply.send(Err(e.clone()));
                         }
                         return;
                     }
@@ -420,7 +413,7 @@ impl Writer {
                             ErrorKind::Indeterminate,
                             "the write or sync of this append failed; it may or may not be durable",
                         )
-                        .with_source(duplicate(&e))),
+                        .with_source(e.clone())),
                         Err(conflict) => Err(conflict),
                     };
                     let _ = reply.send(answer);
@@ -433,59 +426,46 @@ impl Writer {
         let mut answers = Vec::with_capacity(planned.len());
         let mut committed: Vec<LogEntry> = Vec::with_capacity(frame_starts.len());
         let mut appends = 0u64;
-        {
-            let shared = Arc::clone(&self.shared);
-            let mut state = shared.write_state();
-            let state = &mut *state;
-            let seg = state.segments.get_mut(&first);
-            let Some(seg) = seg else {
-                drop(planned);
-                self.stop(&Error::internal(
+        for (reply, outcome) in planned {
+            match outcome {
+                Ok(entries) => {
+                    appends += 1;
+                    answers.push((reply, Ok(results_of(&entries))));
+                    committed.extend(entries);
+                }
+                Err(e) => answers.push((reply, Err(e))),
+            }
+        }
+        let n = committed.len() as u64;
+        let group_len = self.group_len as u64;
+        let shown = self.shared.state.publish(committed, |state, entries| {
+            let Some(seg) = state.segments.get_mut(&first) else {
+                return Err(Error::internal(
                     "the active segment vanished from the index",
                 ));
-                return;
             };
-            let mut starts = frame_starts.iter();
-            for (reply, outcome) in planned {
-                let entries = match outcome {
-                    Ok(entries) => entries,
-                    Err(e) => {
-                        answers.push((reply, Err(e)));
-                        continue;
-                    }
-                };
-                appends += 1;
-                let mut results = Vec::with_capacity(entries.len());
-                for entry in entries {
-                    let start = starts.next().copied().unwrap_or(0);
-                    seg.offsets.push((base + start as u64) as u32);
-                    if let Err(e) =
-                        state
-                            .index
-                            .insert(entry.seqnum, &entry.tags, entry.stream_version)
-                    {
-                        error!(error = %e, "index rejected a committed entry");
-                    }
-                    let primary = &entry.tags[0];
-                    results.push(AppendResult {
-                        seqnum: entry.seqnum,
-                        stream_version: entry.stream_version,
-                        primary_tag: primary.clone(),
-                        timestamp_ms: entry.timestamp_ms,
-                    });
-                    committed.push(entry);
+            for (entry, start) in entries.iter().zip(&frame_starts) {
+                seg.offsets.push((base + *start as u64) as u32);
+                if let Err(e) = state
+                    .index
+                    .insert(entry.seqnum, &entry.tags, entry.stream_version)
+                {
+                    error!(error = %e, "index rejected a committed entry");
                 }
-                answers.push((reply, Ok(results)));
             }
-            seg.end = base + self.group_len as u64;
-            let n = committed.len() as u64;
-            self.shared.feed.publish(committed.into());
-            let c = &self.shared.counters;
-            c.entries.fetch_add(n, Ordering::Relaxed);
-            c.appends.fetch_add(appends, Ordering::Relaxed);
-            c.groups.fetch_add(1, Ordering::Relaxed);
-            c.bytes.fetch_add(self.group_len as u64, Ordering::Relaxed);
+            seg.end = base + group_len;
+            Ok(())
+        });
+        if let Err(e) = shown {
+            drop(answers);
+            self.stop(&e);
+            return;
         }
+        let c = &self.shared.counters;
+        c.entries.fetch_add(n, Ordering::Relaxed);
+        c.appends.fetch_add(appends, Ordering::Relaxed);
+        c.groups.fetch_add(1, Ordering::Relaxed);
+        c.bytes.fetch_add(self.group_len as u64, Ordering::Relaxed);
         for (reply, answer) in answers {
             let _ = reply.send(answer);
         }
@@ -593,6 +573,7 @@ impl Writer {
     /// whole segments below it.
     fn trim(&mut self, through: u64) -> Result<()> {
         self.check_writable()?;
+        self.check_directory()?;
         let next = self.sequencer.next_seqnum();
         if through >= next {
             return Err(Error::invalid_input(format!(
@@ -626,7 +607,7 @@ impl Writer {
                 next_versions,
             }
         };
-        point.store(&self.shared.dir)?;
+        trim::store(&self.shared.dir, &point)?;
         let active_first = self.active.as_ref().map(|a| a.first);
         let doomed: Vec<Segment> = {
             let mut state = self.shared.write_state();
@@ -687,11 +668,6 @@ fn write_group_bytes(
         IoSlice::advance_slices(&mut rest, n);
     }
     Ok(())
-}
-
-/// A copy of `e` (kind and message) for one more receiver.
-fn duplicate(e: &Error) -> Error {
-    Error::new(e.kind(), e.message())
 }
 
 fn payload_bytes(batch: &[NewEntry]) -> usize {

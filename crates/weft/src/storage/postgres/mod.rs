@@ -59,15 +59,14 @@ mod sql;
 mod tailer;
 mod writer;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::{Capabilities, CommitFeed, NewEntry, Storage};
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::kv::KvStore;
@@ -93,12 +92,6 @@ pub(crate) struct Shared {
     feed: CommitFeed,
     closed: AtomicBool,
     closing: Notify,
-    wake_tailer: Notify,
-    /// The last tip this handle observed (its own commits, the tailer's
-    /// reads), for the synchronous tip queries.
-    next_seen: AtomicU64,
-    first_seen: AtomicU64,
-    versions_seen: Mutex<HashMap<LogTag, u64>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -119,24 +112,6 @@ impl Shared {
             return Err(Error::closed("the PostgreSQL log handle is closed"));
         }
         Ok(())
-    }
-
-    fn saw_next(&self, next: u64) {
-        self.next_seen.fetch_max(next, Ordering::AcqRel);
-    }
-
-    fn saw_first(&self, first: u64) {
-        self.first_seen.fetch_max(first, Ordering::AcqRel);
-    }
-
-    fn saw_version(&self, tag: &LogTag, version: u64) {
-        let mut versions = self.versions_seen.lock().unwrap_or_else(|p| p.into_inner());
-        match versions.get_mut(tag) {
-            Some(v) => *v = (*v).max(version),
-            None => {
-                versions.insert(tag.clone(), version);
-            }
-        }
     }
 
     fn publish(&self, batch: Vec<LogEntry>) {
@@ -214,24 +189,7 @@ impl PgStorage {
         let row = head
             .first()
             .ok_or_else(|| Error::corrupt(format!("the log {schema:?} has no head row")))?;
-        let first = u64_of(row.get(0), "first seqnum")?;
         let next = u64_of(row.get(1), "next seqnum")?;
-        let streams = connections
-            .query(
-                Op::Read,
-                "open: read the streams",
-                &format!("SELECT tag, next_version FROM \"{schema}\".streams"),
-                &[],
-            )
-            .await?;
-        let mut versions = HashMap::with_capacity(streams.len());
-        for r in &streams {
-            let tag: String = r.get(0);
-            let next_version = u64_of(r.get(1), "next version")?;
-            if let (Ok(tag), Some(v)) = (tag.parse::<LogTag>(), next_version.checked_sub(1)) {
-                versions.insert(tag, v);
-            }
-        }
         let shared = Arc::new(Shared {
             schema,
             config,
@@ -242,10 +200,6 @@ impl PgStorage {
             feed: CommitFeed::new(next),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
-            wake_tailer: Notify::new(),
-            next_seen: AtomicU64::new(next),
-            first_seen: AtomicU64::new(first),
-            versions_seen: Mutex::new(versions),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let tasks = vec![
@@ -266,11 +220,8 @@ impl PgStorage {
         &self.location
     }
 
-    /// The log's first live seqnum and next seqnum, as the database has
-    /// them now (one round trip).
-    ///
-    /// Errors: `Closed`; connection kinds.
-    pub async fn tip_now(&self) -> Result<(u64, u64)> {
+    /// The log's live range as the database has it now (one round trip).
+    async fn tip_now(&self) -> Result<Tip> {
         self.shared.check_open()?;
         let rows = self
             .shared
@@ -280,19 +231,14 @@ impl PgStorage {
         let row = rows
             .first()
             .ok_or_else(|| Error::corrupt("the log has no head row"))?;
-        let tip = (
-            u64_of(row.get(0), "first seqnum")?,
-            u64_of(row.get(1), "next seqnum")?,
-        );
-        self.shared.saw_first(tip.0);
-        self.shared.saw_next(tip.1);
-        Ok(tip)
+        Ok(Tip {
+            first: u64_of(row.get(0), "first seqnum")?,
+            next: u64_of(row.get(1), "next seqnum")?,
+        })
     }
 
     /// The latest version of `tag`'s stream as the database has it now.
-    ///
-    /// Errors: `Closed`; connection kinds.
-    pub async fn latest_version_now(&self, tag: &LogTag) -> Result<Option<u64>> {
+    async fn latest_version_now(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.shared.check_open()?;
         let tag_text = tag.to_string();
         let rows = self
@@ -410,7 +356,6 @@ impl Storage for PgStorage {
             return Err(Error::corrupt("the log has no head row"));
         };
         let first = u64_of(head.get(0), "first seqnum")?;
-        self.shared.saw_first(first);
         if from < first {
             return Err(Error::trimmed(from, first));
         }
@@ -487,21 +432,14 @@ impl Storage for PgStorage {
         }
     }
 
-    fn next_seqnum(&self) -> u64 {
-        self.shared.next_seen.load(Ordering::Acquire)
+    /// One round trip: the head row as the database has it now.
+    async fn tip(&self) -> Result<Tip> {
+        self.tip_now().await
     }
 
-    fn first_seqnum(&self) -> u64 {
-        self.shared.first_seen.load(Ordering::Acquire)
-    }
-
-    fn latest_version(&self, tag: &LogTag) -> Option<u64> {
-        self.shared
-            .versions_seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(tag)
-            .copied()
+    /// One round trip: the stream's row as the database has it now.
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.latest_version_now(tag).await
     }
 
     async fn trim(&self, through: u64) -> Result<()> {
@@ -522,7 +460,6 @@ impl Storage for PgStorage {
                 "cannot trim through {through}: the log ends before it (next seqnum {next})"
             )));
         }
-        self.shared.saw_first(first);
         // The trim point moved: reads no longer see the rows below it. Drop
         // them now, outside the head lock; a failure here leaves them for
         // the next trim.
@@ -561,6 +498,7 @@ impl Storage for PgStorage {
             read_only: false,
             durable: true,
             max_entry_bytes: self.shared.options.max_entry_bytes,
+            freshness: Freshness::SharedDatabase,
         }
     }
 

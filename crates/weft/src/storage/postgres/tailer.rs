@@ -1,26 +1,38 @@
-//! The tailer: reads what every process committed, in seqnum order, and
-//! publishes it on the handle's commit feed.
+//! The tailer: learns what every process committed, in seqnum order, and
+//! announces it on the handle's commit feed.
 //!
 //! It holds one connection of its own that LISTENs on the log's channel;
-//! every append transaction NOTIFYs it at commit. On a notification, on a
-//! wake-up from this handle's own writer, or after `poll_interval` without
-//! either (the fallback for a lost notification), it reads every entry from
-//! its cursor on and publishes it. Because seqnums are assigned in commit
-//! order under the head lock, what it reads is always a dense prefix: it
-//! can never see N+1 before N, so it never skips an entry that committed
-//! late. LISTEN is issued before the first read, so no commit falls
-//! between the read and the subscription.
+//! every numbering transaction NOTIFYs it at commit with the log's next
+//! seqnum. On a notification, or after `poll_interval` without one (the
+//! fallback for a lost notification: it then reads the head row), it
+//! catches up:
+//!
+//! * while somebody receives the feed, it reads every entry from its
+//!   cursor on and publishes it. Because seqnums are assigned in commit
+//!   order, what it reads is always a dense prefix: it can never see N+1
+//!   before N, so it never skips an entry that committed late;
+//! * while nobody does, it reads nothing: it only moves the announced tip
+//!   to the notified next seqnum ([`CommitFeed::advance_unwatched`], one
+//!   step with `subscribe`, so a subscriber made meanwhile still gets
+//!   everything after its start from the feed or, across the jump, from
+//!   the database). An idle handle costs one notification per commit.
+//!
+//! This handle's own commits are announced by its writer, so the cursor
+//! starts each round at the announced tip. LISTEN is issued before the
+//! first read, so no commit falls between the read and the subscription.
 //!
 //! A broken connection is replaced (with a bounded backoff); the cursor
 //! stays, so the new connection resumes where the old one stopped.
+//!
+//! [`CommitFeed::advance_unwatched`]: crate::storage::CommitFeed::advance_unwatched
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
 use super::Shared;
 use super::errors::{self, Op};
@@ -52,7 +64,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut cursor: u64) {
     }
 }
 
-/// One connection's life: LISTEN, then read on every wake-up. Returns
+/// One connection's life: LISTEN, then catch up on every wake-up. Returns
 /// `Ok` when the handle closes, `Err` when the connection breaks.
 async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
     let timeout = shared.options.op_timeout();
@@ -61,22 +73,20 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         .await
         .map_err(|_| errors::timed_out(Op::Read, "tailer: connect", timeout))?
         .map_err(|e| errors::classify(e, Op::Read, "tailer: connect"))?;
-    let notified = Arc::new(Notify::new());
-    let lost = Arc::new(AtomicBool::new(false));
+    let heard = Arc::new(Heard::default());
     let driver = {
-        let notified = Arc::clone(&notified);
-        let lost = Arc::clone(&lost);
+        let heard = Arc::clone(&heard);
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
-                    Ok(AsyncMessage::Notification(_)) => notified.notify_one(),
+                    Ok(AsyncMessage::Notification(n)) => heard.notified(n.payload()),
                     Ok(_) => {}
                     Err(_) => break,
                 }
             }
-            lost.store(true, Ordering::Release);
-            notified.notify_one();
+            heard.lost.store(true, Ordering::Release);
+            heard.wake.notify_one();
         })
     };
     let _abort = AbortOnDrop(driver);
@@ -85,12 +95,28 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         .await
         .map_err(|_| errors::timed_out(Op::Read, "tailer: listen", timeout))?
         .map_err(|e| errors::classify(e, Op::Read, "tailer: listen"))?;
+    let reader = Reader::prepare(shared, &client).await?;
+    // The first round reads the head: what committed before LISTEN.
+    let mut polled = true;
     loop {
         if shared.is_closed() {
             return Ok(());
         }
-        catch_up(shared, &client, cursor).await?;
-        if lost.load(Ordering::Acquire) {
+        // This handle announces its own commits itself: nothing below the
+        // announced tip needs reading.
+        *cursor = (*cursor).max(*shared.feed.watch_tip().borrow());
+        let heard_next = heard.next.load(Ordering::Acquire);
+        let idle = if polled {
+            let (first, next) = reader.head(&client).await?;
+            *cursor = (*cursor).max(first);
+            skip_unwatched(shared, cursor, next)
+        } else {
+            skip_unwatched(shared, cursor, heard_next)
+        };
+        if !idle {
+            reader.catch_up(shared, &client, cursor).await?;
+        }
+        if heard.lost.load(Ordering::Acquire) {
             return Err(crate::Error::new(
                 crate::ErrorKind::Unavailable,
                 "the tailer's connection closed",
@@ -104,54 +130,114 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         if shared.is_closed() {
             return Ok(());
         }
-        tokio::select! {
-            _ = notified.notified() => {}
-            _ = shared.wake_tailer.notified() => {}
-            _ = tokio::time::sleep(shared.options.poll_interval()) => {}
+        polled = tokio::select! {
+            _ = heard.wake.notified() => false,
+            _ = tokio::time::sleep(shared.options.poll_interval()) => true,
             _ = closing => return Ok(()),
-        }
+        };
     }
 }
 
-/// Reads and publishes everything from `cursor` to the end of the log.
-async fn catch_up(shared: &Shared, client: &Client, cursor: &mut u64) -> Result<()> {
-    let timeout = shared.options.op_timeout();
-    let statement = tokio::time::timeout(timeout, client.prepare(&shared.sql.read_all))
-        .await
-        .map_err(|_| errors::timed_out(Op::Read, "tailer: prepare", timeout))?
-        .map_err(|e| errors::classify(e, Op::Read, "tailer: prepare"))?;
-    loop {
-        let from = i64_of(*cursor, "cursor")?;
-        let rows = tokio::time::timeout(timeout, client.query(&statement, &[&from, &CHUNK]))
-            .await
-            .map_err(|_| errors::timed_out(Op::Read, "tailer: read", timeout))?
-            .map_err(|e| errors::classify(e, Op::Read, "tailer: read"))?;
-        let Some(head) = rows.first() else {
-            return Ok(());
+/// What the connection's driver heard: the highest next seqnum a NOTIFY
+/// carried, and whether the connection is gone.
+#[derive(Default)]
+struct Heard {
+    next: AtomicU64,
+    lost: AtomicBool,
+    wake: Notify,
+}
+
+impl Heard {
+    fn notified(&self, payload: &str) {
+        // The payload is the log's next seqnum after the notifying commit;
+        // an unreadable one still wakes the tailer, which then reads.
+        if let Ok(next) = payload.parse::<u64>() {
+            self.next.fetch_max(next, Ordering::AcqRel);
+        }
+        self.wake.notify_one();
+    }
+}
+
+/// With nobody subscribed, moves the cursor and the announced tip to `next`
+/// without reading entries: true when that was allowed. (Every seqnum below
+/// a committed `next` is committed: numbers are assigned in commit order.)
+fn skip_unwatched(shared: &Shared, cursor: &mut u64, next: u64) -> bool {
+    if !shared.feed.advance_unwatched(next.max(*cursor)) {
+        return false;
+    }
+    *cursor = (*cursor).max(next);
+    true
+}
+
+/// The tailer's prepared statements.
+struct Reader {
+    read: Statement,
+    head: Statement,
+}
+
+impl Reader {
+    async fn prepare(shared: &Shared, client: &Client) -> Result<Reader> {
+        let timeout = shared.options.op_timeout();
+        let prepare = async {
+            Ok::<_, tokio_postgres::Error>(Reader {
+                read: client.prepare(&shared.sql.read_all).await?,
+                head: client.prepare(&shared.sql.tip).await?,
+            })
         };
-        let first = u64_of(head.get(0), "first seqnum")?;
-        let next = u64_of(head.get(1), "next seqnum")?;
-        shared.saw_first(first);
-        // Entries below the trim point are gone: nobody can read them, so
-        // there is nothing to announce for them.
-        *cursor = (*cursor).max(first);
-        let mut batch: Vec<LogEntry> = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if let Some(entry) = entry_at(row, 2)? {
-                batch.push(entry);
+        tokio::time::timeout(timeout, prepare)
+            .await
+            .map_err(|_| errors::timed_out(Op::Read, "tailer: prepare", timeout))?
+            .map_err(|e| errors::classify(e, Op::Read, "tailer: prepare"))
+    }
+
+    /// The log's first and next seqnum now.
+    async fn head(&self, client: &Client) -> Result<(u64, u64)> {
+        let row = client
+            .query_one(&self.head, &[])
+            .await
+            .map_err(|e| errors::classify(e, Op::Read, "tailer: read the head"))?;
+        Ok((
+            u64_of(row.get(0), "first seqnum")?,
+            u64_of(row.get(1), "next seqnum")?,
+        ))
+    }
+
+    /// Reads and publishes everything from `cursor` to the end of the log.
+    async fn catch_up(&self, shared: &Shared, client: &Client, cursor: &mut u64) -> Result<()> {
+        let timeout = shared.options.op_timeout();
+        loop {
+            let from = i64_of(*cursor, "cursor")?;
+            let rows = tokio::time::timeout(timeout, client.query(&self.read, &[&from, &CHUNK]))
+                .await
+                .map_err(|_| errors::timed_out(Op::Read, "tailer: read", timeout))?
+                .map_err(|e| errors::classify(e, Op::Read, "tailer: read"))?;
+            let Some(head) = rows.first() else {
+                return Ok(());
+            };
+            let first = u64_of(head.get(0), "first seqnum")?;
+            let next = u64_of(head.get(1), "next seqnum")?;
+            // Entries below the trim point are gone: nobody can read them,
+            // so there is nothing to announce for them.
+            *cursor = (*cursor).max(first);
+            let mut batch: Vec<LogEntry> = Vec::with_capacity(rows.len());
+            for row in &rows {
+                if let Some(entry) = entry_at(row, 2)? {
+                    batch.push(entry);
+                }
             }
-        }
-        let full = batch.len() as i64 == CHUNK;
-        if let Some(last) = batch.last() {
-            *cursor = last.seqnum + 1;
-            for e in &batch {
-                shared.saw_version(e.primary_tag(), e.stream_version);
+            let full = batch.len() as i64 == CHUNK;
+            if let Some(last) = batch.last() {
+                *cursor = last.seqnum + 1;
+                shared.publish(batch);
             }
-            shared.publish(batch);
-        }
-        shared.saw_next(next);
-        if !full {
-            return Ok(());
+            if !full {
+                // The read saw the whole log up to `next` in one snapshot:
+                // nothing below it is left to announce (entries trimmed
+                // away under the cursor included).
+                shared.feed.advance_to(next);
+                *cursor = (*cursor).max(next);
+                return Ok(());
+            }
         }
     }
 }

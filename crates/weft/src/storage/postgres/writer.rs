@@ -22,7 +22,7 @@ use super::Shared;
 use super::errors::Op;
 use super::rows::{i64_of, u64_of};
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::AppendResult;
+use crate::model::{AppendResult, LogEntry};
 use crate::storage::NewEntry;
 
 /// One append call waiting for its group.
@@ -96,27 +96,22 @@ async fn commit(shared: &Shared, group: Vec<Pending>) {
     match call(shared, &group).await {
         Ok(outcomes) => {
             let mut outcomes = outcomes.into_iter();
-            let mut last = None;
+            let mut fresh = Vec::new();
             let answers: Vec<_> = group
                 .into_iter()
                 .map(|p| {
                     let mine: Vec<Outcome> = outcomes.by_ref().take(p.batch.len()).collect();
-                    let result = resolve(&p.batch, mine);
-                    if let Ok(results) = &result {
-                        for r in results {
-                            last = last.max(Some(r.seqnum));
-                            shared.saw_version(&r.primary_tag, r.stream_version);
-                        }
-                    }
-                    (p.reply, result)
+                    fresh.extend(written(&p.batch, &mine));
+                    (p.reply, resolve(&p.batch, mine))
                 })
                 .collect();
-            // The handle's tip covers the group before any appender hears
-            // back: read-your-writes for tip queries.
-            if let Some(last) = last {
-                shared.saw_next(last + 1);
-                shared.wake_tailer.notify_one();
-            }
+            // Announced before any appender hears back, so a subscription
+            // made after an append returns starts past it. Entries of other
+            // processes below these are left to the tailer; the feed skips
+            // what it already announced, and subscribers fill gaps from
+            // the database.
+            fresh.sort_by_key(|e| e.seqnum);
+            shared.publish(fresh);
             for (reply, result) in answers {
                 let _ = reply.send(result);
             }
@@ -197,6 +192,25 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
             next: r.get(5),
         })
         .collect())
+}
+
+/// The entries of `batch` this transaction wrote (not those whose append
+/// id was already in the log), as readers will see them.
+fn written(batch: &[NewEntry], outcomes: &[Outcome]) -> Vec<LogEntry> {
+    batch
+        .iter()
+        .zip(outcomes)
+        .filter(|(_, o)| o.status == 0)
+        .filter_map(|(entry, o)| {
+            Some(LogEntry {
+                seqnum: u64::try_from(o.seqnum?).ok()?,
+                stream_version: u64::try_from(o.version?).ok()?,
+                tags: entry.tags.clone(),
+                data: entry.data.clone(),
+                timestamp_ms: u64::try_from(o.ts?).ok()?,
+            })
+        })
+        .collect()
 }
 
 /// The answer to one append call from its entries' outcomes.

@@ -2,11 +2,12 @@
 //!
 //! Each check is a public async function taking a fresh [`Fixture`]; the
 //! [`conformance_suite!`](crate::conformance_suite) macro turns all of them
-//! into `#[tokio::test]`s for one backend:
+//! into `#[tokio::test]`s for one backend (the crate using it needs `tokio`
+//! with the `macros` and `rt-multi-thread` features):
 //!
 //! ```
-//! weft::conformance_suite!(memory, || async {
-//!     weft::conformance::Fixture::new(weft::Log::memory())
+//! weft_testkit::conformance_suite!(memory, || async {
+//!     weft_testkit::conformance::Fixture::new(weft::Log::memory())
 //! });
 //! # fn main() {}
 //! ```
@@ -27,10 +28,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::error::{ErrorDetail, ErrorKind};
-use crate::log::{JsonCodec, Log};
-use crate::model::{AppendRequest, LogEntry, LogTag, Position};
-use crate::storage::feed::FEED_CAPACITY;
+use weft::error::{ErrorDetail, ErrorKind};
+use weft::log::{JsonCodec, Log};
+use weft::model::{AppendRequest, LogEntry, LogTag, Position};
+use weft::storage::feed::FEED_CAPACITY;
 
 /// A fresh log for one check, with whatever must outlive it.
 pub struct Fixture {
@@ -112,9 +113,9 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
 pub async fn empty_log_reports_nothing(f: Fixture) {
     let log = f.log;
     let t = tag("orders");
-    assert_eq!(log.latest_seqnum(), None);
-    assert_eq!(log.latest_version(&t), None);
-    assert_eq!(log.next_version(&t), 0);
+    assert_eq!(log.latest_seqnum().await.unwrap(), None);
+    assert_eq!(log.latest_version(&t).await.unwrap(), None);
+    assert_eq!(log.next_version(&t).await.unwrap(), 0);
     assert!(log.read_all(&t).await.unwrap().is_empty());
     assert!(
         log.read_log(Position::Beginning, 10)
@@ -139,9 +140,9 @@ pub async fn append_assigns_dense_seqnums_and_versions(f: Fixture) {
         got.push((r.seqnum, r.stream_version));
     }
     assert_eq!(got, vec![(0, 0), (1, 0), (2, 1), (3, 1), (4, 2)]);
-    assert_eq!(log.latest_seqnum(), Some(4));
-    assert_eq!(log.latest_version(&orders), Some(2));
-    assert_eq!(log.latest_version(&inv), Some(1));
+    assert_eq!(log.latest_seqnum().await.unwrap(), Some(4));
+    assert_eq!(log.latest_version(&orders).await.unwrap(), Some(2));
+    assert_eq!(log.latest_version(&inv).await.unwrap(), Some(1));
     let all = log.read_log(Position::Beginning, 100).await.unwrap();
     assert_eq!(seqnums(&all), vec![0, 1, 2, 3, 4]);
     assert_eq!(&all[3].data[..], b"e3");
@@ -213,8 +214,8 @@ pub async fn multi_tag_entries_are_visible_from_every_tag(f: Fixture) {
         assert_eq!(e.tags, vec![orders.clone(), one.clone(), audit.clone()]);
         assert_eq!(e.stream_version, 1);
     }
-    assert_eq!(log.latest_version(&one), None);
-    assert_eq!(log.latest_version(&audit), None);
+    assert_eq!(log.latest_version(&one).await.unwrap(), None);
+    assert_eq!(log.latest_version(&audit).await.unwrap(), None);
     assert!(log.read_after_version(&one, 0).await.unwrap().is_empty());
     // A later entry with `one` as primary starts that tag's own stream at 0.
     let r = log
@@ -378,8 +379,8 @@ pub async fn batches_are_atomic(f: Fixture) {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict);
-    assert_eq!(log.latest_seqnum(), Some(2));
-    assert_eq!(log.latest_version(&b), Some(0));
+    assert_eq!(log.latest_seqnum().await.unwrap(), Some(2));
+    assert_eq!(log.latest_version(&b).await.unwrap(), Some(0));
     // Conditions see the batch's own earlier entries.
     log.append_batch_if(vec![
         (AppendRequest::new(a.clone(), "4"), Some(2)),
@@ -450,7 +451,7 @@ pub async fn trim_makes_old_reads_fail_clearly(f: Fixture) {
         ErrorKind::Trimmed
     );
     assert_eq!(log.read_after_version(&t, 6).await.unwrap().len(), 3);
-    assert_eq!(log.latest_version(&t), Some(9));
+    assert_eq!(log.latest_version(&t).await.unwrap(), Some(9));
     let r = log
         .append(AppendRequest::new(t.clone(), "10"))
         .await
@@ -589,8 +590,8 @@ pub async fn views_scope_reads_and_appends(f: Fixture) {
     assert!(view.read_prev_before(a.seqnum).await.unwrap().is_none());
     assert!(view.read_next_after(c.seqnum).await.unwrap().is_none());
     assert_eq!(view.check_tail().await.unwrap(), Some(c.seqnum));
-    assert_eq!(view.latest_version(), Some(1));
-    assert_eq!(view.next_version(), 2);
+    assert_eq!(view.latest_version().await.unwrap(), Some(1));
+    assert_eq!(view.next_version().await.unwrap(), 2);
     assert!(view.append_if("x", 1).await.is_err());
     view.append_if("x", 2).await.unwrap();
     let empty = log.view(tag("empty"));
@@ -643,7 +644,7 @@ pub async fn invalid_input_writes_nothing(f: Fixture) {
             .kind(),
         ErrorKind::InvalidInput
     );
-    assert_eq!(log.latest_seqnum(), None);
+    assert_eq!(log.latest_seqnum().await.unwrap(), None);
     let r = log.append(AppendRequest::new(t, "fine")).await.unwrap();
     assert_eq!(r.seqnum, 0);
 }

@@ -23,7 +23,7 @@
 //! how the wrapper reorders concurrent completions.
 //!
 //! The injected errors have the same shape as the real ones (see
-//! [`outcome`](super::outcome)): a clean failure is a `Generic` error with
+//! [`outcome`](weft::store::outcome)): a clean failure is a `Generic` error with
 //! no transport error inside (what an unmapped 5xx looks like), a 409 is
 //! `AlreadyExists`, a 412 is `Precondition`, a timeout is a `Generic` error
 //! wrapping an [`HttpError`] of kind `Timeout`; so callers are tested on the
@@ -627,7 +627,7 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
-    use crate::store::outcome::{Outcome, StoreOp, classify_result};
+    use weft::store::outcome::{Outcome, StoreOp, classify_result};
 
     fn store(config: FaultConfig) -> (Arc<InMemory>, FaultStore) {
         let inner = Arc::new(InMemory::new());

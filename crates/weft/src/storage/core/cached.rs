@@ -1,0 +1,100 @@
+//! A log served from an in-memory entry cache.
+
+use super::{Gate, Visible};
+use crate::error::Result;
+use crate::model::{LogEntry, LogTag};
+use crate::storage::cache::EntryCache;
+use crate::storage::{CommitFeed, Tip};
+
+/// A [`Gate`] and a [`Visible`] [`EntryCache`]: every read and tip query
+/// of a backend that keeps its live entries in memory.
+///
+/// Reads work until the handle is closed (a stopped writer still serves
+/// what it committed).
+#[derive(Debug)]
+pub struct CachedLog {
+    gate: Gate,
+    visible: Visible<EntryCache>,
+}
+
+impl CachedLog {
+    /// Serves `cache` for the handle `what` names.
+    pub fn new(what: &'static str, cache: EntryCache) -> Self {
+        let next = cache.index().next();
+        CachedLog {
+            gate: Gate::new(what),
+            visible: Visible::new(cache, next),
+        }
+    }
+
+    /// The handle's lifecycle.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// The cache and its feed.
+    pub fn visible(&self) -> &Visible<EntryCache> {
+        &self.visible
+    }
+
+    /// The feed of committed batches.
+    pub fn feed(&self) -> &CommitFeed {
+        self.visible.feed()
+    }
+
+    /// Makes a committed batch readable and announces it.
+    ///
+    /// Errors: `Corrupt` when it does not continue the cache densely.
+    pub fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
+        self.visible.publish(batch, |cache, entries| {
+            cache.extend(entries.iter().cloned())
+        })
+    }
+
+    /// See [`Storage::read`](crate::Storage::read).
+    pub fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
+        self.gate.check_open()?;
+        self.visible.read().read(tag, from, max)
+    }
+
+    /// See [`Storage::read_versions`](crate::Storage::read_versions).
+    pub fn read_versions(
+        &self,
+        tag: &LogTag,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
+        self.gate.check_open()?;
+        self.visible.read().read_versions(tag, from_version, max)
+    }
+
+    /// See [`Storage::read_prev`](crate::Storage::read_prev).
+    pub fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
+        self.gate.check_open()?;
+        Ok(self.visible.read().read_prev(tag, before))
+    }
+
+    /// See [`Storage::tip`](crate::Storage::tip): what the cache holds.
+    pub fn tip(&self) -> Result<Tip> {
+        self.gate.check_open()?;
+        let cache = self.visible.read();
+        Ok(Tip {
+            first: cache.index().first(),
+            next: cache.index().next(),
+        })
+    }
+
+    /// See [`Storage::latest_version`](crate::Storage::latest_version).
+    pub fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.gate.check_open()?;
+        Ok(self.visible.read().index().latest_version(tag))
+    }
+
+    /// Closes the handle and ends every subscription; true when this call
+    /// closed it.
+    pub fn close(&self) -> bool {
+        let first = self.gate.close();
+        self.feed().close();
+        first
+    }
+}

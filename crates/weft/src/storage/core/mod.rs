@@ -1,0 +1,49 @@
+//! What every backend shares, so that each one writes only what is its own.
+//!
+//! A backend owns how entries are numbered, stored and read back. What is
+//! left is the same everywhere and lives here:
+//!
+//! * [`Gate`] — the lifecycle of a handle: open, closed by the caller, or
+//!   stopped for good by a failure, whose error (kind and detail kept)
+//!   every later write gets.
+//! * [`Visible`] — what readers see plus the [`CommitFeed`] that announces
+//!   it, under one lock: a batch becomes readable and reaches the feed in
+//!   one step, so batches reach the feed in seqnum order.
+//! * [`CachedLog`] — a log served from an in-memory [`EntryCache`]: a gate
+//!   and a visible cache, with every read and tip query. The memory
+//!   backend, the bucket writer and the bucket follower are this plus how
+//!   they number (a [`Sequencer`](super::sequencer::Sequencer)) and make
+//!   entries durable (nothing, a producer, a replica).
+//! * [`results_of`] — the answer to an append, from the numbered entries.
+//!
+//! A backend whose numbers are assigned by a shared database has no
+//! sequencer and may keep no copy of the entries: it uses a [`Gate`] and
+//! publishes what it learns of commits (its own and other processes', read
+//! back in seqnum order by a tailer) straight to its [`CommitFeed`], which
+//! skips whatever it already announced. See `docs/STORAGE_SEAM.md`.
+//!
+//! [`CommitFeed`]: super::CommitFeed
+//! [`EntryCache`]: super::cache::EntryCache
+
+mod cached;
+mod gate;
+mod visible;
+
+pub use cached::CachedLog;
+pub use gate::Gate;
+pub use visible::Visible;
+
+use crate::model::{AppendResult, LogEntry};
+
+/// The result of appending `entries`, one per entry, in order.
+pub fn results_of(entries: &[LogEntry]) -> Vec<AppendResult> {
+    entries
+        .iter()
+        .map(|e| AppendResult {
+            seqnum: e.seqnum,
+            stream_version: e.stream_version,
+            primary_tag: e.tags[0].clone(),
+            timestamp_ms: e.timestamp_ms,
+        })
+        .collect()
+}

@@ -1,0 +1,293 @@
+//! [`check`]: what is in a log directory and what is wrong with it, judged
+//! by the same survey that opening the log and reading it make
+//! ([`super::scan`]), without a lock and without changing anything.
+//!
+//! A *problem* is anything that makes the log's open or a read refuse
+//! (`Corrupt`), or that opening would cut (a torn tail: entries whose
+//! bytes are incomplete, which are not in the log), and a KV bucket that
+//! does not decode. A *note* is what opening tidies without losing
+//! anything (temporary files, segments an interrupted trim left behind).
+//!
+//! The directory may have a live writer. A torn tail or damage at the end
+//! of the last segment can then be a write in progress, so the survey is
+//! repeated a few times after short pauses and only what stays put is
+//! reported.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::follower::require_log;
+use super::scan::{self, Access, Repair, Survey};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::kv_bucket::decode_kv_bucket;
+use crate::model::LogTag;
+
+/// How often a moving (or damaged) tail is looked at, and the pause
+/// between looks.
+const LOOKS: u32 = 4;
+const PAUSE: Duration = Duration::from_millis(50);
+
+/// One segment file, as [`check`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DirSegmentInfo {
+    /// The file's name.
+    pub file: String,
+    /// The seqnum of its first entry (from its name).
+    pub first_seqnum: u64,
+    /// Its entries (whole batches; `0` when it was not read).
+    pub entries: u64,
+    /// The file's size in bytes.
+    pub bytes: u64,
+}
+
+/// One tag, as [`check`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DirTagInfo {
+    /// The tag.
+    pub tag: LogTag,
+    /// Live entries carrying it (as primary or secondary tag).
+    pub entries: u64,
+    /// The latest version of its own stream; `None` when it is nobody's
+    /// primary tag.
+    pub latest_version: Option<u64>,
+}
+
+/// What [`check`] found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DirCheck {
+    /// The directory.
+    pub path: PathBuf,
+    /// The first live seqnum.
+    pub first_seqnum: u64,
+    /// The seqnum the next entry gets.
+    pub next_seqnum: u64,
+    /// The last trimmed seqnum; `None` when the log was never trimmed.
+    pub trimmed_through: Option<u64>,
+    /// Live entries.
+    pub entries: u64,
+    /// Bytes of segment and KV files read.
+    pub bytes: u64,
+    /// The segment files, in log order.
+    pub segments: Vec<DirSegmentInfo>,
+    /// Every tag of a live entry, sorted.
+    pub tags: Vec<DirTagInfo>,
+    /// KV bucket files read.
+    pub kv_buckets: u64,
+    /// What makes opening or reading refuse, or what opening would cut.
+    pub problems: Vec<String>,
+    /// What opening tidies without losing anything.
+    pub notes: Vec<String>,
+    refusal: Option<Error>,
+}
+
+impl DirCheck {
+    /// True when no problem was found.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// The error opening or reading the log returns, when they refuse it
+    /// (then the counts above are empty).
+    pub fn refusal(&self) -> Option<&Error> {
+        self.refusal.as_ref()
+    }
+}
+
+/// Checks the log in `path`: every segment header, frame checksum, seqnum
+/// and version, the trim file and every KV bucket. Takes no lock and
+/// changes nothing.
+///
+/// Errors: `NotFound` when there is no log; `InvalidInput` when `path` is
+/// not a directory; I/O kinds when the files cannot be read at all. Damage
+/// is not an error: it is in [`DirCheck::problems`].
+pub async fn check(path: impl AsRef<Path>) -> Result<DirCheck> {
+    let dir = path.as_ref().to_path_buf();
+    tokio::task::spawn_blocking(move || check_blocking(&dir))
+        .await
+        .map_err(|e| Error::internal(format!("check task failed: {e}")))?
+}
+
+fn check_blocking(dir: &Path) -> Result<DirCheck> {
+    require_log(dir)?;
+    let mut outcome = scan::survey(dir, Access::ReadOnly);
+    for _ in 1..LOOKS {
+        if settled(&outcome) {
+            break;
+        }
+        std::thread::sleep(PAUSE);
+        let again = scan::survey(dir, Access::ReadOnly);
+        let same = match (&outcome, &again) {
+            (Ok(a), Ok(b)) => torn(a) == torn(b),
+            (Err(a), Err(b)) => a.message() == b.message(),
+            _ => false,
+        };
+        outcome = again;
+        if same {
+            break;
+        }
+    }
+    let mut report = match outcome {
+        Ok(survey) => describe(dir, survey)?,
+        Err(e) if e.kind() == ErrorKind::Corrupt => refused(dir, e)?,
+        Err(e) => return Err(e),
+    };
+    check_kv(dir, &mut report)?;
+    Ok(report)
+}
+
+/// True when a survey found nothing a live writer could still change.
+fn settled(outcome: &Result<Survey>) -> bool {
+    match outcome {
+        Ok(survey) => torn(survey).is_none(),
+        Err(e) => e.kind() != ErrorKind::Corrupt,
+    }
+}
+
+fn torn(survey: &Survey) -> Option<&Repair> {
+    survey.repairs.iter().find(|r| r.drops_data())
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn describe(dir: &Path, survey: Survey) -> Result<DirCheck> {
+    let mut report = DirCheck {
+        path: dir.to_path_buf(),
+        first_seqnum: survey.index.first(),
+        next_seqnum: survey.next_seqnum,
+        trimmed_through: survey.trim.as_ref().map(|t| t.through),
+        entries: survey.index.len(),
+        bytes: 0,
+        segments: Vec::new(),
+        tags: Vec::new(),
+        kv_buckets: 0,
+        problems: Vec::new(),
+        notes: Vec::new(),
+        refusal: None,
+    };
+    for seg in &survey.segments {
+        let bytes = seg
+            .file
+            .metadata()
+            .map_err(|e| Error::io(format!("stat {}", seg.path.display()), e))?
+            .len();
+        report.bytes += bytes;
+        report.segments.push(DirSegmentInfo {
+            file: file_name(&seg.path),
+            first_seqnum: seg.first,
+            entries: seg.offsets.len() as u64,
+            bytes,
+        });
+    }
+    let versions = survey.versions();
+    let mut tags: Vec<DirTagInfo> = survey
+        .index
+        .tag_counts()
+        .map(|(tag, n)| DirTagInfo {
+            tag: tag.clone(),
+            entries: n as u64,
+            latest_version: survey
+                .index
+                .latest_version(tag)
+                .or_else(|| versions.get(tag).and_then(|v| v.checked_sub(1))),
+        })
+        .collect();
+    tags.sort_by(|a, b| a.tag.cmp(&b.tag));
+    report.tags = tags;
+    for repair in &survey.repairs {
+        match repair {
+            Repair::CutTornTail { path, len, .. } => {
+                if !report.segments.iter().any(|s| s.file == file_name(path)) {
+                    report.bytes += len;
+                }
+                report.problems.push(repair.to_string());
+            }
+            // Nothing of an entry goes (a removed last segment's torn
+            // bytes, if any, are the problem above).
+            _ => report.notes.push(repair.to_string()),
+        }
+    }
+    Ok(report)
+}
+
+/// The report for a log that opening and reading refuse: the refusal is
+/// the problem; the segment files are listed as found.
+fn refused(dir: &Path, err: Error) -> Result<DirCheck> {
+    let (firsts, _) = scan::list(dir)?;
+    let mut segments = Vec::with_capacity(firsts.len());
+    for first in firsts {
+        let path = dir.join(super::segment::file_name(first));
+        let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        segments.push(DirSegmentInfo {
+            file: file_name(&path),
+            first_seqnum: first,
+            entries: 0,
+            bytes,
+        });
+    }
+    Ok(DirCheck {
+        path: dir.to_path_buf(),
+        first_seqnum: 0,
+        next_seqnum: 0,
+        trimmed_through: None,
+        entries: 0,
+        bytes: segments.iter().map(|s| s.bytes).sum(),
+        segments,
+        tags: Vec::new(),
+        kv_buckets: 0,
+        problems: vec![format!(
+            "{} (opening and reading the log refuse it)",
+            err.message()
+        )],
+        notes: Vec::new(),
+        refusal: Some(err),
+    })
+}
+
+/// Decodes every KV bucket: a damaged one is what a `get` of its keys
+/// refuses.
+fn check_kv(dir: &Path, report: &mut DirCheck) -> Result<()> {
+    let kv = dir.join("kv");
+    let listing = match std::fs::read_dir(&kv) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(format!("list {}", kv.display()), e)),
+    };
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in listing {
+        let entry = entry.map_err(|e| Error::io(format!("list {}", kv.display()), e))?;
+        paths.push(entry.path());
+    }
+    paths.sort();
+    for path in paths {
+        let name = file_name(&path);
+        if name.ends_with(super::fsutil::TEMP_SUFFIX) {
+            report.notes.push(format!(
+                "{}: a half-written replacement; opening removes it",
+                path.display()
+            ));
+            continue;
+        }
+        if !name.ends_with(".kv") {
+            continue;
+        }
+        let bytes =
+            std::fs::read(&path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+        report.kv_buckets += 1;
+        report.bytes += bytes.len() as u64;
+        if let Err(e) = decode_kv_bucket(&bytes) {
+            report.problems.push(format!(
+                "{}: {} (a get of its keys refuses)",
+                path.display(),
+                e.message()
+            ));
+        }
+    }
+    Ok(())
+}
