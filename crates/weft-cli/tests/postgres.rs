@@ -62,7 +62,19 @@ fn append_read_inspect_verify_on_postgres() {
         "append", &log, "--json", "--tag", "orders", "--id", "o-1", "placed",
     ]);
     let again: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
-    assert_eq!(again, first);
+    assert_eq!(again["seqnum"], first["seqnum"]);
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(
+        first.get("duplicate"),
+        None,
+        "a first append is no duplicate"
+    );
+    let text = weft(&["append", &log, "--tag", "orders", "--id", "o-1", "placed"]);
+    assert!(text.status.success(), "{text:?}");
+    assert_eq!(
+        stdout(&text).trim(),
+        "already in the log: append id \"o-1\" is seqnum 0 (orders v0); nothing written"
+    );
     let conflict = weft(&[
         "append",
         &log,
@@ -105,4 +117,58 @@ fn append_read_inspect_verify_on_postgres() {
         Some(4),
         "a bad log name is invalid input"
     );
+}
+
+/// The pid a demo line names after `marker`, e.g. "in this process (123)".
+fn pid_after(text: &str, marker: &str) -> u32 {
+    let at = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker:?} in:\n{text}"));
+    text[at + marker.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("no pid after {marker:?} in:\n{text}"))
+}
+
+#[test]
+fn demo_splits_its_executors_across_two_processes_and_resumes() {
+    let log = location();
+    let first = weft(&["demo", &log, "--orders", "6"]);
+    let text = stdout(&first);
+    assert!(first.status.success(), "{first:?}");
+    let here = pid_after(&text, "inventory runs in this process (");
+    let there = pid_after(&text, "[shipping pid ");
+    assert_ne!(here, there, "shipping ran in a second process:\n{text}");
+    assert!(text.contains("  orders     6 placed, "), "{text}");
+    let again = weft(&["demo", &log, "--orders", "4"]);
+    let text = stdout(&again);
+    assert!(again.status.success(), "{again:?}");
+    assert!(text.contains("resuming:"), "{text}");
+    assert!(text.contains("  orders     10 placed, "), "{text}");
+
+    // Across both runs and both processes: every reserved order shipped
+    // exactly once, and nothing shipped that was not reserved.
+    let read = weft(&["read", &log, "--json"]);
+    assert!(read.status.success(), "{read:?}");
+    let mut reserved = std::collections::BTreeMap::new();
+    let mut shipped = std::collections::BTreeMap::new();
+    for line in stdout(&read).lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(entry["data"].as_str().unwrap())
+            .unwrap();
+        let event: Value = serde_json::from_slice(&data).unwrap();
+        let order = event["order"].as_str().unwrap_or_default().to_owned();
+        match event["event"].as_str() {
+            Some("reserved") => *reserved.entry(order).or_insert(0) += 1,
+            Some("shipped") => *shipped.entry(order).or_insert(0) += 1,
+            _ => {}
+        }
+    }
+    assert!(!reserved.is_empty());
+    assert_eq!(reserved, shipped, "each reserved order shipped once");
+    assert!(shipped.values().all(|&n| n == 1));
 }

@@ -10,6 +10,10 @@
 #[derive(Debug)]
 pub(super) struct Statements {
     pub(super) append: String,
+    /// `$1` a staged group's id: its outcome rows.
+    pub(super) outcome_of: String,
+    /// `$1` how long uncollected outcomes stay: `first, next`.
+    pub(super) sweep: String,
     pub(super) trim: String,
     pub(super) delete_trimmed: String,
     /// `$1` from, `$2` limit: `first, next, entries...`.
@@ -41,6 +45,8 @@ impl Statements {
         let s = format!("\"{schema}\"");
         Statements {
             append: format!("SELECT * FROM {s}.append($1, $2, $3, $4, $5, $6, $7)"),
+            outcome_of: format!("SELECT * FROM {s}.outcome_of($1)"),
+            sweep: format!("SELECT * FROM {s}.sweep($1)"),
             trim: format!("SELECT * FROM {s}.trim($1)"),
             delete_trimmed: format!(
                 "WITH d AS (DELETE FROM {s}.entries WHERE seqnum < $1 RETURNING seqnum, tags) \

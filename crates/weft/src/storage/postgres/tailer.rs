@@ -107,7 +107,7 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         *cursor = (*cursor).max(*shared.feed.watch_tip().borrow());
         let heard_next = heard.next.load(Ordering::Acquire);
         let idle = if polled {
-            let (first, next) = reader.head(&client).await?;
+            let (first, next) = reader.sweep(&client).await?;
             *cursor = (*cursor).max(first);
             skip_unwatched(shared, cursor, next)
         } else {
@@ -169,10 +169,17 @@ fn skip_unwatched(shared: &Shared, cursor: &mut u64, next: u64) -> bool {
     true
 }
 
+/// How long an outcome of a staged group waits for its appender (who gives
+/// up after its operation timeout) before a sweep drops it.
+const OUTCOME_WINDOW: Duration = Duration::from_secs(600);
+
 /// The tailer's prepared statements.
 struct Reader {
     read: Statement,
     head: Statement,
+    sweep: Statement,
+    /// False once the role turned out not to be allowed to sweep.
+    may_sweep: AtomicBool,
 }
 
 impl Reader {
@@ -182,12 +189,43 @@ impl Reader {
             Ok::<_, tokio_postgres::Error>(Reader {
                 read: client.prepare(&shared.sql.read_all).await?,
                 head: client.prepare(&shared.sql.tip).await?,
+                sweep: client.prepare(&shared.sql.sweep).await?,
+                may_sweep: AtomicBool::new(true),
             })
         };
         tokio::time::timeout(timeout, prepare)
             .await
             .map_err(|_| errors::timed_out(Op::Read, "tailer: prepare", timeout))?
             .map_err(|e| errors::classify(e, Op::Read, "tailer: prepare"))
+    }
+
+    /// Numbers groups left staged (their process died, or nobody appended
+    /// since), drops outcomes nobody collected, and returns the log's
+    /// first and next seqnum. A role that may not write only reads the
+    /// head.
+    async fn sweep(&self, client: &Client) -> Result<(u64, u64)> {
+        if self.may_sweep.load(Ordering::Relaxed) {
+            let keep = OUTCOME_WINDOW.as_millis() as i64;
+            match client.query_one(&self.sweep, &[&keep]).await {
+                Ok(row) => {
+                    return Ok((
+                        u64_of(row.get(0), "first seqnum")?,
+                        u64_of(row.get(1), "next seqnum")?,
+                    ));
+                }
+                Err(e) if e.code().is_some() => {
+                    let e = errors::classify(e, Op::Write, "tailer: sweep");
+                    if e.kind() == crate::ErrorKind::PermissionDenied {
+                        tracing::debug!(error = %e, "this role does not sweep the log");
+                        self.may_sweep.store(false, Ordering::Relaxed);
+                    } else {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(errors::classify(e, Op::Read, "tailer: sweep")),
+            }
+        }
+        self.head(client).await
     }
 
     /// The log's first and next seqnum now.

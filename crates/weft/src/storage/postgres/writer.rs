@@ -77,19 +77,10 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
     let _ = slots.acquire_many(options.max_in_flight as u32).await;
 }
 
-/// The same failure, for every appender of a group.
-fn copy_error(e: &Error) -> Error {
-    let mut copy = Error::new(e.kind(), e.message());
-    if let Some(detail) = e.detail() {
-        copy = copy.with_detail(detail.clone());
-    }
-    copy
-}
-
 async fn commit(shared: &Shared, group: Vec<Pending>) {
     if let Err(e) = shared.check_open() {
         for p in group {
-            let _ = p.reply.send(Err(copy_error(&e)));
+            let _ = p.reply.send(Err(e.clone()));
         }
         return;
     }
@@ -119,7 +110,7 @@ async fn commit(shared: &Shared, group: Vec<Pending>) {
         Err(e) => {
             tracing::debug!(error = %e, entries = group.len(), "append group failed");
             for p in group {
-                let _ = p.reply.send(Err(copy_error(&e)));
+                let _ = p.reply.send(Err(e.clone()));
             }
         }
     }
@@ -175,6 +166,25 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
             ],
         )
         .await?;
+    let rows = match staged_id(&rows) {
+        Some(id) => shared
+            .connections
+            .query(
+                Op::Write,
+                "append: the outcome of a staged group",
+                &shared.sql.outcome_of,
+                &[&id],
+            )
+            .await
+            .map_err(|e| staged_and_unknown(&e))?,
+        None => rows,
+    };
+    if rows.first().map(|r| r.get::<_, i16>(0)) == Some(STATUS_UNKNOWN) {
+        return Err(Error::new(
+            ErrorKind::Indeterminate,
+            "the append group was staged, and its outcome is no longer known",
+        ));
+    }
     if rows.len() != n {
         return Err(Error::internal(format!(
             "the append function answered {} rows for {n} entries",
@@ -192,6 +202,30 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
             next: r.get(5),
         })
         .collect())
+}
+
+/// The `append` function's answer when it staged the group: its id.
+const STATUS_STAGED: i16 = 4;
+/// `outcome_of`'s answer for a group neither staged nor numbered.
+const STATUS_UNKNOWN: i16 = 5;
+
+fn staged_id(rows: &[tokio_postgres::Row]) -> Option<i64> {
+    match rows {
+        [row] if row.get::<_, i16>(0) == STATUS_STAGED => row.get(1),
+        _ => None,
+    }
+}
+
+/// Whatever failed after a group was staged (committed), the group may
+/// still be numbered by whoever numbers next: the outcome is unknown.
+fn staged_and_unknown(e: &Error) -> Error {
+    if e.kind() == ErrorKind::Indeterminate {
+        return e.clone();
+    }
+    Error::new(
+        ErrorKind::Indeterminate,
+        format!("the append group was staged, then waiting for its number failed: {e}"),
+    )
 }
 
 /// The entries of `batch` this transaction wrote (not those whose append
