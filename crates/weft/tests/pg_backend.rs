@@ -400,3 +400,139 @@ async fn a_subscriber_sees_another_handles_appends() {
         assert_eq!((e.seqnum, &e.data[..]), (i, format!("{i}").as_bytes()));
     }
 }
+
+/// Stages one group the way a process that then died would have left it:
+/// committed in `staged`, never numbered.
+async fn stage_directly(
+    location: &weft::storage::postgres::PgLocation,
+    data: &str,
+    id: Option<&str>,
+) {
+    let client = pg_support::raw_client().await;
+    let s = location.log();
+    let ids: Vec<Option<&str>> = vec![id];
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{s}\".staged \
+                 (primary_tags, secondary, data, expected, ids, batch_len, ts) \
+                 VALUES (ARRAY['orders'], ARRAY[NULL::text], ARRAY[$1::bytea], \
+                         ARRAY[NULL::bigint], $2, ARRAY[1], 0)"
+            ),
+            &[&data.as_bytes(), &ids],
+        )
+        .await
+        .expect("stage a group");
+}
+
+async fn count(location: &weft::storage::postgres::PgLocation, table: &str) -> i64 {
+    let client = pg_support::raw_client().await;
+    client
+        .query_one(
+            &format!("SELECT count(*) FROM \"{}\".{table}", location.log()),
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_staged_by_a_process_that_died_is_numbered_by_a_sweep() {
+    let location = pg_support::fresh_location("orphan");
+    // The log exists; then "a process" stages a group and dies.
+    let first = pg_support::open(&location).await;
+    weft::Storage::close(&first).await.unwrap();
+    stage_directly(&location, "left behind", None).await;
+    assert_eq!(count(&location, "staged").await, 1);
+    // Nobody appends again: a handle's tailer sweeps at its first poll.
+    let log = Log::new(pg_support::open(&location).await);
+    let mut sub = log.subscribe(&tag("orders"), Position::Beginning);
+    let e = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("the orphaned group was numbered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (e.seqnum, e.stream_version, &e.data[..]),
+        (0, 0, &b"left behind"[..])
+    );
+    assert_eq!(count(&location, "staged").await, 0);
+    // Nobody collects its outcome; it stays until the outcome window ends.
+    assert_eq!(count(&location, "outcomes").await, 1);
+    log.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_of_a_staged_group_lands_once() {
+    // An appender staged a group with an id and gave up (its outcome was
+    // Indeterminate); its retry, with the same id, is numbered in the same
+    // round or a later one: either way the id lands once, and the retry
+    // gets the original's numbers.
+    let location = pg_support::fresh_location("restage");
+    let log = Log::new(pg_support::open(&location).await);
+    log.append(AppendRequest::new(tag("orders"), "before"))
+        .await
+        .unwrap();
+    stage_directly(&location, "first try", Some("order-9")).await;
+    let retry = log
+        .append(AppendRequest::new(tag("orders"), "second try").with_id("order-9"))
+        .await
+        .unwrap();
+    let all = log.read_all(&tag("orders")).await.unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(all[1].seqnum, retry.seqnum);
+    assert_eq!(&all[1].data[..], b"first try", "the staged original won");
+    log.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_handles_leave_nothing_staged_and_no_outcome_behind() {
+    let location = pg_support::fresh_location("rounds");
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        handles.push(Log::new(pg_support::open(&location).await));
+    }
+    let mut tasks = Vec::new();
+    for (h, log) in handles.iter().enumerate() {
+        for a in 0..8 {
+            let log = log.clone();
+            tasks.push(tokio::spawn(async move {
+                let own = tag(&format!("s:h{h}a{a}"));
+                let mut out = Vec::new();
+                for i in 0..25u64 {
+                    // Conditional on the appender's own stream: never a
+                    // conflict, always a check.
+                    let r = log
+                        .append_if(AppendRequest::new(own.clone(), format!("{i}")), i)
+                        .await
+                        .unwrap();
+                    assert_eq!(r.stream_version, i);
+                    out.push(r.seqnum);
+                }
+                out
+            }));
+        }
+    }
+    let mut seqnums = BTreeSet::new();
+    for t in tasks {
+        for s in t.await.unwrap() {
+            assert!(seqnums.insert(s), "seqnum {s} twice");
+        }
+    }
+    assert_eq!(seqnums.len(), 4 * 8 * 25);
+    assert_eq!(
+        *seqnums.last().unwrap() as usize,
+        seqnums.len() - 1,
+        "dense"
+    );
+    assert_eq!(count(&location, "staged").await, 0);
+    assert_eq!(
+        count(&location, "outcomes").await,
+        0,
+        "every outcome collected"
+    );
+    for log in handles {
+        log.close().await.unwrap();
+    }
+}
