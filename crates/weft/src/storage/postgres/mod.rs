@@ -15,30 +15,44 @@
 //!
 //! ## How the numbers stay dense and in commit order
 //!
-//! Each append transaction first locks the log's one `head` row, then
-//! checks conditions, writes its entries, moves the counters and commits;
-//! the row lock is held until the commit is durable and visible. So
-//! transactions that append are serialised, seqnums are handed out in the
-//! order transactions commit, and an entry with seqnum N+1 is never
-//! visible before N — the gap that event stores numbering from a sequence
-//! before commit are known for cannot happen. Conditional appends and
-//! append ids are checked inside the same transaction. The whole
-//! transaction is one call of a server-side function (one round trip), so
-//! the lock is held for that call and the commit's WAL flush; concurrent
-//! appenders of a process share transactions (group commit, see
-//! `writer.rs`). The schema and functions are in `schema.rs`; the layout
-//! is drawn in `docs/FORMATS.md`.
+//! Numbers are handed out by *numbering rounds*: one transaction at a time
+//! (it holds the log's numbering lock, a transaction-scoped advisory lock)
+//! locks the `head` row, checks conditions and append ids, assigns seqnums
+//! and versions, writes the entries, moves the counters and commits. So
+//! seqnums are assigned in the order rounds commit, and an entry with
+//! seqnum N+1 is never visible before N — the gap that event stores
+//! numbering from a sequence before commit are known for cannot happen.
+//! Conditional appends and append ids are checked inside the round.
 //!
-//! The cost of that simplicity: transactions that append commit one after
-//! another, so the log's throughput is (entries per transaction) ÷ (the
-//! commit's flush time), and group commit inside each process is what
-//! makes transactions big. Figures are in BENCHMARKS.md.
+//! What a round numbers is everybody's: an append group (what one handle's
+//! appenders queued meanwhile, see `writer.rs`) first tries the lock
+//! without waiting. Its taker runs a round over every group other
+//! processes *staged* so far plus its own. Everyone else stages the group
+//! (one row in `staged`, committed at once: those commits need no lock, so
+//! PostgreSQL's group commit shares their WAL flushes across connections)
+//! and waits on the server for the round that numbers it, or runs the next
+//! round itself. A round costs one commit whatever it carries, so the
+//! log's throughput grows with the number of writers instead of stopping
+//! at one transaction per flush. The whole exchange is one call of a
+//! server-side function per step (`schema.rs`), so no lock is ever held
+//! across a client round trip. The layout is drawn in `docs/FORMATS.md`.
+//!
+//! Failure cases of the two steps (`docs/FAILURE_SEMANTICS.md` has the
+//! table): a group staged by a process that then dies is numbered by the
+//! next round, or by the *sweep* every handle's tailer runs at each poll
+//! (so within about one poll interval while any handle is open); a group
+//! whose appender gave up waiting (deadline, lost connection) lands all the
+//! same — its append was `Indeterminate`, like any lost reply, and a retry
+//! with the same append id lands once. A round that fails rolls back: the
+//! groups stay staged for the next one.
 //!
 //! ## Subscriptions across processes
 //!
-//! A tailer task per handle (`tailer.rs`) LISTENs on the log's channel,
-//! reads what any process committed in seqnum order and publishes it on
-//! the handle's [`CommitFeed`]; polling covers lost notifications.
+//! A handle's writer announces its own commits on the handle's
+//! [`CommitFeed`]; a tailer task per handle (`tailer.rs`) LISTENs on the
+//! log's channel and reads what other processes committed, in seqnum
+//! order, while anybody subscribes (otherwise it only moves the announced
+//! tip); polling covers lost notifications.
 //!
 //! ## Failures
 //!

@@ -5,33 +5,58 @@
 //! `docs/FORMATS.md`):
 //!
 //! * `head` — one row: the next seqnum, the first live seqnum, the layout
-//!   version. Every append locks this row first and updates it; the row
-//!   lock is held until COMMIT, which is what makes seqnums dense and
-//!   assigned in commit order (no reader ever sees N+1 before N).
-//! * `streams` — per primary tag, the next version. Only the holder of the
-//!   head lock writes it, so stream rows are never contended otherwise.
+//!   version. Only a numbering round (and a trim) locks and updates it.
+//! * `streams` — per primary tag, the next version. Only numbering rounds
+//!   write it, one at a time, so stream rows are never contended.
 //! * `entries` — one row per entry, keyed by seqnum, with a unique
 //!   `(primary_tag, version)` index for version reads, a `(primary_tag,
 //!   seqnum)` index for tag reads, and a partial unique index on the
 //!   optional append id (exactly-once appends).
 //! * `entry_tags` — one row per *secondary* tag of an entry, keyed by
 //!   `(tag, seqnum)`, so a tag read covers entries where it is not primary.
+//! * `staged` — append groups waiting for a round: one row per group, its
+//!   entries as arrays.
+//! * `outcomes` — what a round decided for each staged group (per entry:
+//!   status, seqnum, version, ...), until its appender collects it.
 //! * `kv` — the per-view KV: `(scope, key) -> value`.
 //!
-//! `append(...)` runs an append group in one round trip: lock the head,
-//! resolve append ids already in the log, check every conditional batch
-//! against the stream versions (including earlier batches of the same
-//! group), write the accepted batches with two set-based inserts, move the
-//! counters, `NOTIFY` the log's channel. A batch whose condition fails is
-//! left out and reported; its neighbours in the group are written. The
-//! lock is held for that one statement plus its COMMIT.
+//! Functions (one call each, so no lock is held across a round trip):
+//!
+//! * `append(...)` — tries the numbering lock (a transaction-scoped
+//!   advisory lock keyed by the OID of `head`) without waiting: when it
+//!   gets it, it runs a round (`number`) over everything staged plus this
+//!   group and answers the group's outcome; otherwise it stages the group
+//!   and answers its id.
+//! * `outcome_of(id)` — the staged group's outcome: collects it (deleting
+//!   the row, with an asynchronous commit: the round's commit was the
+//!   durable one) when a round has decided it; else runs a round when the
+//!   lock is free, or waits for the running round to commit (a shared lock
+//!   request in a subtransaction that is rolled back at once, so waiters
+//!   never hold anything) and looks again.
+//! * `number(...)` — one round: lock `head`; take every staged group
+//!   (`DELETE ... RETURNING`, in staging order) and the caller's; resolve
+//!   append ids already in the log or earlier in the round; check every
+//!   conditional batch against the stream versions including earlier
+//!   batches of the round (a batch whose condition fails is left out and
+//!   reported; its neighbours are written); write the accepted entries
+//!   with set-based inserts (a round without conditions or ids is numbered
+//!   in one set-based pass); move the counters; record the staged groups'
+//!   outcomes; `NOTIFY` the log's channel with the new next seqnum.
+//! * `sweep(keep_ms)` — runs a round when groups are staged and the lock is
+//!   free (groups whose process died), drops outcomes nobody collected
+//!   within `keep_ms`, answers the head. Every tailer calls it each poll.
+//! * `trim(through)` — moves the trim point under the head lock.
 //!
 //! Portability: the tables, indexes and read queries are plain SQL that
-//! CockroachDB, YugabyteDB and Aurora also accept; the append and trim
-//! functions are PL/pgSQL (YugabyteDB and Aurora run it as is; CockroachDB
-//! has supported PL/pgSQL only since 23.2 and may need changes), and the
-//! subscription wake-up uses LISTEN/NOTIFY, which CockroachDB lacks (its
-//! subscribers fall back to polling).
+//! CockroachDB, YugabyteDB and Aurora also accept; the functions are
+//! PL/pgSQL (YugabyteDB and Aurora run it as is; CockroachDB has supported
+//! PL/pgSQL only since 23.2 and may need changes). Two PostgreSQL features
+//! have no portable equivalent: advisory locks (only recent YugabyteDB
+//! releases have them, CockroachDB has no working ones; there the
+//! numbering lock would have to be a row lock on `head` taken with `FOR
+//! UPDATE SKIP LOCKED`, and a waiter would wait on that row), and
+//! LISTEN/NOTIFY, which CockroachDB lacks (its subscribers fall back to
+//! polling).
 
 use tokio_postgres::Client;
 

@@ -169,9 +169,10 @@ fn skip_unwatched(shared: &Shared, cursor: &mut u64, next: u64) -> bool {
     true
 }
 
-/// How long an outcome of a staged group waits for its appender (who gives
-/// up after its operation timeout) before a sweep drops it.
-const OUTCOME_WINDOW: Duration = Duration::from_secs(600);
+/// How long an outcome of a staged group waits for its appender before a
+/// sweep drops it: past the longest operation timeout (one hour), so only
+/// outcomes whose appender gave up or died go.
+pub(super) const OUTCOME_WINDOW: Duration = Duration::from_secs(2 * 3600);
 
 /// The tailer's prepared statements.
 struct Reader {

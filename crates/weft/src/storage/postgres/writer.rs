@@ -1,18 +1,25 @@
-//! Group commit: concurrent appends of one handle share a transaction.
+//! Group commit: concurrent appends of one handle share an append group.
 //!
 //! Appends queue on a channel. The writer task takes a slot (at most
-//! `max_in_flight` transactions at once), then everything queued up to the
-//! group limits, and commits that group in one call of the log's `append`
-//! function. While every slot is busy the queue fills, so the batching
-//! delay is bounded by one transaction and needs no timer: a lone appender
-//! never waits, and under load each transaction carries what arrived
-//! during the previous one.
+//! `max_in_flight` groups at once), then everything queued up to the
+//! group limits, and sends that group to the log's `append` function.
+//! While every slot is busy the queue fills, so the batching delay is
+//! bounded by one group's latency and needs no timer: a lone appender
+//! never waits, and under load each group carries what arrived during the
+//! previous one.
 //!
-//! A batch's conditions are checked inside the function against the
-//! stream versions at that moment, including earlier batches of the same
-//! group; a batch that fails is left out and gets `Conflict`, and the rest
-//! of the group is written. When the transaction itself fails, every
-//! appender of the group gets the same error kind.
+//! `append` either numbers the group at once (this process got the
+//! numbering lock: the group's outcome comes back in the same call) or
+//! stages it; a staged group's outcome comes from a second call,
+//! `outcome_of`, which waits on the server for the round that numbers it.
+//! Whatever fails after staging leaves the outcome unknown — the staged
+//! group may still be numbered — so it is `Indeterminate`.
+//!
+//! A batch's conditions are checked in the round against the stream
+//! versions at that moment, including earlier batches of the round; a
+//! batch that fails is left out and gets `Conflict`, and the rest of the
+//! group is written. When the call itself fails, every appender of the
+//! group gets the same error.
 
 use std::sync::Arc;
 
