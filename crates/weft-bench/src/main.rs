@@ -53,6 +53,13 @@ struct Args {
     /// win.
     #[arg(long)]
     s3_env: Option<PathBuf>,
+    /// The PostgreSQL env file written by `scripts/postgres.sh start`
+    /// (default: $WEFT_TEST_PG_URL, else $WEFT_PG_ENV_FILE).
+    #[arg(long)]
+    pg_env: Option<PathBuf>,
+    /// Internal: run one process of a PostgreSQL workload.
+    #[arg(long, hide = true)]
+    pg_child: Option<String>,
     /// Number of runs per case whose median is reported (full mode).
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -74,6 +81,9 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(spec) = &args.pg_child {
+        return workloads::pg_child::main(spec);
+    }
     if args.list {
         for w in Workload::ALL {
             println!("{:<14} {}", w.name(), w.describe());
@@ -96,6 +106,11 @@ fn main() -> Result<()> {
     } else {
         None
     };
+    let pg = if selected.iter().any(|w| w.needs_pg()) {
+        Some(workloads::PgEnv::discover(args.pg_env.as_deref())?)
+    } else {
+        None
+    };
     let tmp;
     let data_dir = match &args.data_dir {
         Some(d) => {
@@ -113,7 +128,7 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let runs = if args.quick { 1 } else { args.runs.max(1) };
-    let mut ctx = Ctx::new(args.quick, runs, data_dir, s3, args.out.clone());
+    let mut ctx = Ctx::new(args.quick, runs, data_dir, s3, pg, args.out.clone());
     ctx.case_filter = args.case.clone();
     let mut report = Report::new(args.quick, runs);
     println!(

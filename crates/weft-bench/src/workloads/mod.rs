@@ -5,6 +5,8 @@ mod bucket;
 mod dir;
 mod follower;
 mod peer;
+mod pg;
+pub mod pg_child;
 mod raw;
 mod replica;
 
@@ -20,6 +22,7 @@ use crate::env::S3Env;
 use crate::plot::Plot;
 use crate::report::Report;
 
+pub use pg::PgEnv;
 pub use raw::RawS3;
 
 /// A named workload.
@@ -47,10 +50,16 @@ pub enum Workload {
     /// Follower lag behind a steadily writing primary.
     #[value(name = "follower-lag")]
     FollowerLag,
+    /// Many writer processes on one PostgreSQL log vs bare batched INSERT.
+    #[value(name = "pg-append")]
+    PgAppend,
+    /// Subscriber lag across processes on a PostgreSQL log.
+    #[value(name = "pg-lag")]
+    PgLag,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 9] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -58,6 +67,8 @@ impl Workload {
         Workload::BucketWrite,
         Workload::Replica,
         Workload::FollowerLag,
+        Workload::PgAppend,
+        Workload::PgLag,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +80,8 @@ impl Workload {
             Workload::BucketWrite => "bucket-write",
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
+            Workload::PgAppend => "pg-append",
+            Workload::PgLag => "pg-lag",
         }
     }
 
@@ -85,6 +98,10 @@ impl Workload {
                 "replica catch-up vs raw parallel GET; opendata Consumer read-back"
             }
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
+            Workload::PgAppend => {
+                "1/4/16 writer processes on one PostgreSQL log vs bare batched INSERT+COMMIT"
+            }
+            Workload::PgLag => "subscriber lag across processes on a PostgreSQL log",
         }
     }
 
@@ -93,6 +110,10 @@ impl Workload {
             self,
             Workload::S3Raw | Workload::BucketWrite | Workload::Replica | Workload::FollowerLag
         )
+    }
+
+    pub fn needs_pg(self) -> bool {
+        matches!(self, Workload::PgAppend | Workload::PgLag)
     }
 
     pub async fn run(self, ctx: &mut Ctx, report: &mut Report) -> Result<()> {
@@ -104,6 +125,8 @@ impl Workload {
             Workload::BucketWrite => bucket::run(ctx, report).await,
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
+            Workload::PgAppend => pg::appends(ctx, report).await,
+            Workload::PgLag => pg::lag(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())
@@ -116,6 +139,7 @@ pub struct Ctx {
     pub runs: usize,
     pub data_dir: PathBuf,
     s3: Option<S3Env>,
+    pg: Option<PgEnv>,
     #[allow(dead_code)]
     pub out: PathBuf,
     pub plots: Vec<Plot>,
@@ -132,6 +156,7 @@ impl Ctx {
         runs: usize,
         data_dir: PathBuf,
         s3: Option<S3Env>,
+        pg: Option<PgEnv>,
         out: PathBuf,
     ) -> Ctx {
         Ctx {
@@ -139,6 +164,7 @@ impl Ctx {
             runs,
             data_dir,
             s3,
+            pg,
             out,
             plots: Vec::new(),
             raw: None,
@@ -168,6 +194,20 @@ impl Ctx {
         self.s3
             .as_ref()
             .context("this workload needs the S3 server (see --s3-env)")
+    }
+
+    pub fn pg(&self) -> Result<&PgEnv> {
+        self.pg
+            .as_ref()
+            .context("this workload needs the PostgreSQL server (see --pg-env)")
+    }
+
+    /// A fresh name (a PostgreSQL schema: lowercase, digits, `_`) for
+    /// this run.
+    pub fn fresh_name(&mut self, name: &str) -> String {
+        self.next_prefix += 1;
+        let run = self.run_prefix.rsplit('/').next().unwrap_or("run");
+        format!("bench_{}_{name}_{}", run.to_ascii_lowercase(), self.next_prefix)
     }
 
     /// A store rooted at a fresh, unused prefix of this run.

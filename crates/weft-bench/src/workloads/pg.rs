@@ -1,0 +1,373 @@
+//! PostgreSQL workloads: many writer processes on one log, each case
+//! against a baseline measured in the same run on the same server.
+//!
+//! * `pg-append` — 1, 4 and 16 OS processes × 8 closed-loop appenders of
+//!   128 B entries (1 tag, and 2 tags: a stream and a shared tag; then
+//!   `append_if` on each appender's own stream), against the same
+//!   processes and appenders doing bare batched `INSERT` + COMMIT of rows
+//!   of the same size (see `pg_child.rs`).
+//! * `pg-lag` — a subscriber in its own process: the time from the append
+//!   call in a writer process to delivery on a live subscription, against
+//!   the writers' own append latency.
+//!
+//! Every process is a child `weft-bench --pg-child SPEC`; the parent
+//! starts them all, waits until each is connected, and starts them
+//! together.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+use weft::storage::postgres::{PgLocation, PgStorage};
+use weft::{AppendRequest, Log, LogTag};
+
+use super::Ctx;
+use super::pg_child::{BASELINE_TABLE, ChildResult, ChildSpec, END_TAG, Role};
+use crate::report::{Report, Row};
+use crate::stats::Samples;
+
+const RECORD: usize = 128;
+const APPENDERS: usize = 8;
+
+/// Where the server is: `WEFT_TEST_PG_URL`, from the environment or the
+/// env file `scripts/postgres.sh start` writes.
+#[derive(Clone, Debug)]
+pub struct PgEnv {
+    pub url: String,
+}
+
+impl PgEnv {
+    /// Reads `WEFT_TEST_PG_URL` from the environment, else from `file`.
+    pub fn discover(file: Option<&std::path::Path>) -> Result<PgEnv> {
+        const HINT: &str = "start the server with scripts/postgres.sh start (or run scripts/bench.sh)";
+        if let Ok(url) = std::env::var("WEFT_TEST_PG_URL")
+            && !url.is_empty()
+        {
+            return Ok(PgEnv { url });
+        }
+        let file = file
+            .map(|p| p.to_path_buf())
+            .or_else(|| std::env::var_os("WEFT_PG_ENV_FILE").map(Into::into))
+            .with_context(|| format!("WEFT_TEST_PG_URL is not set: {HINT}"))?;
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("read {}: {HINT}", file.display()))?;
+        for line in text.lines() {
+            let line = line.trim().trim_start_matches("export ");
+            if let Some(url) = line.strip_prefix("WEFT_TEST_PG_URL=") {
+                return Ok(PgEnv {
+                    url: url.trim_matches('"').to_string(),
+                });
+            }
+        }
+        bail!("{} sets no WEFT_TEST_PG_URL: {HINT}", file.display())
+    }
+}
+
+/// One case's processes, all of one role except an optional subscriber.
+struct Case {
+    specs: Vec<ChildSpec>,
+}
+
+/// What a case's processes measured together.
+struct Measured {
+    entries_per_s: f64,
+    latency: Samples,
+    conflicts: u64,
+    /// The subscriber's lag samples, when the case had one.
+    lag: Samples,
+}
+
+/// A running child process and its output lines.
+struct Proc {
+    role: Role,
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Proc {
+    fn spawn(spec: &ChildSpec) -> Result<Proc> {
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .arg("--pg-child")
+            .arg(serde_json::to_string(spec)?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawn a --pg-child process")?;
+        let stdout = child.stdout.take().context("child stdout")?;
+        Ok(Proc {
+            role: spec.role,
+            child,
+            lines: BufReader::new(stdout).lines(),
+        })
+    }
+
+    async fn line(&mut self, within: Duration) -> Result<String> {
+        let line = tokio::time::timeout(within, self.lines.next_line())
+            .await
+            .context("a child did not answer in time")??;
+        line.context("a child exited early")
+    }
+
+    async fn go(&mut self) -> Result<()> {
+        let stdin = self.child.stdin.as_mut().context("child stdin")?;
+        stdin.write_all(b"go\n").await?;
+        stdin.flush().await?;
+        Ok(())
+    }
+
+    async fn finish(mut self) -> Result<ChildResult> {
+        let line = self.line(Duration::from_secs(300)).await?;
+        let status = self.child.wait().await?;
+        if !status.success() {
+            bail!("a child failed ({status})");
+        }
+        serde_json::from_str(&line).with_context(|| format!("parse a child's result {line:?}"))
+    }
+}
+
+impl Case {
+    /// Runs the processes together; `end` appends the subscriber's stop
+    /// entry once the writers are done.
+    async fn run(&self, end: Option<&Log>) -> Result<Measured> {
+        let mut procs = Vec::new();
+        for spec in &self.specs {
+            procs.push(Proc::spawn(spec)?);
+        }
+        for p in procs.iter_mut() {
+            let line = p.line(Duration::from_secs(120)).await?;
+            if line != "ready" {
+                bail!("a child said {line:?} instead of ready");
+            }
+        }
+        for p in procs.iter_mut() {
+            p.go().await?;
+        }
+        let mut results: Vec<(Role, ChildResult)> = Vec::new();
+        let mut subscriber = None;
+        for p in procs {
+            if p.role == Role::Subscriber {
+                subscriber = Some(p);
+                continue;
+            }
+            results.push((p.role, p.finish().await?));
+        }
+        if let Some(p) = subscriber {
+            let log = end.context("a subscriber needs the end entry's log")?;
+            log.append(AppendRequest::new(LogTag::new(END_TAG)?, "end"))
+                .await?;
+            results.push((Role::Subscriber, p.finish().await?));
+        }
+        let mut m = Measured {
+            entries_per_s: 0.0,
+            latency: Samples::new(),
+            conflicts: 0,
+            lag: Samples::new(),
+        };
+        let (mut ops, mut elapsed_ms) = (0u64, 0f64);
+        for (role, r) in results {
+            let samples = if role == Role::Subscriber {
+                &mut m.lag
+            } else {
+                ops += r.ops;
+                elapsed_ms = elapsed_ms.max(r.elapsed_ms);
+                m.conflicts += r.conflicts;
+                &mut m.latency
+            };
+            for ms in r.latency_ms {
+                samples.push(Duration::from_secs_f64(ms / 1e3));
+            }
+        }
+        m.entries_per_s = ops as f64 / (elapsed_ms / 1e3).max(1e-9);
+        Ok(m)
+    }
+}
+
+/// A fresh log (schema) for one case, created before its processes start.
+async fn fresh_log(env: &PgEnv, ctx: &mut Ctx, name: &str) -> Result<(String, Log)> {
+    let log_name = ctx.fresh_name(name);
+    let url = format!("{}?log={log_name}", env.url);
+    let location: PgLocation = url.parse()?;
+    let log = Log::new(PgStorage::open_with(location, super::pg_child::options()).await?);
+    Ok((url, log))
+}
+
+async fn admin(env: &PgEnv) -> Result<tokio_postgres::Client> {
+    let (client, connection) = env.url.parse::<tokio_postgres::Config>()?.connect(tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Drops what a case created, so the server's disk does not fill up.
+async fn drop_log(env: &PgEnv, url: &str) -> Result<()> {
+    let location: PgLocation = url.parse()?;
+    admin(env)
+        .await?
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", location.log()))
+        .await?;
+    Ok(())
+}
+
+fn specs(role: Role, url: &str, procs: usize, tags: usize, conditional: bool, duration: Duration) -> Vec<ChildSpec> {
+    (0..procs)
+        .map(|index| ChildSpec {
+            role,
+            url: url.to_string(),
+            appenders: APPENDERS,
+            tags,
+            conditional,
+            record: RECORD,
+            duration_ms: duration.as_millis() as u64,
+            index,
+        })
+        .collect()
+}
+
+async fn weft_case(env: &PgEnv, ctx: &mut Ctx, procs: usize, tags: usize, conditional: bool, duration: Duration) -> Result<Measured> {
+    let (url, log) = fresh_log(env, ctx, "append").await?;
+    let m = Case {
+        specs: specs(Role::Weft, &url, procs, tags, conditional, duration),
+    }
+    .run(None)
+    .await;
+    log.close().await?;
+    drop_log(env, &url).await?;
+    m
+}
+
+async fn baseline_case(env: &PgEnv, procs: usize, duration: Duration) -> Result<Measured> {
+    let client = admin(env).await?;
+    client
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {BASELINE_TABLE}; \
+             CREATE TABLE {BASELINE_TABLE} (id bigserial PRIMARY KEY, data bytea NOT NULL)"
+        ))
+        .await?;
+    let m = Case {
+        specs: specs(Role::Baseline, &env.url, procs, 1, false, duration),
+    }
+    .run(None)
+    .await;
+    client
+        .batch_execute(&format!("DROP TABLE IF EXISTS {BASELINE_TABLE}"))
+        .await?;
+    m
+}
+
+/// One subject's runs of one case.
+#[derive(Default, Clone)]
+struct Series {
+    runs: Vec<f64>,
+    latency: Samples,
+    conflicts: u64,
+}
+
+impl Series {
+    fn add(&mut self, m: &Measured) {
+        self.runs.push(m.entries_per_s);
+        self.latency.extend(&m.latency);
+        self.conflicts += m.conflicts;
+    }
+}
+
+pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
+    const W: &str = "pg-append";
+    let env = ctx.pg()?.clone();
+    let duration = ctx.duration(Duration::from_secs(5));
+    let counts: &[usize] = if ctx.quick { &[1, 4] } else { &[1, 4, 16] };
+    // Subjects per process count: baseline, 1 tag, 2 tags, conditional.
+    let mut series = vec![vec![Series::default(); 4]; counts.len()];
+    // Baseline and weft runs interleave, so slow phases of the shared
+    // machine hit both alike.
+    for run in 0..ctx.runs {
+        for (k, &procs) in counts.iter().enumerate() {
+            println!("   run {}: {procs} processes", run + 1);
+            series[k][0].add(&baseline_case(&env, procs, duration).await?);
+            series[k][1].add(&weft_case(&env, ctx, procs, 1, false, duration).await?);
+            series[k][2].add(&weft_case(&env, ctx, procs, 2, false, duration).await?);
+            series[k][3].add(&weft_case(&env, ctx, procs, 1, true, duration).await?);
+        }
+    }
+    for (k, &procs) in counts.iter().enumerate() {
+        let case = format!("{procs} proc × {APPENDERS} appenders, {RECORD} B");
+        let s = &series[k];
+        let base = report.add(
+            Row::new(W, case.clone(), "bare batched INSERT+COMMIT")
+                .value(s[0].runs.clone(), "rows/s")
+                .latency(s[0].latency.summary()),
+        );
+        let subjects = [
+            (1, "weft PgStorage, 1 tag", None),
+            (2, "weft PgStorage, 2 tags", None),
+            (3, "weft PgStorage, append_if", Some(s[3].conflicts)),
+        ];
+        for (i, subject, conflicts) in subjects {
+            let mut row = Row::new(W, case.clone(), subject)
+                .value(s[i].runs.clone(), "entries/s")
+                .latency(s[i].latency.summary())
+                .against(&base);
+            if procs == 16 && i == 1 {
+                let ratio = row.ratio.unwrap_or(0.0);
+                row = row.target("≥ 0.5 × baseline at 16 processes", ratio >= 0.5);
+            }
+            if let Some(c) = conflicts {
+                row = row.note(format!("{c} conflicts (own streams: none expected)"));
+            }
+            report.add(row);
+        }
+    }
+    Ok(())
+}
+
+pub async fn lag(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
+    const W: &str = "pg-lag";
+    let env = ctx.pg()?.clone();
+    let duration = ctx.duration(Duration::from_secs(5));
+    let shapes: [(usize, usize); 2] = [(1, 1), (4, APPENDERS)];
+    let mut lags = vec![Samples::new(); shapes.len()];
+    let mut commits = vec![Samples::new(); shapes.len()];
+    let mut rates = vec![Vec::new(); shapes.len()];
+    for _ in 0..ctx.runs {
+        for (k, &(procs, appenders)) in shapes.iter().enumerate() {
+            let (url, log) = fresh_log(&env, ctx, "lag").await?;
+            let mut specs = specs(Role::Weft, &url, procs, 1, false, duration);
+            for s in &mut specs {
+                s.appenders = appenders;
+            }
+            let mut subscriber = specs[0].clone();
+            subscriber.role = Role::Subscriber;
+            specs.push(subscriber);
+            let m = Case { specs }.run(Some(&log)).await;
+            log.close().await?;
+            drop_log(&env, &url).await?;
+            let m = m?;
+            lags[k].extend(&m.lag);
+            commits[k].extend(&m.latency);
+            rates[k].push(m.entries_per_s);
+        }
+    }
+    for (k, &(procs, appenders)) in shapes.iter().enumerate() {
+        let case = format!("{procs} writer proc × {appenders} appenders, subscriber in another process");
+        let base = report.add(
+            Row::new(W, case.clone(), "append latency (call to ack)")
+                .value(rates[k].clone(), "entries/s")
+                .latency(commits[k].summary()),
+        );
+        let lag = lags[k].summary();
+        let mut row = Row::new(W, case, "subscriber lag (call to delivery)")
+            .value(vec![lag.map_or(f64::NAN, |l| l.p50)], "ms p50")
+            .latency(lag);
+        if let (Some(l), Some(b)) = (lag, base.latency) {
+            row = row.against_value("append p50", b.p50).note(format!(
+                "p99 lag {:.1} ms vs append p99 {:.1} ms",
+                l.p99, b.p99
+            ));
+        }
+        report.add(row);
+    }
+    Ok(())
+}
