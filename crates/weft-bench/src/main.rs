@@ -80,6 +80,9 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
 }
 
 fn main() -> Result<()> {
+    if let Ok(dir) = std::env::var(workloads::dir_soak::REOPEN_ENV) {
+        return workloads::dir_soak::reopen_child(&dir);
+    }
     let args = Args::parse();
     if let Some(spec) = &args.pg_child {
         return workloads::pg_child::main(spec);

@@ -5,13 +5,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::storage::dir::{DirFollower, DirFollowerOptions, DirStorage, require_log};
-use weft::store::{AzureSettings, Location, S3Settings};
+use weft::store::{
+    AzureSettings, DEFAULT_DEADLINE, Location, ReadOnlyStore, RetryPolicy, S3Settings,
+};
 use weft::{Error, ErrorKind, Log, Result};
 
 /// Connection flags for `s3://` and `az://` locations; each overrides the
@@ -32,9 +35,42 @@ pub(crate) struct StoreArgs {
     /// $AZURE_ALLOW_HTTP).
     #[arg(long, global = true)]
     allow_http: bool,
+
+    /// The longest a bucket operation may go on without progress, in
+    /// seconds (default 30): a store that stops answering fails the command
+    /// with `unavailable` (exit 9) after this, or `indeterminate` for a
+    /// write whose outcome is unknown.
+    #[arg(long, global = true, value_name = "SECS")]
+    deadline: Option<f64>,
 }
 
+/// The longest `--deadline` accepted.
+const MAX_DEADLINE_SECS: f64 = 86_400.0;
+
 impl StoreArgs {
+    /// The `--deadline`, checked.
+    ///
+    /// Errors: `InvalidInput` for a value that is not a positive number of
+    /// seconds up to a day.
+    pub(crate) fn deadline(&self) -> Result<Duration> {
+        let Some(secs) = self.deadline else {
+            return Ok(DEFAULT_DEADLINE);
+        };
+        if !secs.is_finite() || secs <= 0.0 || secs > MAX_DEADLINE_SECS {
+            return Err(Error::invalid_input(format!(
+                "--deadline {secs} is not a number of seconds between 0 and {MAX_DEADLINE_SECS}"
+            )));
+        }
+        Ok(Duration::from_secs_f64(secs))
+    }
+
+    /// The retry policy every bucket operation of this command runs under.
+    ///
+    /// Errors: as [`StoreArgs::deadline`].
+    pub(crate) fn retry(&self) -> Result<RetryPolicy> {
+        Ok(RetryPolicy::default().with_deadline(self.deadline()?))
+    }
+
     fn settings(&self, bucket: &str, prefix: &str) -> Result<S3Settings> {
         let mut settings = S3Settings::from_env(bucket, prefix)?;
         if let Some(endpoint) = &self.endpoint {
@@ -46,10 +82,14 @@ impl StoreArgs {
         if self.allow_http {
             settings.allow_http = true;
         }
-        // A command line tool should answer quickly when the server is away.
+        // A command line tool should answer quickly when the server is away,
+        // and no request may outlive the deadline.
+        let deadline = self.deadline()?;
         settings
             .connect_timeout
-            .get_or_insert(std::time::Duration::from_secs(5));
+            .get_or_insert(Duration::from_secs(5).min(deadline));
+        settings.request_timeout.get_or_insert(deadline);
+        settings.http_retry_timeout.get_or_insert(deadline);
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
@@ -62,9 +102,12 @@ impl StoreArgs {
         if self.allow_http {
             settings.allow_http = true;
         }
+        let deadline = self.deadline()?;
         settings
             .connect_timeout
-            .get_or_insert(std::time::Duration::from_secs(5));
+            .get_or_insert(Duration::from_secs(5).min(deadline));
+        settings.request_timeout.get_or_insert(deadline);
+        settings.http_retry_timeout.get_or_insert(deadline);
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
@@ -92,14 +135,24 @@ pub(crate) enum Create {
 /// * `s3://` and `az://` open the bucket writer ([`BucketStorage`]), which
 ///   claims the log's epoch: any other writer of that log is fenced from
 ///   then on.
-/// * `file://` cannot be written: object_store's local files have no
-///   conditional update, which the writer's manifest CAS needs.
+/// * `file://` is a read-only copy: its store refuses every write
+///   ([`open_store`]), so opening a writer on it fails at its first write
+///   with `ReadOnly` and leaves the directory as it was.
+///
+/// A bucket log's writer keeps a lease that shows it is alive: opening
+/// one where a live writer holds the lease fails with `Locked`, naming it,
+/// unless `take_over` (then the other writer is fenced, on purpose).
 ///
 /// Errors: `NotFound` (no log there and `create` is [`Create::No`]),
-/// `Locked` (another process has a `dir` log open), `Unsupported`
-/// (`file://`), `PermissionDenied`, `Unavailable`, `Corrupt`, and the
-/// backend's I/O kinds.
-pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
+/// `Locked` (another process has a `dir` log open, or a live bucket writer
+/// holds the log), `ReadOnly` (`file://`), `PermissionDenied`,
+/// `Unavailable`, `Corrupt`, and the backend's I/O kinds.
+pub(crate) async fn open_log(
+    location: &Location,
+    create: Create,
+    take_over: bool,
+    args: &StoreArgs,
+) -> Result<Log> {
     match location {
         Location::Dir { path } => {
             if create == Create::No {
@@ -107,18 +160,20 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
             }
             Ok(Log::new(DirStorage::open(path).await?))
         }
-        Location::S3 { .. } | Location::Azure { .. } => {
+        Location::S3 { .. } | Location::Azure { .. } | Location::File { .. } => {
             let store = open_store(location, args)?;
             if create == Create::No {
                 require_bucket_log(&store, location).await?;
             }
-            let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
+            let options = BucketOptions {
+                retry: args.retry()?,
+                take_over,
+                writer_name: Some("the weft command".to_owned()),
+                ..BucketOptions::default()
+            };
+            let storage = BucketStorage::open(store, "", options).await?;
             Ok(Log::new(storage))
         }
-        Location::File { .. } => Err(Error::unsupported(format!(
-            "{location}: a file:// store can be read (inspect, wal dump, verify, read, tail) \
-             but not written: local files have no conditional update for the manifest"
-        ))),
     }
 }
 
@@ -174,6 +229,7 @@ pub(crate) async fn follow(
     require_bucket_log(&store, location).await?;
     let options = FollowerOptions {
         poll_interval: poll,
+        retry: args.retry()?,
         ..FollowerOptions::default()
     };
     let follower = Arc::new(BucketFollower::open(store, "", options).await?);
@@ -220,9 +276,12 @@ async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -
     }
 }
 
-/// A read-only view of the object store at `location` (`s3://`, `az://` or
-/// `file://`). Nothing is created: a missing `file://` directory is
-/// `NotFound`.
+/// The object store at `location` (`s3://`, `az://` or `file://`).
+/// Nothing is created: a missing `file://` directory is `NotFound`.
+///
+/// A `file://` location is a copy of a bucket and documented read-only: its
+/// store is wrapped in a [`ReadOnlyStore`], which refuses every write
+/// (`ReadOnly`) whichever command or library path attempts it.
 ///
 /// Errors: `InvalidInput` for a plain directory (that is a `dir` log) or
 /// bad S3 settings; `NotFound`.
@@ -239,7 +298,7 @@ pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dy
                 )
                 .with_source(e)
             })?;
-            Ok(Arc::new(fs))
+            Ok(ReadOnlyStore::wrap(Arc::new(fs), location.to_string()))
         }
         Location::Dir { path } => Err(Error::invalid_input(format!(
             "{} is a plain directory, which names a `dir` log; a bucket is s3://bucket/prefix \

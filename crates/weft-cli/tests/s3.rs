@@ -471,6 +471,84 @@ fn snapshot_trims_and_gc_collects_what_it_superseded() {
     assert_eq!(ok(weft(&["read", &url, "--json"])).lines().count(), 3);
 }
 
+/// A service is writing the log (a library writer in this process, renewing
+/// its lease): `weft append` refuses to fence it, naming it, and writes
+/// nothing; with `--take-over` it fences it on purpose; once the writer
+/// closes, appends go through at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_refuses_to_fence_a_running_writer_unless_taking_over() {
+    use weft::storage::bucket::{BucketOptions, BucketStorage};
+    use weft::{AppendRequest, ErrorKind, Log, LogTag};
+
+    let (settings, url) = bucket("lease");
+    let store = settings.build().unwrap();
+    let tag = LogTag::new("orders").unwrap();
+    let service = Log::new(
+        BucketStorage::open(
+            store.clone(),
+            "",
+            BucketOptions {
+                lease_renew_every: Duration::from_millis(500),
+                writer_name: Some("orders service".into()),
+                ..BucketOptions::default()
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    service
+        .append(AppendRequest::new(tag.clone(), "placed"))
+        .await
+        .unwrap();
+
+    let out = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || weft(&["append", &url, "--tag", "orders", "by hand"])
+    })
+    .await
+    .unwrap();
+    one_line_error(&out, 7, "locked");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("orders service") && err.contains("--take-over"),
+        "{err}"
+    );
+    service
+        .append(AppendRequest::new(tag.clone(), "shipped"))
+        .await
+        .expect("the service was not fenced");
+
+    let out = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || weft(&["append", &url, "--take-over", "--tag", "orders", "by hand"])
+    })
+    .await
+    .unwrap();
+    ok(out);
+    let fenced = service
+        .append(AppendRequest::new(tag.clone(), "late"))
+        .await
+        .unwrap_err();
+    assert_eq!(fenced.kind(), ErrorKind::Fenced);
+    let _ = service.close().await;
+
+    // The CLI's own writer released the lease when it closed.
+    let started = std::time::Instant::now();
+    let out = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || weft(&["append", &url, "--tag", "orders", "again"])
+    })
+    .await
+    .unwrap();
+    ok(out);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "no wait for a released lease"
+    );
+    let read = ok(weft(&["read", &url, "--json"]));
+    assert_eq!(read.lines().count(), 4, "{read}");
+}
+
 /// `weft demo s3://...` runs the shop on that bucket (it used to make a
 /// local directory named `s3:`), and a second run resumes from the bucket.
 #[test]

@@ -15,6 +15,10 @@
 //!   the store only afterwards ([`FaultConfig::late_by`] after the timeout),
 //!   as a request a server was still working on when the client gave up.
 //!   Puts and deletes only; other requests treat it like `lost`.
+//! * `resent` — the put is performed, and the caller is answered as
+//!   object_store answers a request it resent after a 5xx whose first copy
+//!   had landed: a conditional put gets 412 (the resend lost to its own
+//!   first copy), an unconditional one succeeds.
 //!
 //! Every put under a chosen path prefix can also be made to fail.
 //!
@@ -78,6 +82,9 @@ pub struct OpFaults {
     /// Hang for [`FaultConfig::hang_for`] and report a timeout, then
     /// perform the write [`FaultConfig::late_by`] later.
     pub late: f64,
+    /// Puts only: perform the request, then answer as a resend of it would
+    /// (412 for a conditional put).
+    pub resent: f64,
     /// Chance of adding latency to a request.
     pub latency: f64,
     /// Added latency is uniform in `latency_min..=latency_max`.
@@ -154,6 +161,8 @@ pub struct FaultStats {
     pub lost: u64,
     /// Writes performed only after their caller timed out.
     pub late: u64,
+    /// Puts performed and then answered as their resend would be.
+    pub resent: u64,
     /// Requests delayed.
     pub delayed: u64,
     /// Puts and gets refused by a failing prefix.
@@ -193,6 +202,7 @@ enum Decision {
     Hang,
     Lost,
     Late,
+    Resent,
 }
 
 #[derive(Debug, Default)]
@@ -204,6 +214,7 @@ struct Counters {
     hung: AtomicU64,
     lost: AtomicU64,
     late: AtomicU64,
+    resent: AtomicU64,
     delayed: AtomicU64,
     prefix_failures: AtomicU64,
 }
@@ -293,6 +304,7 @@ impl FaultStore {
             hung: c.hung.load(Ordering::Relaxed),
             lost: c.lost.load(Ordering::Relaxed),
             late: c.late.load(Ordering::Relaxed),
+            resent: c.resent.load(Ordering::Relaxed),
             delayed: c.delayed.load(Ordering::Relaxed),
             prefix_failures: c.prefix_failures.load(Ordering::Relaxed),
         }
@@ -320,6 +332,7 @@ impl FaultStore {
             Decision::Hang => Some(&self.counters.hung),
             Decision::Lost => Some(&self.counters.lost),
             Decision::Late => Some(&self.counters.late),
+            Decision::Resent => Some(&self.counters.resent),
         };
         if let Some(c) = counter {
             c.fetch_add(1, Ordering::Relaxed);
@@ -376,6 +389,8 @@ impl FaultStore {
             } else {
                 Decision::Lost
             }
+        } else if op == Op::Put && chance(&mut rng, faults.resent) {
+            Decision::Resent
         } else {
             Decision::Pass
         };
@@ -516,9 +531,12 @@ fn refused(decision: Decision, path: &Path) -> Option<object_store::Error> {
         Decision::Error => Some(clean_error(path)),
         Decision::Conflict409 => Some(conflict_409(path)),
         Decision::Precondition => Some(precondition(path)),
-        Decision::Pass | Decision::Ambiguous | Decision::Hang | Decision::Lost | Decision::Late => {
-            None
-        }
+        Decision::Pass
+        | Decision::Ambiguous
+        | Decision::Hang
+        | Decision::Lost
+        | Decision::Late
+        | Decision::Resent => None,
     }
 }
 
@@ -532,6 +550,13 @@ impl ObjectStore for FaultStore {
     ) -> object_store::Result<PutResult> {
         let conditional = !matches!(opts.mode, PutMode::Overwrite);
         let decision = self.decide(Op::Put, location, conditional).await;
+        if decision == Decision::Resent {
+            let landed = self.inner.put_opts(location, payload, opts).await;
+            return match landed {
+                Ok(_) if conditional => Err(precondition(location)),
+                other => other,
+            };
+        }
         if decision == Decision::Late {
             let (inner, path) = (self.inner.clone(), location.clone());
             let write = async move { inner.put_opts(&path, payload, opts).await };

@@ -1,6 +1,8 @@
 //! An injectable clock, so tests and simulations can control time.
 //!
-//! Library code never reads the system clock directly: it asks a [`Clock`].
+//! Library code never reads the system clock directly: it asks a [`Clock`]
+//! for wall-clock time, and [`monotonic_now`] for the instants that
+//! deadlines and durations are measured in.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,4 +57,11 @@ impl Clock for ManualClock {
 /// The default clock handle.
 pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
+}
+
+/// Now, on the monotonic clock that deadlines are measured on: tokio's, so
+/// that tests and simulations on a paused runtime control it (and a
+/// wall-clock step never moves a deadline).
+pub fn monotonic_now() -> tokio::time::Instant {
+    tokio::time::Instant::now()
 }

@@ -40,6 +40,7 @@ pub mod clock;
 pub mod error;
 pub mod exec;
 pub mod format;
+pub mod index;
 pub mod kv;
 pub mod log;
 pub mod model;

@@ -16,8 +16,11 @@ use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, Follow
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position};
 use weft_testkit::conformance::Fixture;
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 fn options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }
@@ -27,6 +30,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(10),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 
@@ -213,6 +217,7 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
             base_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(5),
             jitter: 0.0,
+            ..RetryPolicy::default()
         },
         seed: Some(1),
         ..BucketOptions::default()
@@ -342,6 +347,7 @@ async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
             base_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_millis(200),
             jitter: 0.0,
+            ..RetryPolicy::default()
         },
         ..options()
     };

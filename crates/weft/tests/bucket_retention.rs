@@ -17,10 +17,14 @@ use support::wal::manifest;
 use weft::clock::{Clock, ManualClock, SystemClock};
 use weft::format::decode_log_state;
 use weft::storage::bucket::{self, BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::store::RetryPolicy;
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position, Tip};
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 fn options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }
@@ -30,6 +34,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(10),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 
@@ -326,10 +331,16 @@ async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
     }
     w.append(AppendRequest::new(tag("t"), "t0")).await.unwrap();
     let epoch = manifest(&store, "log/manifest").await.epoch();
-    let pointer = bucket::trim_unowned(store.clone(), "log", 2, weft::clock::system())
-        .await
-        .unwrap()
-        .expect("a new trim point");
+    let pointer = bucket::trim_unowned(
+        store.clone(),
+        "log",
+        2,
+        weft::clock::system(),
+        &RetryPolicy::default(),
+    )
+    .await
+    .unwrap()
+    .expect("a new trim point");
     assert_eq!(pointer.through_seq, 2);
     let m = manifest(&store, "log/manifest").await;
     assert_eq!((m.epoch(), m.first_sequence()), (epoch, 3), "nobody fenced");
@@ -348,11 +359,32 @@ async fn a_tool_trims_beside_a_live_writer_without_fencing_it() {
     );
     // Again at or below the trim point: nothing to do; past the end or on
     // a missing log: refused.
-    let again = bucket::trim_unowned(store.clone(), "log", 1, weft::clock::system()).await;
+    let again = bucket::trim_unowned(
+        store.clone(),
+        "log",
+        1,
+        weft::clock::system(),
+        &RetryPolicy::default(),
+    )
+    .await;
     assert_eq!(again.unwrap(), None);
-    let past = bucket::trim_unowned(store.clone(), "log", 5, weft::clock::system()).await;
+    let past = bucket::trim_unowned(
+        store.clone(),
+        "log",
+        5,
+        weft::clock::system(),
+        &RetryPolicy::default(),
+    )
+    .await;
     assert_eq!(past.unwrap_err().kind(), ErrorKind::InvalidInput);
-    let none = bucket::trim_unowned(store.clone(), "nolog", 0, weft::clock::system()).await;
+    let none = bucket::trim_unowned(
+        store.clone(),
+        "nolog",
+        0,
+        weft::clock::system(),
+        &RetryPolicy::default(),
+    )
+    .await;
     assert_eq!(none.unwrap_err().kind(), ErrorKind::NotFound);
     // The writer's own next trim works on top of the tool's.
     w.trim(3).await.unwrap();

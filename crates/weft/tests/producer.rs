@@ -43,11 +43,15 @@ fn fast_retries() -> RetryPolicy {
         base_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(10),
         jitter: 0.5,
+        ..RetryPolicy::default()
     }
 }
 
+/// Opening fences any earlier writer at once (the failover these tests
+/// make on purpose; the writer lease has its own tests).
 fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_take_over(true)
         .with_flush_interval(Duration::from_millis(5))
         .with_retry_policy(fast_retries())
         .with_clock(ManualClock::new(1_700_000_000_000))

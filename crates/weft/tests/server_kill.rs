@@ -164,6 +164,7 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
                 base_backoff: Duration::from_millis(50),
                 max_backoff: Duration::from_secs(2),
                 jitter: 0.5,
+                ..RetryPolicy::default()
             })
             .open()
             .await
@@ -213,6 +214,7 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
         FollowerOptions {
             poll_interval: Duration::from_millis(20),
             prefetch: 4,
+            ..FollowerOptions::default()
         },
     )
     .await

@@ -29,14 +29,18 @@ const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";
 const START_MS: u64 = 1_700_000_000_000;
 
+/// Opening fences any earlier writer at once (the failover these tests
+/// make on purpose; the writer lease has its own tests).
 fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_take_over(true)
         .with_flush_interval(Duration::from_millis(5))
         .with_retry_policy(RetryPolicy {
             max_attempts: 10,
             base_backoff: Duration::from_millis(2),
             max_backoff: Duration::from_millis(100),
             jitter: 0.5,
+            ..RetryPolicy::default()
         })
 }
 
@@ -212,8 +216,8 @@ async fn snapshot_bootstraps_new_replicas(store: Arc<dyn ObjectStore>) {
     assert_eq!(fresh.applier().applied, (7..11).collect::<Vec<_>>());
     assert_eq!(fresh.applier().state, fold(&log, 11));
 
-    // Refused: a snapshot of records the log does not have. The object it
-    // uploaded is removed again; both recorded snapshots are still there
+    // Refused: a snapshot of records the log does not have. It is refused
+    // before anything is stored; both recorded snapshots are still there
     // (the first is only superseded: GC's business).
     let err = SnapshotWriter::new(store.clone(), MANIFEST)
         .write(&p, Bytes::from_static(b"{}"), 11)

@@ -23,8 +23,11 @@ fn tag(s: &str) -> LogTag {
     s.parse().unwrap()
 }
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 fn bucket_options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }
@@ -34,6 +37,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(5),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 

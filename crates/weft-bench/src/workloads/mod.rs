@@ -3,6 +3,7 @@
 
 mod bucket;
 mod dir;
+pub mod dir_soak;
 mod follower;
 mod peer;
 mod pg;
@@ -56,10 +57,13 @@ pub enum Workload {
     /// Subscriber lag across processes on a PostgreSQL log.
     #[value(name = "pg-lag")]
     PgLag,
+    /// A dir log grown to a few GiB, then reopened: RSS and open time.
+    #[value(name = "dir-soak")]
+    DirSoak,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -67,6 +71,7 @@ impl Workload {
         Workload::BucketWrite,
         Workload::Replica,
         Workload::FollowerLag,
+        Workload::DirSoak,
         Workload::PgAppend,
         Workload::PgLag,
     ];
@@ -80,6 +85,7 @@ impl Workload {
             Workload::BucketWrite => "bucket-write",
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
+            Workload::DirSoak => "dir-soak",
             Workload::PgAppend => "pg-append",
             Workload::PgLag => "pg-lag",
         }
@@ -98,6 +104,9 @@ impl Workload {
                 "replica catch-up vs raw parallel GET; opendata Consumer read-back"
             }
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
+            Workload::DirSoak => {
+                "a dir log grown to a few GiB (WEFT_BENCH_SOAK_GIB), then reopened: RSS, open time"
+            }
             Workload::PgAppend => {
                 "1/4/16 writer processes on one PostgreSQL log vs bare batched INSERT+COMMIT"
             }
@@ -125,6 +134,7 @@ impl Workload {
             Workload::BucketWrite => bucket::run(ctx, report).await,
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
+            Workload::DirSoak => dir_soak::run(ctx, report).await,
             Workload::PgAppend => pg::appends(ctx, report).await,
             Workload::PgLag => pg::lag(ctx, report).await,
         }?;

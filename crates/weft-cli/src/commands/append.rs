@@ -16,8 +16,8 @@ use crate::output;
 pub(crate) struct AppendArgs {
     /// The log: a directory, s3://bucket/prefix, az://container/prefix or
     /// postgres://USER@HOST/DB?log=NAME (see --create). Writing a bucket
-    /// log claims its epoch, fencing any other writer of it; a PostgreSQL
-    /// log has any number of writers.
+    /// log claims its epoch; a running writer of it is not fenced unless
+    /// --take-over is given. A PostgreSQL log has any number of writers.
     log: String,
 
     /// A tag, `namespace` or `namespace:key` (the first `:` splits). Repeat
@@ -43,6 +43,13 @@ pub(crate) struct AppendArgs {
     /// Create the log if it does not exist.
     #[arg(long)]
     create: bool,
+
+    /// Open the bucket log's writer even when another writer is running
+    /// (its lease was renewed lately), fencing that writer: its next append
+    /// fails. Without this, such a log is refused with `locked` (exit 7),
+    /// naming the running writer.
+    #[arg(long)]
+    take_over: bool,
 
     /// Print exactly one line {"seqnum": N, "stream_version": V}.
     #[arg(long)]
@@ -114,7 +121,7 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
     };
     let log = match target {
         Ok(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
-        Err(location) => location::open_log(&location, create, store).await?,
+        Err(location) => location::open_log(&location, create, args.take_over, store).await?,
     };
     let mut request = AppendRequest::with_tags(tags, data);
     // With an id, the log's end before the append tells a duplicate: an

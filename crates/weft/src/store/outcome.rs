@@ -321,6 +321,8 @@ pub fn to_error(op: StoreOp, path: &str, err: object_store::Error) -> Error {
     use object_store::Error as E;
     let outcome = classify(op, &err);
     let kind = match (&err, outcome) {
+        // A read-only handle refused the write before it left.
+        _ if super::readonly::is_read_only_refusal(&err) => ErrorKind::ReadOnly,
         (E::NotSupported { .. } | E::NotImplemented, _) => ErrorKind::Unsupported,
         (E::InvalidPath { .. } | E::UnknownConfigurationKey { .. }, _) => ErrorKind::InvalidInput,
         // A delete of a missing object is not a failure (see `settle`); a

@@ -27,6 +27,7 @@ use tracing::{Instrument, debug, info_span, warn};
 use ulid::Ulid;
 
 use super::pipeline::{Group, Shared, Waiter};
+use super::window::UploadStart;
 use crate::error::{Error, Result};
 use crate::format::{Compression, Metadata, SegmentBuilder, SegmentVersion};
 use crate::store::{RetryPolicy, StoreOp, retry_store, to_error};
@@ -83,6 +84,8 @@ pub(crate) struct PlannedSegment {
     pub(crate) records: Vec<Bytes>,
     pub(crate) metadata: Vec<Metadata>,
     pub(crate) waiters: Vec<Waiter>,
+    /// The earliest deadline of its appends.
+    pub(crate) deadline: tokio::time::Instant,
 }
 
 /// A segment that is in the store, waiting for its manifest entry.
@@ -93,6 +96,10 @@ pub(crate) struct Uploaded {
     pub(crate) record_count: usize,
     pub(crate) metadata: Vec<Metadata>,
     pub(crate) waiters: Vec<Waiter>,
+    /// When its upload began (the commit window runs from there).
+    pub(crate) started: UploadStart,
+    /// The earliest deadline of its appends.
+    pub(crate) deadline: tokio::time::Instant,
 }
 
 /// What an upload tells the committer.
@@ -130,10 +137,12 @@ pub(crate) fn plan(
                     records: Vec::new(),
                     metadata: Vec::new(),
                     waiters: Vec::new(),
+                    deadline: g.deadline,
                 },
                 0,
             )
         });
+        seg.deadline = seg.deadline.min(g.deadline);
         // Fits in u32: checked by `fits` (or the segment was empty and the
         // append was validated to hold at most u32::MAX records).
         let start_index = seg.records.len() as u32;
@@ -294,7 +303,9 @@ async fn upload(
         records,
         metadata,
         waiters,
+        deadline,
     } = seg;
+    let started = UploadStart::now();
     let record_count = records.len();
     let bytes = match encode(records, settings.compression, settings.segment_version).await {
         Ok(b) => b,
@@ -306,7 +317,10 @@ async fn upload(
         }
     };
     let payload = PutPayload::from(bytes);
-    let mut backoff = settings.retry.backoff(settings.seed ^ ordinal);
+    let mut backoff = settings
+        .retry
+        .backoff(settings.seed ^ ordinal)
+        .until(deadline);
     let mut retries = 0u32;
     let result = retry_store(
         &mut backoff,
@@ -341,6 +355,8 @@ async fn upload(
                     record_count,
                     metadata,
                     waiters,
+                    started,
+                    deadline,
                 }),
             }
         }
@@ -372,6 +388,7 @@ mod tests {
             meta: meta.then(|| Bytes::from_static(b"m")),
             bytes,
             ingestion_ms: 5,
+            deadline: tokio::time::Instant::now(),
             reply,
             permit: budget.clone().try_acquire_owned().unwrap(),
         }

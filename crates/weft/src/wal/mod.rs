@@ -12,12 +12,16 @@
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
 //! * [`gc`] — retention GC of objects no manifest references any more.
+//! * [`lease`] — the writer lease that makes a running writer visible.
+//! * [`window`] — the commit window: the rule between uploads, the CAS
+//!   that references them, and GC.
 
 pub mod applier;
 mod commit;
 pub mod cursor;
 mod flush;
 pub mod gc;
+pub mod lease;
 pub mod maintenance;
 pub mod manifest;
 mod pipeline;
@@ -25,6 +29,7 @@ pub mod producer;
 pub mod replica;
 pub mod segments;
 pub mod snapshot;
+pub mod window;
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};
 pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};

@@ -5,5 +5,6 @@
 pub mod azure;
 pub mod producer_cases;
 pub mod s3;
+pub mod stamped;
 pub mod store_cases;
 pub mod wal;

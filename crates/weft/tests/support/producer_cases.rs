@@ -23,11 +23,15 @@ fn retries() -> RetryPolicy {
         base_backoff: Duration::from_millis(5),
         max_backoff: Duration::from_millis(200),
         jitter: 0.5,
+        ..RetryPolicy::default()
     }
 }
 
+/// Opening fences any earlier writer at once (the failover these tests
+/// make on purpose; the writer lease has its own tests).
 fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_take_over(true)
         .with_flush_interval(Duration::from_millis(10))
         .with_retry_policy(retries())
 }

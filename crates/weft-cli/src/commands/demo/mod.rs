@@ -77,7 +77,7 @@ pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
         ));
     }
     let location = location::parse(&args.log)?;
-    let log = location::open_log(&location, Create::IfMissing, store).await?;
+    let log = location::open_log(&location, Create::IfMissing, false, store).await?;
     let outcome = run_on(&log, &args, &location.to_string(), Executors::Here, started).await;
     let closed = log.close().await;
     outcome?;

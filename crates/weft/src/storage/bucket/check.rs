@@ -39,7 +39,12 @@ pub struct BucketCheck {
 pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCheck> {
     let layout = BucketLayout::new(prefix);
     let path = layout.manifest();
-    match store.head(&path).await {
+    match BucketOptions::default()
+        .retry
+        .backoff(0)
+        .attempt(store.head(&path))
+        .await
+    {
         Ok(_) => {}
         Err(object_store::Error::NotFound { .. }) => {
             return Err(Error::new(
@@ -56,15 +61,7 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
         }
     }
     let options = BucketOptions::default();
-    match read_log(
-        &store,
-        &layout,
-        options.rebuild_prefetch,
-        &options.retry,
-        options.seed.unwrap_or(0),
-    )
-    .await
-    {
+    match read_log(&store, &layout, options.rebuild_prefetch, &options.retry).await {
         Ok((cache, _)) => {
             let index = cache.index();
             Ok(BucketCheck {
