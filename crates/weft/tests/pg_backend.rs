@@ -536,3 +536,53 @@ async fn many_handles_leave_nothing_staged_and_no_outcome_behind() {
         log.close().await.unwrap();
     }
 }
+
+/// A handle nobody subscribes on only moves its tip past other handles'
+/// commits (it reads no entries); subscriptions made on it afterwards, from
+/// before the jump, from inside it and from its end, still get every entry
+/// once, in order, backlog then live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_handle_skips_ahead_and_later_subscriptions_miss_nothing() {
+    let location = pg_support::fresh_location("idle_tailer");
+    let writer = Log::new(pg_support::open(&location).await);
+    let idle = Log::new(pg_support::open(&location).await);
+    let t = tag("t");
+    for i in 0..40u64 {
+        writer
+            .append(AppendRequest::new(t.clone(), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    // The idle handle's tip follows the other's commits without anybody
+    // subscribed (notifications, or the poll fallback).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while idle.tip().await.unwrap().next < 40 {
+        assert!(tokio::time::Instant::now() < deadline, "the idle tip never moved");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut from_start = idle.subscribe_log(Position::Beginning);
+    let mut from_middle = idle.subscribe_log(Position::At(25));
+    let mut from_end = idle.subscribe_log(Position::End);
+    for i in 40..60u64 {
+        writer
+            .append(AppendRequest::new(t.clone(), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    for (sub, first) in [
+        (&mut from_start, 0u64),
+        (&mut from_middle, 25),
+        (&mut from_end, 40),
+    ] {
+        for want in first..60 {
+            let e = tokio::time::timeout(Duration::from_secs(20), sub.next())
+                .await
+                .expect("the subscription keeps up")
+                .unwrap()
+                .unwrap();
+            assert_eq!((e.seqnum, &e.data[..]), (want, format!("{want}").as_bytes()));
+        }
+    }
+    writer.close().await.unwrap();
+    idle.close().await.unwrap();
+}

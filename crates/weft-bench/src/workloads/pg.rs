@@ -77,6 +77,8 @@ struct Measured {
     conflicts: u64,
     /// The subscriber's lag samples, when the case had one.
     lag: Samples,
+    /// The server's counters of the log (weft cases).
+    rounds: Rounds,
 }
 
 /// A running child process and its output lines.
@@ -167,6 +169,7 @@ impl Case {
             latency: Samples::new(),
             conflicts: 0,
             lag: Samples::new(),
+            rounds: Rounds::default(),
         };
         let (mut ops, mut elapsed_ms) = (0u64, 0f64);
         for (role, r) in results {
@@ -202,6 +205,109 @@ async fn admin(env: &PgEnv) -> Result<tokio_postgres::Client> {
     Ok(client)
 }
 
+/// Where a case's time went, from the server's own counters of the log's
+/// functions (`pg_stat_user_functions`, on with `track_functions = pl`,
+/// which [`track_functions`] sets for the database) and tables.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rounds {
+    /// Entries in the log.
+    entries: f64,
+    /// Append groups sent (calls of `append`).
+    groups: f64,
+    /// Groups staged, i.e. not numbered by their own call.
+    staged: f64,
+    /// Numbering rounds (calls of `number`), empty ones included.
+    rounds: f64,
+    /// Time inside `number`, in ms (all rounds).
+    number_ms: f64,
+    /// Calls of `outcome_of` and the time in them (waiting included), ms.
+    outcome_calls: f64,
+    outcome_ms: f64,
+}
+
+impl Rounds {
+    fn add(&mut self, o: &Rounds) {
+        self.entries += o.entries;
+        self.groups += o.groups;
+        self.staged += o.staged;
+        self.rounds += o.rounds;
+        self.number_ms += o.number_ms;
+        self.outcome_calls += o.outcome_calls;
+        self.outcome_ms += o.outcome_ms;
+    }
+
+    fn describe(&self) -> String {
+        let per = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        format!(
+            "{:.1} entries/group, {:.1} entries/round, {:.0}% of groups staged, {:.2} ms in number() per round, {:.1} ms per outcome_of",
+            per(self.entries, self.groups),
+            per(self.entries, self.rounds),
+            100.0 * per(self.staged, self.groups),
+            per(self.number_ms, self.rounds),
+            per(self.outcome_ms, self.outcome_calls),
+        )
+    }
+}
+
+/// Turns on the per-function counters for new sessions of the database.
+async fn track_functions(env: &PgEnv) -> Result<()> {
+    admin(env)
+        .await?
+        .batch_execute("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions = pl', current_database()); END $$")
+        .await
+        .context("turn on track_functions (the bench's role must be a superuser)")?;
+    Ok(())
+}
+
+/// The counters of the log at `url`, once its processes are gone (a
+/// backend reports its counters when its session ends).
+async fn rounds_of(env: &PgEnv, url: &str) -> Result<Rounds> {
+    let location: PgLocation = url.parse()?;
+    let schema = location.log().to_string();
+    let client = admin(env).await?;
+    let query = format!(
+        r#"SELECT (SELECT next_seqnum::float8 FROM "{schema}".head),
+             coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'append'), 0),
+             coalesce((SELECT n_tup_ins::float8 FROM pg_stat_user_tables
+                        WHERE schemaname = $1 AND relname = 'staged'), 0),
+             coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'number'), 0),
+             coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'number'), 0),
+             coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'outcome_of'), 0),
+             coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'outcome_of'), 0)"#
+    );
+    let mut last: Option<Rounds> = None;
+    // The exiting backends' reports arrive shortly after the children
+    // exit: read until two reads a little apart agree (bounded).
+    for _ in 0..20 {
+        client.batch_execute("SELECT pg_stat_clear_snapshot()").await?;
+        let r = client.query_one(&query, &[&schema]).await?;
+        let now = Rounds {
+            entries: r.get(0),
+            groups: r.get(1),
+            staged: r.get(2),
+            rounds: r.get(3),
+            number_ms: r.get(4),
+            outcome_calls: r.get(5),
+            outcome_ms: r.get(6),
+        };
+        if let Some(prev) = last
+            && prev.groups == now.groups
+            && prev.rounds == now.rounds
+            && prev.staged == now.staged
+        {
+            return Ok(now);
+        }
+        last = Some(now);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(last.unwrap_or_default())
+}
+
 /// Drops what a case created, so the server's disk does not fill up.
 async fn drop_log(env: &PgEnv, url: &str) -> Result<()> {
     let location: PgLocation = url.parse()?;
@@ -235,8 +341,11 @@ async fn weft_case(env: &PgEnv, ctx: &mut Ctx, procs: usize, tags: usize, condit
     .run(None)
     .await;
     log.close().await?;
+    let rounds = rounds_of(env, &url).await;
     drop_log(env, &url).await?;
-    m
+    let mut m = m?;
+    m.rounds = rounds?;
+    Ok(m)
 }
 
 async fn baseline_case(env: &PgEnv, procs: usize, duration: Duration) -> Result<Measured> {
@@ -264,6 +373,7 @@ struct Series {
     runs: Vec<f64>,
     latency: Samples,
     conflicts: u64,
+    rounds: Rounds,
 }
 
 impl Series {
@@ -271,12 +381,14 @@ impl Series {
         self.runs.push(m.entries_per_s);
         self.latency.extend(&m.latency);
         self.conflicts += m.conflicts;
+        self.rounds.add(&m.rounds);
     }
 }
 
 pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     const W: &str = "pg-append";
     let env = ctx.pg()?.clone();
+    track_functions(&env).await?;
     let duration = ctx.duration(Duration::from_secs(5));
     let counts: &[usize] = if ctx.quick { &[1, 4] } else { &[1, 4, 16] };
     // Subjects per process count: baseline, 1 tag, 2 tags, conditional.
@@ -314,9 +426,11 @@ pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
                 let ratio = row.ratio.unwrap_or(0.0);
                 row = row.target("≥ 0.5 × baseline at 16 processes", ratio >= 0.5);
             }
+            let mut note = s[i].rounds.describe();
             if let Some(c) = conflicts {
-                row = row.note(format!("{c} conflicts (own streams: none expected)"));
+                note = format!("{note}; {c} conflicts (own streams: none expected)");
             }
+            row = row.note(note);
             report.add(row);
         }
     }
