@@ -217,7 +217,11 @@ impl Ctx {
     pub fn fresh_name(&mut self, name: &str) -> String {
         self.next_prefix += 1;
         let run = self.run_prefix.rsplit('/').next().unwrap_or("run");
-        format!("bench_{}_{name}_{}", run.to_ascii_lowercase(), self.next_prefix)
+        format!(
+            "bench_{}_{name}_{}",
+            run.to_ascii_lowercase(),
+            self.next_prefix
+        )
     }
 
     /// A store rooted at a fresh, unused prefix of this run.

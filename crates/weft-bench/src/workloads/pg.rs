@@ -41,7 +41,8 @@ pub struct PgEnv {
 impl PgEnv {
     /// Reads `WEFT_TEST_PG_URL` from the environment, else from `file`.
     pub fn discover(file: Option<&std::path::Path>) -> Result<PgEnv> {
-        const HINT: &str = "start the server with scripts/postgres.sh start (or run scripts/bench.sh)";
+        const HINT: &str =
+            "start the server with scripts/postgres.sh start (or run scripts/bench.sh)";
         if let Ok(url) = std::env::var("WEFT_TEST_PG_URL")
             && !url.is_empty()
         {
@@ -200,7 +201,11 @@ async fn fresh_log(env: &PgEnv, ctx: &mut Ctx, name: &str) -> Result<(String, Lo
 }
 
 async fn admin(env: &PgEnv) -> Result<tokio_postgres::Client> {
-    let (client, connection) = env.url.parse::<tokio_postgres::Config>()?.connect(tokio_postgres::NoTls).await?;
+    let (client, connection) = env
+        .url
+        .parse::<tokio_postgres::Config>()?
+        .connect(tokio_postgres::NoTls)
+        .await?;
     tokio::spawn(connection);
     Ok(client)
 }
@@ -284,7 +289,9 @@ async fn rounds_of(env: &PgEnv, url: &str) -> Result<Rounds> {
     // The exiting backends' reports arrive shortly after the children
     // exit: read until two reads a little apart agree (bounded).
     for _ in 0..20 {
-        client.batch_execute("SELECT pg_stat_clear_snapshot()").await?;
+        client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await?;
         let r = client.query_one(&query, &[&schema]).await?;
         let now = Rounds {
             entries: r.get(0),
@@ -313,12 +320,22 @@ async fn drop_log(env: &PgEnv, url: &str) -> Result<()> {
     let location: PgLocation = url.parse()?;
     admin(env)
         .await?
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", location.log()))
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            location.log()
+        ))
         .await?;
     Ok(())
 }
 
-fn specs(role: Role, url: &str, procs: usize, tags: usize, conditional: bool, duration: Duration) -> Vec<ChildSpec> {
+fn specs(
+    role: Role,
+    url: &str,
+    procs: usize,
+    tags: usize,
+    conditional: bool,
+    duration: Duration,
+) -> Vec<ChildSpec> {
     (0..procs)
         .map(|index| ChildSpec {
             role,
@@ -333,7 +350,14 @@ fn specs(role: Role, url: &str, procs: usize, tags: usize, conditional: bool, du
         .collect()
 }
 
-async fn weft_case(env: &PgEnv, ctx: &mut Ctx, procs: usize, tags: usize, conditional: bool, duration: Duration) -> Result<Measured> {
+async fn weft_case(
+    env: &PgEnv,
+    ctx: &mut Ctx,
+    procs: usize,
+    tags: usize,
+    conditional: bool,
+    duration: Duration,
+) -> Result<Measured> {
     let (url, log) = fresh_log(env, ctx, "append").await?;
     let m = Case {
         specs: specs(Role::Weft, &url, procs, tags, conditional, duration),
@@ -465,7 +489,8 @@ pub async fn lag(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         }
     }
     for (k, &(procs, appenders)) in shapes.iter().enumerate() {
-        let case = format!("{procs} writer proc × {appenders} appenders, subscriber in another process");
+        let case =
+            format!("{procs} writer proc × {appenders} appenders, subscriber in another process");
         let base = report.add(
             Row::new(W, case.clone(), "append latency (call to ack)")
                 .value(rates[k].clone(), "entries/s")

@@ -91,8 +91,18 @@ fn lag_of(data: &[u8]) -> Option<f64> {
 
 /// The handle options every weft process of a case uses.
 pub fn options() -> PgOptions {
+    let env = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
     PgOptions {
-        pool_size: 4,
+        pool_size: env("WEFT_BENCH_PG_POOL", 4),
+        max_in_flight: env(
+            "WEFT_BENCH_PG_IN_FLIGHT",
+            PgOptions::default().max_in_flight,
+        ),
         ..PgOptions::default()
     }
 }
@@ -131,7 +141,10 @@ async fn run(spec: ChildSpec) -> Result<ChildResult> {
 }
 
 fn stream(proc_index: usize, appender: usize) -> Result<LogTag> {
-    Ok(LogTag::with_key("bench", format!("p{proc_index}a{appender}"))?)
+    Ok(LogTag::with_key(
+        "bench",
+        format!("p{proc_index}a{appender}"),
+    )?)
 }
 
 async fn run_weft(spec: ChildSpec) -> Result<ChildResult> {

@@ -30,8 +30,9 @@
 //! processes *staged* so far plus its own. Everyone else stages the group
 //! (one row in `staged`, committed at once: those commits need no lock, so
 //! PostgreSQL's group commit shares their WAL flushes across connections)
-//! and waits on the server for the round that numbers it, or runs the next
-//! round itself. A round costs one commit whatever it carries, so the
+//! and learns its outcome when the round that numbers it commits (its
+//! NOTIFY wakes the appender, which collects the outcome), or runs the
+//! next round itself. A round costs one commit whatever it carries, so the
 //! log's throughput grows with the number of writers instead of stopping
 //! at one transaction per flush. The whole exchange is one call of a
 //! server-side function per step (`schema.rs`), so no lock is ever held
@@ -77,7 +78,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
@@ -106,6 +107,9 @@ pub(crate) struct Shared {
     feed: CommitFeed,
     closed: AtomicBool,
     closing: Notify,
+    /// Counts the log's notifications (each a committed numbering round)
+    /// the tailer heard: appenders whose groups are staged wait on it.
+    rounds: Arc<watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -214,6 +218,7 @@ impl PgStorage {
             feed: CommitFeed::new(next),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
+            rounds: Arc::new(watch::Sender::new(0)),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let tasks = vec![

@@ -30,9 +30,12 @@
 //! * `outcome_of(id)` — the staged group's outcome: collects it (deleting
 //!   the row, with an asynchronous commit: the round's commit was the
 //!   durable one) when a round has decided it; else runs a round when the
-//!   lock is free, or waits for the running round to commit (a shared lock
-//!   request in a subtransaction that is rolled back at once, so waiters
-//!   never hold anything) and looks again.
+//!   lock is free; else answers "pending" at once. The appender then waits
+//!   on the client for the running round's NOTIFY and asks again. (Waiting
+//!   on the server — a shared request on the numbering lock — made every
+//!   woken waiter hold that lock for a moment, and on a busy machine the
+//!   next round's try-lock failed until each of them had been scheduled:
+//!   tens of milliseconds between rounds.)
 //! * `number(...)` — one round: lock `head`; take every staged group
 //!   (`DELETE ... RETURNING`, in staging order) and the caller's; resolve
 //!   append ids already in the log or earlier in the round; check every
@@ -41,10 +44,13 @@
 //!   reported; its neighbours are written); write the accepted entries
 //!   with set-based inserts (a round without conditions or ids is numbered
 //!   in one set-based pass); move the counters; record the staged groups'
-//!   outcomes; `NOTIFY` the log's channel with the new next seqnum.
+//!   outcomes; `NOTIFY` the log's channel with the new next seqnum (every
+//!   round that decided anything, so staged appenders wake).
 //! * `sweep(keep_ms)` — runs a round when groups are staged and the lock is
 //!   free (groups whose process died), drops outcomes nobody collected
-//!   within `keep_ms`, answers the head. Every tailer calls it each poll.
+//!   within `keep_ms`, answers the head and the size of `staged` and
+//!   `outcomes`. Every tailer calls it about once per poll interval and
+//!   vacuums those two tables when they have grown (`tailer.rs`).
 //! * `trim(through)` — moves the trim point under the head lock.
 //!
 //! Portability: the tables, indexes and read queries are plain SQL that
@@ -183,47 +189,37 @@ BEGIN
 END
 $fn$;
 
--- The outcome of the staged group p_id, rows as append's. Waits (on the
--- server) while another transaction numbers; numbers the log itself when
--- nobody does. Status 5 (one row): the group is neither staged nor
--- numbered within the outcome window: its outcome is unknown.
+-- The outcome of the staged group p_id, rows as append's, never waiting:
+-- collects it when a round has decided it; otherwise runs a round itself
+-- when the numbering lock is free. Status 6 (one row): a round is running
+-- now; its commit notifies the log's channel, and the caller asks again
+-- then (waiting on the client, so no server backend spins or queues on a
+-- lock). Status 5 (one row): the group is neither staged nor numbered
+-- within the outcome window: its outcome is unknown.
 CREATE OR REPLACE FUNCTION "{s}".outcome_of(p_id bigint)
 RETURNS TABLE (status smallint, seqnum bigint, version bigint, ts bigint, tag text, next bigint)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
     o record;
-    numbered boolean := false;
 BEGIN
-    LOOP
+    DELETE FROM "{s}".outcomes x WHERE x.id = p_id RETURNING x.* INTO o;
+    IF FOUND THEN
+        -- Only the outcome row went: nothing here needs a durable commit
+        -- (the numbering transaction was).
+        PERFORM set_config('synchronous_commit', 'off', true);
+    ELSIF pg_try_advisory_xact_lock({lock_key}) THEN
+        PERFORM 1 FROM "{s}".number(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         DELETE FROM "{s}".outcomes x WHERE x.id = p_id RETURNING x.* INTO o;
-        IF FOUND THEN
-            IF NOT numbered THEN
-                -- Only the outcome row went: nothing here needs a durable
-                -- commit (the numbering transaction was).
-                PERFORM set_config('synchronous_commit', 'off', true);
-            END IF;
-            RETURN QUERY SELECT * FROM unnest(o.status, o.seqnum, o.version, o.ts, o.tag, o.next);
-            RETURN;
-        END IF;
-        IF numbered THEN
+        IF NOT FOUND THEN
             RETURN QUERY SELECT 5::smallint, p_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
             RETURN;
         END IF;
-        IF pg_try_advisory_xact_lock({lock_key}) THEN
-            PERFORM 1 FROM "{s}".number(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-            numbered := true;
-        ELSE
-            -- Someone numbers now: wait until they commit. The shared lock
-            -- is taken in a subtransaction that is rolled back at once, so
-            -- it is never held while anyone waits on it.
-            BEGIN
-                PERFORM pg_advisory_xact_lock_shared({lock_key});
-                RAISE SQLSTATE 'WFT01';
-            EXCEPTION WHEN SQLSTATE 'WFT01' THEN NULL;
-            END;
-        END IF;
-    END LOOP;
+    ELSE
+        RETURN QUERY SELECT 6::smallint, p_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(o.status, o.seqnum, o.version, o.ts, o.tag, o.next);
 END
 $fn$;
 
@@ -415,8 +411,11 @@ BEGIN
          WHERE u.v <> u.v0
         ON CONFLICT (tag) DO UPDATE SET next_version = excluded.next_version;
         UPDATE "{s}".head SET next_seqnum = v_next WHERE id = 1;
-        PERFORM pg_notify('{channel}', v_next::text);
     END IF;
+    -- Every round that decided something tells the log's channel at its
+    -- commit: subscribers read on, and appenders whose groups were staged
+    -- collect their outcomes (or run the next round).
+    PERFORM pg_notify('{channel}', v_next::text);
     IF n_staged > 0 THEN
         INSERT INTO "{s}".outcomes (id, status, seqnum, version, ts, tag, next, numbered_ms)
         SELECT g.id, r_status[g.lo:g.hi], r_seq[g.lo:g.hi], r_ver[g.lo:g.hi],
@@ -438,9 +437,12 @@ $fn$;
 -- Numbers what is staged (groups whose process died between staging and
 -- numbering, or whose appender gave up) when the numbering lock is free,
 -- and drops outcomes older than p_keep_ms that nobody collected. Returns
--- the head after that. Called by every handle's tailer at each poll.
+-- the head after that, and the bytes the two work tables take on disk
+-- (the caller vacuums them when they grow: every group staged leaves a
+-- dead row, and rounds scan the whole of staged). Called by every
+-- handle's tailer about once per poll interval.
 CREATE OR REPLACE FUNCTION "{s}".sweep(p_keep_ms bigint)
-RETURNS TABLE (first_seqnum bigint, next_seqnum bigint)
+RETURNS TABLE (first_seqnum bigint, next_seqnum bigint, work_bytes bigint)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -451,7 +453,9 @@ BEGIN
     END IF;
     DELETE FROM "{s}".outcomes x
      WHERE x.numbered_ms < (extract(epoch FROM clock_timestamp()) * 1000)::bigint - p_keep_ms;
-    RETURN QUERY SELECT h.first_seqnum, h.next_seqnum FROM "{s}".head h WHERE h.id = 1;
+    RETURN QUERY SELECT h.first_seqnum, h.next_seqnum,
+                        pg_relation_size('"{s}".staged') + pg_relation_size('"{s}".outcomes')
+                   FROM "{s}".head h WHERE h.id = 1;
 END
 $fn$;
 

@@ -3,7 +3,8 @@
 //!
 //! It holds one connection of its own that LISTENs on the log's channel;
 //! every numbering transaction NOTIFYs it at commit with the log's next
-//! seqnum. On a notification, or after `poll_interval` without one (the
+//! seqnum. Each notification also wakes this handle's appenders whose
+//! groups wait staged (`writer.rs`). On a notification, or after `poll_interval` without one (the
 //! fallback for a lost notification: it then reads the head row), it
 //! catches up:
 //!
@@ -76,11 +77,16 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
     let heard = Arc::new(Heard::default());
     let driver = {
         let heard = Arc::clone(&heard);
+        let rounds = Arc::clone(&shared.rounds);
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
-                    Ok(AsyncMessage::Notification(n)) => heard.notified(n.payload()),
+                    Ok(AsyncMessage::Notification(n)) => {
+                        heard.notified(n.payload());
+                        // Staged appenders collect their outcomes now.
+                        rounds.send_modify(|r| *r = r.wrapping_add(1));
+                    }
                     Ok(_) => {}
                     Err(_) => break,
                 }
@@ -98,6 +104,7 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
     let reader = Reader::prepare(shared, &client).await?;
     // The first round reads the head: what committed before LISTEN.
     let mut polled = true;
+    let mut last_sweep = tokio::time::Instant::now();
     loop {
         if shared.is_closed() {
             return Ok(());
@@ -106,8 +113,11 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         // announced tip needs reading.
         *cursor = (*cursor).max(*shared.feed.watch_tip().borrow());
         let heard_next = heard.next.load(Ordering::Acquire);
-        let idle = if polled {
-            let (first, next) = reader.sweep(&client).await?;
+        // A busy log notifies all the time: sweep by the clock too.
+        let sweep_due = polled || last_sweep.elapsed() >= shared.options.poll_interval();
+        let idle = if sweep_due {
+            last_sweep = tokio::time::Instant::now();
+            let (first, next) = reader.sweep(shared, &client).await?;
             *cursor = (*cursor).max(first);
             skip_unwatched(shared, cursor, next)
         } else {
@@ -174,6 +184,27 @@ fn skip_unwatched(shared: &Shared, cursor: &mut u64, next: u64) -> bool {
 /// outcomes whose appender gave up or died go.
 pub(super) const OUTCOME_WINDOW: Duration = Duration::from_secs(2 * 3600);
 
+/// The size of `staged` and `outcomes` above which a sweep vacuums them.
+/// Every staged group leaves a dead row behind, and a round reads all of
+/// `staged`, dead rows included; autovacuum visits a table at most once per
+/// `autovacuum_naptime` (a minute by default), and meanwhile a busy log's
+/// rounds slowed down several-fold (measured: 0.6 ms per round on a
+/// vacuumed table, 3 ms on 2 MB of dead rows).
+const VACUUM_ABOVE_BYTES: i64 = 256 << 10;
+
+/// Vacuums the work tables (skipping them when another process already
+/// does). Best effort: a role that does not own them gets a warning from
+/// the server and nothing happens; a failure is only logged.
+async fn vacuum(shared: &Shared, client: &Client) {
+    let s = &shared.schema;
+    let sql = format!(r#"VACUUM (SKIP_LOCKED) "{s}".staged, "{s}".outcomes"#);
+    match tokio::time::timeout(shared.options.op_timeout(), client.batch_execute(&sql)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(error = %e, "vacuuming the log's work tables failed"),
+        Err(_) => tracing::debug!("vacuuming the log's work tables timed out"),
+    }
+}
+
 /// The tailer's prepared statements.
 struct Reader {
     read: Statement,
@@ -201,14 +232,19 @@ impl Reader {
     }
 
     /// Numbers groups left staged (their process died, or nobody appended
-    /// since), drops outcomes nobody collected, and returns the log's
-    /// first and next seqnum. A role that may not write only reads the
-    /// head.
-    async fn sweep(&self, client: &Client) -> Result<(u64, u64)> {
+    /// since), drops outcomes nobody collected, vacuums the work tables
+    /// when they have grown, and returns the log's first and next seqnum.
+    /// A role that may not write only reads the head.
+    async fn sweep(&self, shared: &Shared, client: &Client) -> Result<(u64, u64)> {
         if self.may_sweep.load(Ordering::Relaxed) {
             let keep = OUTCOME_WINDOW.as_millis() as i64;
             match client.query_one(&self.sweep, &[&keep]).await {
                 Ok(row) => {
+                    // (A log created by an older layout answers no size.)
+                    let work_bytes: i64 = row.try_get(2).unwrap_or(0);
+                    if work_bytes > VACUUM_ABOVE_BYTES {
+                        vacuum(shared, client).await;
+                    }
                     return Ok((
                         u64_of(row.get(0), "first seqnum")?,
                         u64_of(row.get(1), "next seqnum")?,

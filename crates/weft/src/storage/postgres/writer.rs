@@ -10,8 +10,9 @@
 //!
 //! `append` either numbers the group at once (this process got the
 //! numbering lock: the group's outcome comes back in the same call) or
-//! stages it; a staged group's outcome comes from a second call,
-//! `outcome_of`, which waits on the server for the round that numbers it.
+//! stages it; a staged group's outcome comes from `outcome_of`, asked
+//! again each time a round commits (the tailer hears its NOTIFY) until a
+//! round has numbered the group — or the appender runs the round itself.
 //! Whatever fails after staging leaves the outcome unknown — the staged
 //! group may still be numbered — so it is `Indeterminate`.
 //!
@@ -22,11 +23,12 @@
 //! group gets the same error.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::Shared;
-use super::errors::Op;
+use super::errors::{self, Op};
 use super::rows::{i64_of, u64_of};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{AppendResult, LogEntry};
@@ -174,14 +176,7 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
         )
         .await?;
     let rows = match staged_id(&rows) {
-        Some(id) => shared
-            .connections
-            .query(
-                Op::Write,
-                "append: the outcome of a staged group",
-                &shared.sql.outcome_of,
-                &[&id],
-            )
+        Some(id) => outcome_of(shared, id)
             .await
             .map_err(|e| staged_and_unknown(&e))?,
         None => rows,
@@ -215,6 +210,47 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
 const STATUS_STAGED: i16 = 4;
 /// `outcome_of`'s answer for a group neither staged nor numbered.
 const STATUS_UNKNOWN: i16 = 5;
+/// `outcome_of`'s answer while another process's round runs.
+const STATUS_PENDING: i16 = 6;
+
+/// How long a staged appender waits for a round's notification before it
+/// asks again anyway (a lost notification, a tailer reconnecting).
+const PENDING_RECHECK: Duration = Duration::from_millis(50);
+
+/// The outcome rows of the staged group `id`: asks `outcome_of`, and while
+/// a round of another process runs, waits for the next notification of a
+/// committed round (or [`PENDING_RECHECK`]) and asks again — each ask
+/// either collects the outcome, or runs a round itself when none runs.
+/// Bounded by the operation deadline.
+async fn outcome_of(shared: &Shared, id: i64) -> Result<Vec<tokio_postgres::Row>> {
+    let deadline = tokio::time::Instant::now() + shared.options.op_timeout();
+    loop {
+        // Subscribed before asking, so a round committing between the
+        // answer and the wait still wakes it.
+        let mut rounds = shared.rounds.subscribe();
+        let rows = shared
+            .connections
+            .query(
+                Op::Write,
+                "append: the outcome of a staged group",
+                &shared.sql.outcome_of,
+                &[&id],
+            )
+            .await?;
+        if !matches!(rows.as_slice(), [row] if row.get::<_, i16>(0) == STATUS_PENDING) {
+            return Ok(rows);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(errors::timed_out(
+                Op::Write,
+                "append: wait for the round numbering a staged group",
+                shared.options.op_timeout(),
+            ));
+        }
+        let wait = PENDING_RECHECK.min(deadline - tokio::time::Instant::now());
+        let _ = tokio::time::timeout(wait, rounds.changed()).await;
+    }
+}
 
 fn staged_id(rows: &[tokio_postgres::Row]) -> Option<i64> {
     match rows {
