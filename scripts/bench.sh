@@ -8,6 +8,8 @@
 #                                       # cores); results and plots in
 #                                       # docs/bench/
 #   scripts/bench.sh --only bucket-write --runs 5   # any weft-bench option
+#   scripts/bench.sh --only pg          # the PostgreSQL workloads (pg-append,
+#                                       # pg-lag) against their baselines
 #
 # Builds crates/weft-bench (its own workspace, so the peer crates never
 # enter the library's build) into the root target/, starts a private

@@ -34,12 +34,13 @@ struct Args {
     /// One short iteration of every workload (CI smoke run).
     #[arg(long, env = "WEFT_BENCH_QUICK", value_parser = parse_flag, default_value = "false")]
     quick: bool,
-    /// Run only these workloads (comma separated); default: all.
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<Workload>,
-    /// Skip these workloads (comma separated).
-    #[arg(long, value_delimiter = ',')]
-    skip: Vec<Workload>,
+    /// Run only these workloads (comma separated; `pg` is every PostgreSQL
+    /// workload); default: all.
+    #[arg(long, value_delimiter = ',', value_parser = parse_selection)]
+    only: Vec<Selection>,
+    /// Skip these workloads (comma separated, groups as in --only).
+    #[arg(long, value_delimiter = ',', value_parser = parse_selection)]
+    skip: Vec<Selection>,
     /// Where results and plots are written.
     #[arg(long, default_value = "target/bench-results")]
     out: PathBuf,
@@ -79,6 +80,18 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// Workloads named on the command line: one by its name, or a group.
+#[derive(Clone, Debug)]
+struct Selection(Vec<Workload>);
+
+fn parse_selection(v: &str) -> std::result::Result<Selection, String> {
+    if v == "pg" {
+        let all = Workload::ALL.iter().copied().filter(|w| w.needs_pg());
+        return Ok(Selection(all.collect()));
+    }
+    <Workload as clap::ValueEnum>::from_str(v, false).map(|w| Selection(vec![w]))
+}
+
 fn main() -> Result<()> {
     if let Ok(dir) = std::env::var(workloads::dir_soak::REOPEN_ENV) {
         return workloads::dir_soak::reopen_child(&dir);
@@ -93,11 +106,13 @@ fn main() -> Result<()> {
         }
         return Ok(());
     }
+    let only: Vec<Workload> = args.only.iter().flat_map(|s| s.0.clone()).collect();
+    let skip: Vec<Workload> = args.skip.iter().flat_map(|s| s.0.clone()).collect();
     let selected: Vec<Workload> = Workload::ALL
         .iter()
         .copied()
-        .filter(|w| args.only.is_empty() || args.only.contains(w))
-        .filter(|w| !args.skip.contains(w))
+        .filter(|w| only.is_empty() || only.contains(w))
+        .filter(|w| !skip.contains(w))
         .collect();
     if selected.is_empty() {
         bail!("no workload selected");
