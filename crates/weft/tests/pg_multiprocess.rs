@@ -562,20 +562,23 @@ async fn child_kv(log: &Log, p: u64, claims: u64, increments: u64) {
     for _ in 0..increments {
         kv.increment("counter", 1).await.unwrap();
     }
-    // A lease across processes: take it when free, hold it briefly, and
-    // report the hold; release with a compare-and-delete.
+    // The library's lease across processes: take it when free, hold it
+    // briefly (renewing once), report the hold, release it.
     let clock = weft::clock::system();
     let mut held = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
     while held < 2 && Instant::now() < deadline {
-        if kv.set_if_absent("lease", me.clone()).await.unwrap() {
+        let ttl = Duration::from_secs(10);
+        if let Some(mut lease) = weft::kv::Lease::acquire(&kv, "lease", &me, ttl, clock.clone())
+            .await
+            .unwrap()
+        {
             let from = clock.now_ms();
-            tokio::time::sleep(Duration::from_millis(30)).await;
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            assert!(lease.renew().await.unwrap(), "{me} lost its lease");
+            tokio::time::sleep(Duration::from_millis(15)).await;
             let until = clock.now_ms();
-            assert!(
-                kv.delete_if("lease", me.as_bytes()).await.unwrap(),
-                "{me} lost its lease"
-            );
+            assert!(lease.release().await.unwrap(), "{me} lost its lease");
             println!("lease {me} {from} {until}");
             held += 1;
         }

@@ -415,10 +415,17 @@ pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     track_functions(&env).await?;
     let duration = ctx.duration(Duration::from_secs(5));
     let counts: &[usize] = if ctx.quick { &[1, 4] } else { &[1, 4, 16] };
+    let case_of = |procs: usize| format!("{procs} proc × {APPENDERS} appenders, {RECORD} B");
+    let wanted = |procs: usize| {
+        ctx.case_filter
+            .as_deref()
+            .is_none_or(|f| case_of(procs).contains(f))
+    };
+    let counts: Vec<usize> = counts.iter().copied().filter(|&p| wanted(p)).collect();
     // Subjects per process count: baseline, 1 tag, 2 tags, conditional.
-    let mut series = vec![vec![Series::default(); 4]; counts.len()];
     // Baseline and weft runs interleave, so slow phases of the shared
     // machine hit both alike.
+    let mut series = vec![vec![Series::default(); 4]; counts.len()];
     for run in 0..ctx.runs {
         for (k, &procs) in counts.iter().enumerate() {
             println!("   run {}: {procs} processes", run + 1);
@@ -429,7 +436,7 @@ pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         }
     }
     for (k, &procs) in counts.iter().enumerate() {
-        let case = format!("{procs} proc × {APPENDERS} appenders, {RECORD} B");
+        let case = case_of(procs);
         let s = &series[k];
         let base = report.add(
             Row::new(W, case.clone(), "bare batched INSERT+COMMIT")

@@ -48,9 +48,9 @@
 //!   round that decided anything, so staged appenders wake).
 //! * `sweep(keep_ms)` — runs a round when groups are staged and the lock is
 //!   free (groups whose process died), drops outcomes nobody collected
-//!   within `keep_ms`, answers the head and the size of `staged` and
+//!   within `keep_ms`, answers the head and the dead rows of `staged` and
 //!   `outcomes`. Every tailer calls it about once per poll interval and
-//!   vacuums those two tables when they have grown (`tailer.rs`).
+//!   vacuums those two tables when they hold many (`tailer.rs`).
 //! * `trim(through)` — moves the trim point under the head lock.
 //!
 //! Portability: the tables, indexes and read queries are plain SQL that
@@ -131,7 +131,7 @@ CREATE TABLE IF NOT EXISTS "{s}".staged (
     ids text[] NOT NULL,
     batch_len integer[] NOT NULL,
     ts bigint NOT NULL
-);
+) WITH (vacuum_truncate = false);
 CREATE TABLE IF NOT EXISTS "{s}".outcomes (
     id bigint PRIMARY KEY,
     status smallint[] NOT NULL,
@@ -141,7 +141,7 @@ CREATE TABLE IF NOT EXISTS "{s}".outcomes (
     tag text[] NOT NULL,
     next bigint[] NOT NULL,
     numbered_ms bigint NOT NULL
-);
+) WITH (vacuum_truncate = false);
 CREATE TABLE IF NOT EXISTS "{s}".kv (
     scope text NOT NULL,
     key text NOT NULL,
@@ -437,12 +437,12 @@ $fn$;
 -- Numbers what is staged (groups whose process died between staging and
 -- numbering, or whose appender gave up) when the numbering lock is free,
 -- and drops outcomes older than p_keep_ms that nobody collected. Returns
--- the head after that, and the bytes the two work tables take on disk
--- (the caller vacuums them when they grow: every group staged leaves a
--- dead row, and rounds scan the whole of staged). Called by every
--- handle's tailer about once per poll interval.
+-- the head after that, and the dead rows the server counts in the two
+-- work tables (the caller vacuums them when there are many: every group
+-- staged leaves a dead row, and rounds scan the whole of staged). Called
+-- by every handle's tailer about once per poll interval.
 CREATE OR REPLACE FUNCTION "{s}".sweep(p_keep_ms bigint)
-RETURNS TABLE (first_seqnum bigint, next_seqnum bigint, work_bytes bigint)
+RETURNS TABLE (first_seqnum bigint, next_seqnum bigint, dead_rows bigint)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -454,7 +454,8 @@ BEGIN
     DELETE FROM "{s}".outcomes x
      WHERE x.numbered_ms < (extract(epoch FROM clock_timestamp()) * 1000)::bigint - p_keep_ms;
     RETURN QUERY SELECT h.first_seqnum, h.next_seqnum,
-                        pg_relation_size('"{s}".staged') + pg_relation_size('"{s}".outcomes')
+                        pg_stat_get_dead_tuples('"{s}".staged'::regclass)
+                        + pg_stat_get_dead_tuples('"{s}".outcomes'::regclass)
                    FROM "{s}".head h WHERE h.id = 1;
 END
 $fn$;

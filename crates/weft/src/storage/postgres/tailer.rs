@@ -184,20 +184,22 @@ fn skip_unwatched(shared: &Shared, cursor: &mut u64, next: u64) -> bool {
 /// outcomes whose appender gave up or died go.
 pub(super) const OUTCOME_WINDOW: Duration = Duration::from_secs(2 * 3600);
 
-/// The size of `staged` and `outcomes` above which a sweep vacuums them.
-/// Every staged group leaves a dead row behind, and a round reads all of
-/// `staged`, dead rows included; autovacuum visits a table at most once per
-/// `autovacuum_naptime` (a minute by default), and meanwhile a busy log's
-/// rounds slowed down several-fold (measured: 0.6 ms per round on a
+/// The dead rows in `staged` and `outcomes` above which a sweep vacuums
+/// them. Every staged group leaves a dead row behind, and a round reads all
+/// of `staged`, dead rows included; autovacuum visits a table at most once
+/// per `autovacuum_naptime` (a minute by default), and meanwhile a busy
+/// log's rounds slowed down several-fold (measured: 0.6 ms per round on a
 /// vacuumed table, 3 ms on 2 MB of dead rows).
-const VACUUM_ABOVE_BYTES: i64 = 256 << 10;
+const VACUUM_ABOVE_DEAD_ROWS: i64 = 2000;
 
 /// Vacuums the work tables (skipping them when another process already
-/// does). Best effort: a role that does not own them gets a warning from
-/// the server and nothing happens; a failure is only logged.
+/// does). Never truncates them: truncating takes an exclusive lock that
+/// stalls rounds and staging, and the emptied pages are reused anyway.
+/// Best effort: a role that does not own them gets a warning from the
+/// server and nothing happens; a failure is only logged.
 async fn vacuum(shared: &Shared, client: &Client) {
     let s = &shared.schema;
-    let sql = format!(r#"VACUUM (SKIP_LOCKED) "{s}".staged, "{s}".outcomes"#);
+    let sql = format!(r#"VACUUM (SKIP_LOCKED, TRUNCATE false) "{s}".staged, "{s}".outcomes"#);
     match tokio::time::timeout(shared.options.op_timeout(), client.batch_execute(&sql)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::debug!(error = %e, "vacuuming the log's work tables failed"),
@@ -240,9 +242,9 @@ impl Reader {
             let keep = OUTCOME_WINDOW.as_millis() as i64;
             match client.query_one(&self.sweep, &[&keep]).await {
                 Ok(row) => {
-                    // (A log created by an older layout answers no size.)
-                    let work_bytes: i64 = row.try_get(2).unwrap_or(0);
-                    if work_bytes > VACUUM_ABOVE_BYTES {
+                    // (A log created by an older layout answers no count.)
+                    let dead_rows: i64 = row.try_get(2).unwrap_or(0);
+                    if dead_rows > VACUUM_ABOVE_DEAD_ROWS {
                         vacuum(shared, client).await;
                     }
                     return Ok((
