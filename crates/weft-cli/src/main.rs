@@ -11,6 +11,8 @@
 //! store; [`bucket`] reads manifests and segments; [`output`] holds the JSON
 //! and progress helpers; [`observe`] sets up tracing and metrics.
 
+#[cfg(test)]
+mod args_props;
 mod bucket;
 mod commands;
 mod exit;
@@ -18,6 +20,7 @@ mod location;
 mod observe;
 mod output;
 mod pg;
+mod seconds;
 
 use std::process::ExitCode;
 

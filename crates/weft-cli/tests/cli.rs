@@ -1,6 +1,11 @@
 //! The `weft` binary driven as a user drives it: arguments in, stdout,
 //! stderr and exit code out.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -122,21 +127,17 @@ fn b64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
 
-/// The upstream compatibility vectors, found by walking up from this crate
-/// to the directory that holds `shared/`.
+/// The upstream compatibility vectors: the weft crate's test fixtures, in
+/// this repository.
 fn compat_a() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for dir in here.ancestors() {
-        let candidate = dir.join("shared/compat/opendata-buffer-0.3/A");
-        if candidate.join("expected.json").is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "the compatibility vectors shared/compat/opendata-buffer-0.3/A were not found above {}; \
-         the repository must sit next to shared/",
-        here.display()
+    let a =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft/tests/fixtures/opendata-buffer-0.3/A");
+    assert!(
+        a.join("expected.json").is_file(),
+        "the compatibility vectors are missing at {}",
+        a.display()
     );
+    a
 }
 
 fn file_url(path: &Path) -> String {

@@ -1,6 +1,9 @@
 //! The `weft` command on a PostgreSQL log (the server from
 //! `scripts/postgres.sh`, env `WEFT_TEST_PG_URL`; without it this fails).
 
+// Tests read real time and randomness (process timeouts, fresh log names).
+#![allow(clippy::disallowed_methods)]
+
 use std::process::{Command, Output};
 
 use serde_json::Value;

@@ -30,14 +30,16 @@
 //! [`outcome`](weft::store::outcome)): a clean failure is a `Generic` error with
 //! no transport error inside (what an unmapped 5xx looks like), a 409 is
 //! `AlreadyExists`, a 412 is `Precondition`, a timeout is a `Generic` error
-//! wrapping an [`HttpError`] of kind `Timeout`; so callers are tested on the
-//! classification they use in production.
+//! wrapping object_store's `HttpError` of kind `Timeout`; so callers are
+//! tested on the classification they use in production. (This crate turns
+//! on weft's `aws` feature, so weft's classification knows that error.)
 //!
 //! Decisions are deterministic: each one is drawn from an RNG seeded by
 //! `(seed, operation, path, how many times this operation ran on this
 //! path)`, so the same seed makes the same decisions for the same requests
 //! regardless of how concurrent requests on different paths interleave.
-//! Latency uses `tokio::time::sleep`, so a paused tokio clock controls it.
+//! Latency uses `weft::clock::sleep` (tokio's timer), so a paused tokio
+//! clock controls it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -321,7 +323,7 @@ impl FaultStore {
         let (decision, delay) = self.draw(op, path, conditional);
         if let Some(delay) = delay {
             self.counters.delayed.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(delay).await;
+            weft::clock::sleep(delay).await;
         }
         let counter = match decision {
             Decision::Pass => None,
@@ -414,7 +416,7 @@ impl FaultStore {
         // `perform` is not used for late puts and deletes; for everything
         // else a late request is a lost one.
         if matches!(decision, Decision::Lost | Decision::Late) {
-            tokio::time::sleep(self.hang_for()).await;
+            weft::clock::sleep(self.hang_for()).await;
             return Err(timeout(path));
         }
         let result = request.await;
@@ -423,7 +425,7 @@ impl FaultStore {
             // nothing about it.
             Decision::Ambiguous => Err(timeout(path)),
             Decision::Hang => {
-                tokio::time::sleep(self.hang_for()).await;
+                weft::clock::sleep(self.hang_for()).await;
                 Err(timeout(path))
             }
             _ => result,
@@ -447,10 +449,10 @@ impl FaultStore {
             (state.config.hang_for, state.config.late_by)
         };
         tokio::spawn(async move {
-            tokio::time::sleep(hang + late_by).await;
+            weft::clock::sleep(hang + late_by).await;
             let _ = write.await;
         });
-        tokio::time::sleep(hang).await;
+        weft::clock::sleep(hang).await;
         Err(timeout(path))
     }
 }
@@ -516,12 +518,11 @@ fn precondition(path: &Path) -> object_store::Error {
 }
 
 fn timeout(path: &Path) -> object_store::Error {
+    let cause = fault("timeout after the request was sent", path);
+    let source = Box::new(HttpError::new(HttpErrorKind::Timeout, cause));
     object_store::Error::Generic {
         store: STORE,
-        source: Box::new(HttpError::new(
-            HttpErrorKind::Timeout,
-            fault("timeout after the request was sent", path),
-        )),
+        source,
     }
 }
 
@@ -648,6 +649,7 @@ impl ObjectStore for FaultStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // measures tokio's paused time
 mod tests {
     use object_store::memory::InMemory;
 
@@ -811,7 +813,7 @@ mod tests {
         // The write lands while the caller is still waiting for an answer.
         tokio::select! {
             _ = &mut put => panic!("a hanging put answered early"),
-            _ = tokio::time::sleep(Duration::from_secs(11)) => {}
+            _ = weft::clock::sleep(Duration::from_secs(11)) => {}
         }
         assert!(inner.head(&path).await.is_ok(), "the write landed");
         let r = put.await;
@@ -893,9 +895,9 @@ mod tests {
         let r = s.put(&path, "late".into()).await;
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         assert_eq!(classify_result(StoreOp::Put, &r), Outcome::Ambiguous);
-        tokio::time::sleep(Duration::from_millis(2_999)).await;
+        weft::clock::sleep(Duration::from_millis(2_999)).await;
         assert!(inner.head(&path).await.is_err(), "not yet");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        weft::clock::sleep(Duration::from_millis(2)).await;
         let got = inner.get(&path).await.unwrap().bytes().await.unwrap();
         assert_eq!(&got[..], b"late", "landed after the caller gave up");
         assert_eq!(s.stats().late, 1);

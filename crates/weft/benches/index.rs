@@ -15,6 +15,10 @@
 //! The comparison of candidate stores that picked fjall lives in
 //! `crates/weft-bench` (`--only index-store`).
 
+// Benchmarks measure real time: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

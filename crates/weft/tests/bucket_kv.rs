@@ -3,6 +3,11 @@
 //! can give, a rival writer in between, histories too short to tell, v1
 //! objects, and the KV conformance check on a faulty store.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

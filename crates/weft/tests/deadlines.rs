@@ -7,6 +7,11 @@
 //! clock is tokio's paused one, so the deadlines are measured exactly.
 //! `tests/server_pause.rs` does the same against a SIGSTOPped SeaweedFS.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

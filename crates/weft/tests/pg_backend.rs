@@ -4,6 +4,9 @@
 //! timeouts, terminated connections, handles that see each other's
 //! appends.
 
+// Tests read real time and randomness (process timeouts, fresh log names).
+#![allow(clippy::disallowed_methods)]
+
 mod pg_support;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,6 +2,9 @@
 //! server started by `scripts/postgres.sh`; each check gets a log of its
 //! own in a fresh schema).
 
+// Tests read real time and randomness (process timeouts, fresh log names).
+#![allow(clippy::disallowed_methods)]
+
 mod pg_support;
 
 use weft::Log;

@@ -26,6 +26,9 @@
 //! `WEFT_TEST_PG_RESTART`); without it the binary fails. Every run and
 //! wait is bounded.
 
+// Tests read real time and randomness (process timeouts, fresh log names).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "pg_support/mod.rs"]
 mod pg_support;
 

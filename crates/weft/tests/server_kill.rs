@@ -17,6 +17,11 @@
 //! to the server while it is down. A guard restarts the server if the test
 //! fails after the kill, so later test binaries find it running.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::collections::{BTreeMap, HashMap};

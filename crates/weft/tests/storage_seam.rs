@@ -3,6 +3,11 @@
 //! the `Trimmed` detail of version-keyed reads, and the sticky error a
 //! stopped writer hands out (a fenced bucket writer keeps its epochs).
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,8 +1,14 @@
 //! The writer lease: a running bucket writer is visible, and opening a
 //! writer does not fence it by accident.
 //!
-//! In memory on tokio's paused clock (so renewal periods are exact), and
-//! on SeaweedFS with two handles.
+//! In memory on tokio's paused clock (so renewal periods are exact); the
+//! bucket writers' scenario (`support/writer_lease_cases.rs`) also runs on
+//! SeaweedFS with two handles (`tests/writer_lease_s3.rs`).
+
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 
@@ -13,13 +19,13 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use object_store::path::Path;
+use support::writer_lease_cases::bucket_writers_see_each_others_lease;
 use tokio::time::Instant;
+use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::{WriterLease, decode_lease};
-use weft::storage::bucket::{BucketOptions, BucketStorage};
 use weft::store::RetryPolicy;
 use weft::wal::{Producer, ProducerBuilder};
-use weft::{AppendRequest, ErrorKind, Log, LogTag};
 use weft_testkit::fault::{FaultConfig, FaultStore};
 
 const MANIFEST: &str = "wal/manifest";
@@ -208,64 +214,7 @@ async fn a_damaged_lease_is_corrupt_until_taken_over_and_bad_periods_are_refused
     }
 }
 
-/// The bucket log's writer keeps the same lease: a second `BucketStorage`
-/// on a log a service is writing is refused; `take_over` is the failover.
-async fn bucket_writers_see_each_others_lease(store: Arc<dyn ObjectStore>) {
-    let options = |take_over| BucketOptions {
-        take_over,
-        lease_renew_every: Duration::from_millis(300),
-        writer_name: Some("orders service".into()),
-        ..BucketOptions::default()
-    };
-    let tag = LogTag::new("orders").unwrap();
-    let service = Log::new(
-        BucketStorage::open(store.clone(), "log", options(false))
-            .await
-            .unwrap(),
-    );
-    service
-        .append(AppendRequest::new(tag.clone(), "a"))
-        .await
-        .unwrap();
-    let err = BucketStorage::open(store.clone(), "log", options(false))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Locked);
-    assert!(err.message().contains("orders service"), "{err}");
-    service
-        .append(AppendRequest::new(tag.clone(), "b"))
-        .await
-        .unwrap();
-    let failover = Log::new(
-        BucketStorage::open(store.clone(), "log", options(true))
-            .await
-            .unwrap(),
-    );
-    let fenced = service.append(AppendRequest::new(tag.clone(), "c")).await;
-    assert_eq!(fenced.unwrap_err().kind(), ErrorKind::Fenced);
-    failover
-        .append(AppendRequest::new(tag.clone(), "c"))
-        .await
-        .unwrap();
-    failover.close().await.unwrap();
-    let _ = service.close().await;
-    // Released on close: the next writer opens at once.
-    let next = Log::new(
-        BucketStorage::open(store, "log", options(false))
-            .await
-            .unwrap(),
-    );
-    assert_eq!(next.read_all(&tag).await.unwrap().len(), 3);
-    next.close().await.unwrap();
-}
-
 #[tokio::test(start_paused = true)]
 async fn bucket_writers_see_each_others_lease_in_memory() {
     bucket_writers_see_each_others_lease(Arc::new(InMemory::new())).await;
-}
-
-#[tokio::test]
-async fn bucket_writers_see_each_others_lease_on_seaweedfs() {
-    let (store, _) = support::s3::store("writer_lease");
-    bucket_writers_see_each_others_lease(store).await;
 }

@@ -53,7 +53,7 @@ pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode>
     let location = location::parse(&args.log)?;
     let store = location::open_store(&location, store_args)?;
     let report = retention::gc(store, "")
-        .with_retry_policy(store_args.retry()?)
+        .with_retry_policy(store_args.retry())
         .with_grace(Duration::from_secs(args.grace_secs))
         .dry_run(args.dry_run)
         .run()
@@ -91,7 +91,7 @@ pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode>
 pub(crate) async fn snapshot(args: SnapshotArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.log)?;
     let store = location::open_store(&location, store_args)?;
-    let retry = store_args.retry()?;
+    let retry = store_args.retry();
     let pointer = retention::trim_unowned(store, "", args.through, clock::system(), &retry).await?;
     match (pointer, args.json) {
         (Some(p), true) => output::json(&serde_json::json!({

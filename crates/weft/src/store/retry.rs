@@ -21,7 +21,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use object_store::client::{HttpError, HttpErrorKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -203,14 +202,11 @@ impl Backoff {
         request: impl Future<Output = object_store::Result<T>>,
     ) -> object_store::Result<T> {
         if self.expired() {
-            return Err(deadline_error(HttpErrorKind::Request, "was not sent"));
+            return Err(deadline_error(false, "was not sent"));
         }
         match self.limit(request).await {
             Some(result) => result,
-            None => Err(deadline_error(
-                HttpErrorKind::Timeout,
-                "got no answer in time",
-            )),
+            None => Err(deadline_error(true, "got no answer in time")),
         }
     }
 
@@ -219,7 +215,7 @@ impl Backoff {
     pub async fn wait(&mut self) -> bool {
         match self.next_delay() {
             Some(delay) => {
-                tokio::time::sleep(delay).await;
+                crate::clock::sleep(delay).await;
                 true
             }
             None => false,
@@ -243,9 +239,21 @@ fn after(d: Duration) -> Instant {
 }
 
 /// Why an attempt was cut off, in the source chain of the error.
+/// [`classify`] reads it whatever the store (an HTTP client's or not): a
+/// request that was sent and cut off is ambiguous for a write, one never
+/// sent is transient.
 #[derive(Debug)]
 pub struct DeadlinePassed {
     what: &'static str,
+    sent: bool,
+}
+
+impl DeadlinePassed {
+    /// Whether the request had been sent when it was cut off (so a write
+    /// may have landed).
+    pub fn sent(&self) -> bool {
+        self.sent
+    }
 }
 
 impl std::fmt::Display for DeadlinePassed {
@@ -260,10 +268,10 @@ impl std::fmt::Display for DeadlinePassed {
 
 impl std::error::Error for DeadlinePassed {}
 
-fn deadline_error(kind: HttpErrorKind, what: &'static str) -> object_store::Error {
+fn deadline_error(sent: bool, what: &'static str) -> object_store::Error {
     object_store::Error::Generic {
         store: "weft",
-        source: Box::new(HttpError::new(kind, DeadlinePassed { what })),
+        source: Box::new(DeadlinePassed { what, sent }),
     }
 }
 
@@ -448,7 +456,7 @@ mod tests {
             deadline: Duration::from_secs(5),
             ..policy()
         };
-        let start = Instant::now();
+        let start = monotonic_now();
         let mut b = policy.backoff(1);
         let hang = std::future::pending::<object_store::Result<()>>;
         let err = retry_store(&mut b, StoreOp::Put, true, |_, _| {}, hang)
@@ -503,7 +511,7 @@ mod tests {
             deadline: Duration::from_millis(3_500),
             attempt_timeout: None,
         };
-        let start = Instant::now();
+        let start = monotonic_now();
         let mut b = policy.backoff(3);
         let mut waits = 0;
         while b.wait().await {
@@ -516,7 +524,7 @@ mod tests {
         // A deadline set from outside stays.
         let mut fixed = policy
             .backoff(4)
-            .until(Instant::now() + Duration::from_millis(500));
+            .until(monotonic_now() + Duration::from_millis(500));
         assert!(!fixed.wait().await);
         fixed.reset();
         assert!(!fixed.wait().await);
@@ -527,7 +535,7 @@ mod tests {
             max_attempts: 3,
             ..policy
         };
-        let start = Instant::now();
+        let start = monotonic_now();
         let mut b = timed.backoff(5);
         let err = retry_store(
             &mut b,

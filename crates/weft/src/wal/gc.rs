@@ -339,10 +339,7 @@ impl Gc {
     /// finishes the work.
     pub async fn run(&self) -> Result<GcReport> {
         let manifest_path = self.check()?;
-        let mut seed = match self.seed {
-            Some(s) => ChaCha8Rng::seed_from_u64(s),
-            None => ChaCha8Rng::from_os_rng(),
-        };
+        let mut seed = crate::random::rng(self.seed);
         let first = self
             .read_manifest(&manifest_path, None, seed.random())
             .await?;

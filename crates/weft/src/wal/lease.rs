@@ -157,7 +157,7 @@ pub async fn wait_until_free(
         watch.as_secs_f64()
     );
     while started.elapsed() < watch {
-        tokio::time::sleep(poll.min(watch.saturating_sub(started.elapsed()))).await;
+        crate::clock::sleep(poll.min(watch.saturating_sub(started.elapsed()))).await;
         let mut backoff = retry.backoff(0x006c_6561_7366);
         let now = match read_lease(store, &path, &mut backoff).await? {
             None => return Ok(()),
@@ -366,7 +366,7 @@ async fn renew(
 ) {
     let every = Duration::from_millis(lease.renew_every_ms.max(1));
     loop {
-        tokio::time::sleep(every).await;
+        crate::clock::sleep(every).await;
         if let Some(halt) = shared.halt_reason() {
             let identity = LeaseIdentity {
                 run: lease.run,

@@ -39,7 +39,7 @@ use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use tracing::info;
 
 use super::Manifest;
-use super::commit::{object_written_ms, read_manifest_by};
+use super::manifest_object::{object_written_ms, read_manifest_by};
 use super::window;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;

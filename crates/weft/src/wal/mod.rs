@@ -4,7 +4,8 @@
 //! * [`producer`] — the epoch-fenced writer: group commit, concurrent
 //!   uploads, ordered manifest commits, backpressure.
 //! * `pipeline`, `flush`, `commit` — the producer's internals: shared
-//!   state, segment packing and uploads, and the manifest CAS loop.
+//!   state, segment packing and uploads, and the manifest CAS loop;
+//!   `manifest_object` reads the manifest with its CAS version.
 //! * [`replica`] — read replicas that tail the manifest and hand records
 //!   to an [`Applier`]; [`cursor`] keeps their place; [`segments`] fetches
 //!   and checks the segment an entry names, for replicas and tools alike.
@@ -24,6 +25,7 @@ pub mod gc;
 pub mod lease;
 pub mod maintenance;
 pub mod manifest;
+mod manifest_object;
 mod pipeline;
 pub mod producer;
 pub mod replica;

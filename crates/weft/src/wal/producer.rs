@@ -309,9 +309,7 @@ impl ProducerBuilder {
                 .with_source(e)
             })?;
         }
-        let seed = self
-            .seed
-            .unwrap_or_else(|| ChaCha8Rng::from_os_rng().random());
+        let seed = self.seed.unwrap_or_else(crate::random::os_seed);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let run_id = Ulid::from_parts(self.clock.now_ms(), rng.random());
 

@@ -592,7 +592,7 @@ impl<A: Applier> Replica<A> {
             };
             tokio::select! {
                 _ = &mut shutdown => return Ok(()),
-                _ = tokio::time::sleep(wait) => {}
+                _ = crate::clock::sleep(wait) => {}
             }
         }
     }

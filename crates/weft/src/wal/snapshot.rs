@@ -26,14 +26,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use tracing::{debug, info, warn};
 use ulid::Ulid;
 
 use super::Producer;
-use super::commit::read_manifest_by;
 use super::maintenance::{ManifestEdit, edit_unowned};
+use super::manifest_object::read_manifest_by;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;
@@ -153,10 +153,7 @@ impl SnapshotWriter {
     }
 
     fn rng(&self) -> ChaCha8Rng {
-        match self.seed {
-            Some(seed) => ChaCha8Rng::seed_from_u64(seed),
-            None => ChaCha8Rng::from_os_rng(),
-        }
+        crate::random::rng(self.seed)
     }
 
     /// Step 1 only: stores `bytes` as a new snapshot object covering

@@ -4,7 +4,7 @@
 //! (`scripts/test.sh` sources it). These tests need the server: without
 //! the variable they fail, naming the script, rather than skip.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::disallowed_methods)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

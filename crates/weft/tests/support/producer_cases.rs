@@ -3,6 +3,11 @@
 //! test; `tests/producer_s3.rs` and `tests/producer_azure.rs` call them
 //! with stores under fresh prefixes.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -56,7 +56,7 @@ enum Role {
 
 /// Runs `weft demo`.
 pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
-    let started = Instant::now();
+    let started = weft::clock::os_monotonic_now();
     // A location, not a path: `s3://bucket/x` is a bucket, never a local
     // directory named `s3:`.
     if let Some(pg) = crate::pg::location(&args.log) {

@@ -198,7 +198,7 @@ async fn tail(
         };
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
-            _ = tokio::time::sleep(wait) => {}
+            _ = crate::clock::sleep(wait) => {}
         }
     }
 }

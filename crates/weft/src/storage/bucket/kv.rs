@@ -184,7 +184,7 @@ impl BucketKv {
             store,
             prefix: prefix.into(),
             retry: RetryPolicy::default(),
-            rng: Arc::new(Mutex::new(ChaCha8Rng::from_os_rng())),
+            rng: Arc::new(Mutex::new(crate::random::rng(None))),
         }
     }
 

@@ -56,7 +56,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut cursor: u64) {
             Err(e) => {
                 tracing::debug!(error = %e, "the PostgreSQL tailer lost its connection; reconnecting");
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = crate::clock::sleep(backoff) => {}
                     _ = shared.closing.notified() => return,
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -104,7 +104,7 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
     let reader = Reader::prepare(shared, &client).await?;
     // The first round reads the head: what committed before LISTEN.
     let mut polled = true;
-    let mut last_sweep = tokio::time::Instant::now();
+    let mut last_sweep = crate::clock::monotonic_now();
     loop {
         if shared.is_closed() {
             return Ok(());
@@ -116,7 +116,7 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         // A busy log notifies all the time: sweep by the clock too.
         let sweep_due = polled || last_sweep.elapsed() >= shared.options.poll_interval();
         let idle = if sweep_due {
-            last_sweep = tokio::time::Instant::now();
+            last_sweep = crate::clock::monotonic_now();
             let (first, next) = reader.sweep(shared, &client).await?;
             *cursor = (*cursor).max(first);
             skip_unwatched(shared, cursor, next)
@@ -142,7 +142,7 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         }
         polled = tokio::select! {
             _ = heard.wake.notified() => false,
-            _ = tokio::time::sleep(shared.options.poll_interval()) => true,
+            _ = crate::clock::sleep(shared.options.poll_interval()) => true,
             _ = closing => return Ok(()),
         };
     }

@@ -223,7 +223,7 @@ const PENDING_RECHECK: Duration = Duration::from_millis(50);
 /// either collects the outcome, or runs a round itself when none runs.
 /// Bounded by the operation deadline.
 async fn outcome_of(shared: &Shared, id: i64) -> Result<Vec<tokio_postgres::Row>> {
-    let deadline = tokio::time::Instant::now() + shared.options.op_timeout();
+    let deadline = crate::clock::monotonic_now() + shared.options.op_timeout();
     loop {
         // Subscribed before asking, so a round committing between the
         // answer and the wait still wakes it.
@@ -240,14 +240,14 @@ async fn outcome_of(shared: &Shared, id: i64) -> Result<Vec<tokio_postgres::Row>
         if !matches!(rows.as_slice(), [row] if row.get::<_, i16>(0) == STATUS_PENDING) {
             return Ok(rows);
         }
-        if tokio::time::Instant::now() >= deadline {
+        if crate::clock::monotonic_now() >= deadline {
             return Err(errors::timed_out(
                 Op::Write,
                 "append: wait for the round numbering a staged group",
                 shared.options.op_timeout(),
             ));
         }
-        let wait = PENDING_RECHECK.min(deadline - tokio::time::Instant::now());
+        let wait = PENDING_RECHECK.min(deadline - crate::clock::monotonic_now());
         let _ = tokio::time::timeout(wait, rounds.changed()).await;
     }
 }
