@@ -14,9 +14,19 @@ use weft::{Log, Result};
 use crate::location::Create;
 use crate::output;
 
-/// The PostgreSQL location `text` names, if it names one.
+/// The PostgreSQL location `text` names, if it names one (parsed by
+/// [`weft::connect::Location::parse`], like every other location).
 pub(crate) fn location(text: &str) -> Option<Result<PgLocation>> {
-    (text.starts_with("postgres://") || text.starts_with("postgresql://")).then(|| text.parse())
+    match weft::connect::Location::parse(text) {
+        Ok(weft::connect::Location::Postgres(pg)) => Some(Ok(*pg)),
+        Err(e)
+            if text.trim().starts_with("postgres://")
+                || text.trim().starts_with("postgresql://") =>
+        {
+            Some(Err(e))
+        }
+        _ => None,
+    }
 }
 
 /// Opens the log at `location`; with [`Create::No`] a missing log is

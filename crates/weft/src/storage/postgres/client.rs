@@ -8,7 +8,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use super::errors::{self, Op};
-use super::options::{PgLocation, PgOptions};
+use super::options::PgOptions;
+use crate::connect::PgLocation;
 use crate::error::{Error, Result};
 
 /// The connection settings every connection of a handle uses: the

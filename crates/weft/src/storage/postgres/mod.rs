@@ -94,7 +94,9 @@ use sql::Statements;
 
 pub use inspect::PgSummary;
 pub use kv::PgKv;
-pub use options::{MAX_LOG_NAME_BYTES, PgLocation, PgOptions, validate_log_name};
+// Where a log is lives with the other locations, in `connect`.
+pub use crate::connect::{MAX_LOG_NAME_BYTES, PgLocation, validate_log_name};
+pub use options::PgOptions;
 
 /// What the handle's tasks share.
 pub(crate) struct Shared {
