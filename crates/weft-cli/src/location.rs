@@ -314,6 +314,28 @@ pub(crate) async fn follow(
     })
 }
 
+/// Opens a follower of the `LOG` argument `text`: a PostgreSQL log through
+/// its backend (any number of handles may be open, nothing is locked or
+/// fenced; `poll` is its fallback when a notification is lost), any other
+/// location as [`follow`] does.
+///
+/// Errors: `InvalidInput` for a bad location; as [`follow`] or
+/// PostgreSQL's open.
+pub(crate) async fn follow_arg(
+    text: &str,
+    args: &StoreArgs,
+    poll: std::time::Duration,
+) -> Result<Followed> {
+    if let Some(pg) = crate::pg::location(text) {
+        let log = crate::pg::open_log(pg?, poll).await?;
+        return Ok(Followed {
+            log,
+            stop_error: Box::new(|| None),
+        });
+    }
+    follow(&parse(text)?, args, poll).await
+}
+
 /// `NotFound` unless the store holds a bucket log's manifest.
 async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -> Result<()> {
     match crate::bucket::size(store, crate::bucket::DEFAULT_MANIFEST).await? {

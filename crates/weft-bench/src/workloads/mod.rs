@@ -6,6 +6,8 @@ mod dir;
 pub mod dir_soak;
 mod follower;
 mod peer;
+mod pg;
+pub mod pg_child;
 mod raw;
 mod replica;
 pub mod soak;
@@ -22,6 +24,7 @@ use crate::env::S3Env;
 use crate::plot::Plot;
 use crate::report::Report;
 
+pub use pg::PgEnv;
 pub use raw::RawS3;
 
 /// A named workload.
@@ -49,6 +52,12 @@ pub enum Workload {
     /// Follower lag behind a steadily writing primary.
     #[value(name = "follower-lag")]
     FollowerLag,
+    /// Many writer processes on one PostgreSQL log vs bare batched INSERT.
+    #[value(name = "pg-append")]
+    PgAppend,
+    /// Subscriber lag across processes on a PostgreSQL log.
+    #[value(name = "pg-lag")]
+    PgLag,
     /// A bucket log growing at a fixed load; its manifest, memory, commit
     /// latency and open times as it ages.
     #[value(name = "soak")]
@@ -59,7 +68,7 @@ pub enum Workload {
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 11] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -69,6 +78,8 @@ impl Workload {
         Workload::FollowerLag,
         Workload::Soak,
         Workload::DirSoak,
+        Workload::PgAppend,
+        Workload::PgLag,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +93,8 @@ impl Workload {
             Workload::FollowerLag => "follower-lag",
             Workload::Soak => "soak",
             Workload::DirSoak => "dir-soak",
+            Workload::PgAppend => "pg-append",
+            Workload::PgLag => "pg-lag",
         }
     }
 
@@ -104,6 +117,10 @@ impl Workload {
             Workload::DirSoak => {
                 "a dir log grown to a few GiB (WEFT_BENCH_SOAK_GIB), then reopened: RSS, open time"
             }
+            Workload::PgAppend => {
+                "1/4/16 writer processes on one PostgreSQL log vs bare batched INSERT+COMMIT"
+            }
+            Workload::PgLag => "subscriber lag across processes on a PostgreSQL log",
         }
     }
 
@@ -118,6 +135,10 @@ impl Workload {
         )
     }
 
+    pub fn needs_pg(self) -> bool {
+        matches!(self, Workload::PgAppend | Workload::PgLag)
+    }
+
     pub async fn run(self, ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         match self {
             Workload::S3Raw => raw::run(ctx, report).await.map(|_| ()),
@@ -129,6 +150,8 @@ impl Workload {
             Workload::FollowerLag => follower::run(ctx, report).await,
             Workload::Soak => soak::run(ctx, report).await,
             Workload::DirSoak => dir_soak::run(ctx, report).await,
+            Workload::PgAppend => pg::appends(ctx, report).await,
+            Workload::PgLag => pg::lag(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())
@@ -141,6 +164,7 @@ pub struct Ctx {
     pub runs: usize,
     pub data_dir: PathBuf,
     s3: Option<S3Env>,
+    pg: Option<PgEnv>,
     #[allow(dead_code)]
     pub out: PathBuf,
     pub plots: Vec<Plot>,
@@ -161,6 +185,7 @@ impl Ctx {
         runs: usize,
         data_dir: PathBuf,
         s3: Option<S3Env>,
+        pg: Option<PgEnv>,
         out: PathBuf,
     ) -> Ctx {
         Ctx {
@@ -168,6 +193,7 @@ impl Ctx {
             runs,
             data_dir,
             s3,
+            pg,
             out,
             plots: Vec::new(),
             raw: None,
@@ -199,6 +225,24 @@ impl Ctx {
         self.s3
             .as_ref()
             .context("this workload needs the S3 server (see --s3-env)")
+    }
+
+    pub fn pg(&self) -> Result<&PgEnv> {
+        self.pg
+            .as_ref()
+            .context("this workload needs the PostgreSQL server (see --pg-env)")
+    }
+
+    /// A fresh name (a PostgreSQL schema: lowercase, digits, `_`) for
+    /// this run.
+    pub fn fresh_name(&mut self, name: &str) -> String {
+        self.next_prefix += 1;
+        let run = self.run_prefix.rsplit('/').next().unwrap_or("run");
+        format!(
+            "bench_{}_{name}_{}",
+            run.to_ascii_lowercase(),
+            self.next_prefix
+        )
     }
 
     /// A store rooted at a fresh, unused prefix of this run.

@@ -41,6 +41,9 @@ pub(crate) struct InspectArgs {
 
 /// Runs `weft inspect`.
 pub(crate) async fn run(args: InspectArgs, store_args: &StoreArgs) -> Result<ExitCode> {
+    if let Some(pg) = crate::pg::location(&args.log) {
+        return crate::pg::inspect(pg?, args.json).await;
+    }
     let location = location::parse(&args.log)?;
     match &location {
         Location::Dir { path } => inspect_dir(path, args.json).await?,

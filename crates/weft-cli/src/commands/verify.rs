@@ -88,6 +88,9 @@ impl Findings {
 
 /// Runs `weft verify`.
 pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<ExitCode> {
+    if let Some(pg) = crate::pg::location(&args.log) {
+        return crate::pg::verify(pg?, args.json).await;
+    }
     let location = location::parse(&args.log)?;
     let mut findings = match &location {
         Location::Dir { path } => verify_dir(path).await?,
