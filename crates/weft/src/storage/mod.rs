@@ -66,6 +66,9 @@ pub struct NewEntry {
     /// When set, the append succeeds only if the primary tag's next version
     /// equals this value (0 for an empty stream).
     pub expected_version: Option<u64>,
+    /// The caller's append id (exactly-once appends), only for backends
+    /// whose [`Storage::supports_append_ids`] is true.
+    pub append_id: Option<String>,
 }
 
 /// The live range of a log: entries `first..next` are readable.
@@ -199,6 +202,13 @@ pub trait Storage: Send + Sync + 'static {
 
     /// What the backend can do.
     fn capabilities(&self) -> Capabilities;
+
+    /// True when the backend honours append ids (see
+    /// [`AppendRequest::with_id`](crate::AppendRequest::with_id)); the
+    /// [`Log`](crate::Log) refuses requests with ids otherwise.
+    fn supports_append_ids(&self) -> bool {
+        false
+    }
 
     /// Flushes and releases the backend. Later calls fail with `Closed`.
     async fn close(&self) -> Result<()>;
