@@ -64,8 +64,11 @@ use crate::model::{LogTag, MAX_ENTRY_BYTES, MAX_TAG_PART_BYTES, MAX_TAGS_PER_ENT
 use crate::storage::index::LogIndex;
 
 /// The longest frame any writer can have produced.
-const MAX_FRAME_LEN: usize =
-    FIXED_LEN + MAX_TAGS_PER_ENTRY * (4 + 2 * MAX_TAG_PART_BYTES) + MAX_ENTRY_BYTES;
+const MAX_FRAME_LEN: usize = FIXED_LEN
+    + MAX_TAGS_PER_ENTRY * (4 + 2 * MAX_TAG_PART_BYTES)
+    + 1
+    + frame::MAX_FRAME_APPEND_ID
+    + MAX_ENTRY_BYTES;
 
 /// How much of a segment the scan reads at once.
 const CHUNK: usize = 4 << 20;
