@@ -73,6 +73,7 @@ pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<Segment> {
         offsets: Vec::new(),
         end: HEADER_LEN,
         relaxed,
+        append_ids: true,
     })
 }
 
@@ -91,6 +92,8 @@ pub(super) struct Segment {
     pub(super) end: u64,
     /// Written in relaxed mode (see [`Header::relaxed`]).
     pub(super) relaxed: bool,
+    /// Its format allows frames with append ids (segment version 2).
+    pub(super) append_ids: bool,
 }
 
 impl Segment {
