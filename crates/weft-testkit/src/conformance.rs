@@ -773,10 +773,7 @@ pub async fn append_ids_make_retries_exactly_once(f: Fixture) {
         ])
         .await
         .unwrap();
-    let nums: Vec<_> = mixed
-        .iter()
-        .map(|r| (r.seqnum, r.stream_version))
-        .collect();
+    let nums: Vec<_> = mixed.iter().map(|r| (r.seqnum, r.stream_version)).collect();
     assert_eq!(nums, vec![(3, 3), (0, 0), (4, 4)]);
     assert_eq!(mixed[1], first);
     // The whole batch again: every answer is an original.

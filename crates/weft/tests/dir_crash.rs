@@ -371,8 +371,6 @@ fn parent() {
     }
 }
 
-
-
 /// Reopens and checks the log; returns how many entries it holds.
 async fn verify(dir: &Path, acked: &BTreeMap<(BatchId, u64), Acked>, round: u64) -> u64 {
     let storage = DirStorage::open_with(dir, options())

@@ -703,8 +703,9 @@ mod tests {
         // Bytes of a frame written before append ids existed: they decode
         // as an entry without an id, and today's encoder writes the same.
         let old: &[u8] = &[
-            0x26, 0x00, 0x00, 0x00, 0x61, 0x16, 0x8c, 0x47, // body_len, crc32c (computed apart from this code)
-            0x07, 0, 0, 0, 0, 0, 0, 0, // seqnum 7
+            // body_len, then the crc32c (computed apart from this code)
+            0x26, 0x00, 0x00, 0x00, 0x61, 0x16, 0x8c, 0x47, 0x07, 0, 0, 0, 0, 0, 0,
+            0, // seqnum 7
             0x03, 0, 0, 0, 0, 0, 0, 0, // version 3
             0x07, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0, 0, // timestamp
             0, 0, 0, 0, // group offset
@@ -750,7 +751,8 @@ mod tests {
             buf[4..8].copy_from_slice(&crc.to_le_bytes());
             decode(&buf).map(|_| ())
         };
-        let cases: [(&str, &dyn Fn(&mut Vec<u8>)); 4] = [
+        type Edit<'a> = (&'a str, &'a dyn Fn(&mut Vec<u8>));
+        let cases: [Edit<'_>; 4] = [
             ("empty", &|b| {
                 b[at] = 0;
             }),

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::cache::EntryCache;
 use super::append_ids::{AppendIds, check_batch_ids};
+use super::cache::EntryCache;
 use super::core::CachedLog;
 use super::sequencer::Sequencer;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 
 use super::BucketLayout;
-use super::writer::{BucketOptions, read_log};
+use super::writer::{BucketOptions, Rebuilt, read_log};
 use crate::error::{Error, ErrorKind, Result};
 
 /// What [`check`] found.
@@ -62,10 +62,12 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
         options.rebuild_prefetch,
         &options.retry,
         options.seed.unwrap_or(0),
+        // A check needs no append ids.
+        0,
     )
     .await
     {
-        Ok((cache, _)) => {
+        Ok(Rebuilt { cache, .. }) => {
             let index = cache.index();
             Ok(BucketCheck {
                 first_seqnum: index.first(),

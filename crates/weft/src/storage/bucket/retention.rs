@@ -55,7 +55,16 @@ pub async fn trim_unowned(
             format!("no bucket log at {manifest}: nothing to trim"),
         ));
     }
-    let (cache, _) = read_log(&store, &layout, 8, &crate::store::RetryPolicy::default(), 0).await?;
+    let cache = read_log(
+        &store,
+        &layout,
+        8,
+        &crate::store::RetryPolicy::default(),
+        0,
+        0,
+    )
+    .await?
+    .cache;
     cache.check_trim(through)?;
     if through < cache.index().first() {
         return Ok(None);

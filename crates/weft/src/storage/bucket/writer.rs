@@ -19,6 +19,14 @@
 //! conflict would have been false, and the answer is the writer's failure
 //! instead.
 //!
+//! Append ids ([`crate::storage::append_ids`]) are checked in the same
+//! step as the numbers. A retry whose original is still in flight waits for
+//! it the same way, and answers with the original's result once it is
+//! committed (or with the writer's failure if it is not). A new writer
+//! rebuilds the ids of the newest [`BucketOptions::append_id_window`]
+//! entries from the bucket when it opens, so a retry after a failover is
+//! answered too.
+//!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
@@ -48,8 +56,9 @@ use crate::format::{
 };
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
+use crate::storage::append_ids::{AppendIds, check_batch_ids};
 use crate::storage::cache::EntryCache;
-use crate::storage::core::{CachedLog, results_of};
+use crate::storage::core::{CachedLog, result_of};
 use crate::storage::sequencer::Sequencer;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::store::RetryPolicy;
@@ -75,6 +84,13 @@ pub struct BucketOptions {
     /// and simulation; `None` (the default) draws it from the operating
     /// system, which keeps run ids unique across processes.
     pub seed: Option<u64>,
+    /// How many append ids the writer remembers: the ids of the newest
+    /// this many entries appended with one, rebuilt from the bucket when a
+    /// writer opens (so they survive a failover). A retry whose original is
+    /// older is appended again. Each id costs its bytes, its entry's
+    /// primary tag and about 120 bytes of memory. At least 1; default
+    /// 65,536.
+    pub append_id_window: usize,
 }
 
 impl Default for BucketOptions {
@@ -86,6 +102,7 @@ impl Default for BucketOptions {
             rebuild_prefetch: 8,
             retry: RetryPolicy::default(),
             seed: None,
+            append_id_window: 1 << 16,
         }
     }
 }
@@ -113,6 +130,9 @@ pub struct BucketStorage {
     /// One trim at a time, so trim points (and snapshots) only move forward.
     trim_lock: tokio::sync::Mutex<()>,
     sequencer: tokio::sync::Mutex<Sequencer>,
+    /// The append ids of the newest entries; changed only while the
+    /// sequencer is held.
+    ids: std::sync::Mutex<AppendIds>,
     /// Batches in planning order; the visibility task makes them readable
     /// in that order, whether or not their callers are still waiting.
     in_flight: mpsc::UnboundedSender<InFlight>,
@@ -134,13 +154,21 @@ struct Rebuild {
     assembler: BatchAssembler,
     batches: Vec<Vec<LogEntry>>,
     state: Option<LogState>,
+    /// The append ids of the newest entries read.
+    ids: AppendIds,
+    id_window: usize,
 }
 
 #[async_trait]
 impl Applier for Rebuild {
     async fn apply(&mut self, record: &Record) -> Result<()> {
-        if let Some(batch) = self.assembler.push(record)? {
-            self.batches.push(batch);
+        if let Some(batch) = self.assembler.push_with_ids(record)? {
+            for (entry, id) in batch.entries.iter().zip(&batch.ids) {
+                if let Some(id) = id {
+                    self.ids.observe(id, result_of(entry));
+                }
+            }
+            self.batches.push(batch.entries);
         }
         Ok(())
     }
@@ -149,13 +177,23 @@ impl Applier for Rebuild {
         let state = decode_trim_state(&snapshot, through_seq)?;
         self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
         self.batches.clear();
+        self.ids = AppendIds::bounded(self.id_window);
         self.state = Some(state);
         Ok(())
     }
 }
 
+/// What a writer rebuilds on open: the committed entries, the counters
+/// that continue them, and the newest append ids.
+pub(super) struct Rebuilt {
+    pub(super) cache: EntryCache,
+    pub(super) sequencer: Sequencer,
+    pub(super) ids: AppendIds,
+}
+
 /// Reads a bucket log's committed entries, from the log state of its last
-/// trim if there is one: the local copy and the counters that continue it.
+/// trim if there is one: the local copy, the counters that continue it and
+/// the append ids of the newest `id_window` entries that carry one.
 ///
 /// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
 /// `Corrupt` for entries that do not continue each other or the stored
@@ -166,11 +204,14 @@ pub(super) async fn read_log(
     prefetch: usize,
     retry: &RetryPolicy,
     seed: u64,
-) -> Result<(EntryCache, Sequencer)> {
+    id_window: usize,
+) -> Result<Rebuilt> {
     let rebuild = Rebuild {
         assembler: BatchAssembler::new(),
         batches: Vec::new(),
         state: None,
+        ids: AppendIds::bounded(id_window),
+        id_window,
     };
     let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
         .with_prefetch(prefetch)
@@ -212,7 +253,12 @@ pub(super) async fn read_log(
             sequencer.next_seqnum()
         )));
     }
-    Ok((cache, sequencer))
+    let ids = std::mem::take(&mut replica.applier_mut().ids);
+    Ok(Rebuilt {
+        cache,
+        sequencer,
+        ids,
+    })
 }
 
 /// Reads the whole log into the rebuild applier. A transient failure
@@ -319,6 +365,9 @@ impl BucketStorage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
+        if options.append_id_window == 0 {
+            return Err(Error::invalid_input("append_id_window must be at least 1"));
+        }
         refuse_foreign_wal(store.as_ref(), &layout.manifest()).await?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
@@ -332,12 +381,17 @@ impl BucketStorage {
             builder = builder.with_seed(seed);
         }
         let producer = builder.open().await?;
-        let (cache, sequencer) = read_log(
+        let Rebuilt {
+            cache,
+            sequencer,
+            ids,
+        } = read_log(
             &store,
             &layout,
             options.rebuild_prefetch,
             &options.retry,
             options.seed.unwrap_or(0),
+            options.append_id_window,
         )
         .await?;
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
@@ -354,6 +408,7 @@ impl BucketStorage {
             snapshots,
             trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
+            ids: std::sync::Mutex::new(ids),
             in_flight,
             shared,
             kv: Arc::new(BucketKv::new(store, layout.kv())),
@@ -383,6 +438,11 @@ impl BucketStorage {
 
     fn check_failed(&self) -> Result<()> {
         self.shared.log.gate().check_writable()
+    }
+
+    /// The append ids (held only under the sequencer's lock, briefly).
+    fn ids(&self) -> std::sync::MutexGuard<'_, AppendIds> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -442,11 +502,13 @@ async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFli
 impl Storage for BucketStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         self.check_failed()?;
+        check_batch_ids(&batch)?;
         let now = self.clock.now_ms();
         let (planned, durability) = {
             let mut sequencer = self.sequencer.lock().await;
             self.check_failed()?;
-            let planned = match sequencer.plan(batch, now) {
+            let plan = self.ids().plan(&mut sequencer, batch, now, |_| Ok(None));
+            let planned = match plan {
                 Ok(planned) => planned,
                 Err(e) if e.kind() == ErrorKind::Conflict => {
                     // The check ran against every planned batch, committed
@@ -460,37 +522,56 @@ impl Storage for BucketStorage {
                 }
                 Err(e) => return Err(e),
             };
-            let handed = match encode_batch(&planned) {
-                Ok(records) => self.producer.append(records, None).await,
-                Err(e) => Err(e),
-            };
-            let durability = match handed {
-                Ok(d) => d,
-                Err(e) => {
-                    // Not handed over: the numbers go back, and the writer
-                    // stops unless only this batch was at fault.
-                    sequencer.unplan(&planned)?;
-                    if e.kind() != ErrorKind::InvalidInput {
-                        self.shared.fail(&e);
+            if planned.entries.is_empty() {
+                // Every entry is a retry: nothing to write.
+                (planned, None)
+            } else {
+                let handed = match encode_batch(&planned.entries, &planned.ids) {
+                    Ok(records) => self.producer.append(records, None).await,
+                    Err(e) => Err(e),
+                };
+                let durability = match handed {
+                    Ok(d) => d,
+                    Err(e) => {
+                        // Not handed over: the numbers and ids go back, and
+                        // the writer stops unless only this batch was at
+                        // fault.
+                        sequencer.unplan(&planned.entries)?;
+                        self.ids().forget_from(planned.entries[0].seqnum);
+                        if e.kind() != ErrorKind::InvalidInput {
+                            self.shared.fail(&e);
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
+                };
+                let (reply, answer) = oneshot::channel();
+                let in_flight = InFlight {
+                    planned: planned.entries.clone(),
+                    durability,
+                    reply,
+                };
+                if self.in_flight.send(in_flight).is_err() {
+                    return Err(Error::closed("the bucket writer is closed"));
                 }
-            };
-            let (reply, answer) = oneshot::channel();
-            let in_flight = InFlight {
-                planned: planned.clone(),
-                durability,
-                reply,
-            };
-            if self.in_flight.send(in_flight).is_err() {
+                (planned, Some(answer))
+            }
+        };
+        if let Some(durability) = durability {
+            durability
+                .await
+                .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
+        }
+        // A retried id whose original is still in flight is answered once
+        // the original is committed (batches commit in planning order, so
+        // this waits only when nothing of this call was written).
+        if let Some(through) = planned.known_through {
+            self.shared.settle(through + 1).await;
+            if self.shared.log.visible().read().index().next() <= through {
+                self.check_failed()?;
                 return Err(Error::closed("the bucket writer is closed"));
             }
-            (planned, answer)
-        };
-        durability
-            .await
-            .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
-        Ok(results_of(&planned))
+        }
+        Ok(planned.results)
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
@@ -539,6 +620,8 @@ impl Storage for BucketStorage {
             .await
             .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
         self.shared.log.visible().write().trim(through);
+        let _numbering = self.sequencer.lock().await;
+        self.ids().forget_through(through);
         Ok(())
     }
 
@@ -557,6 +640,10 @@ impl Storage for BucketStorage {
             max_entry_bytes: self.options.max_entry_bytes,
             freshness: Freshness::SingleWriter,
         }
+    }
+
+    fn supports_append_ids(&self) -> bool {
+        true
     }
 
     async fn close(&self) -> Result<()> {
