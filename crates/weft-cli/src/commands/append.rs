@@ -31,6 +31,14 @@ pub(crate) struct AppendArgs {
     #[arg(long, value_name = "N")]
     if_version: Option<u64>,
 
+    /// An append id (exactly-once appends): when an entry with this id is
+    /// already in the log, nothing is written and its original seqnum is
+    /// printed. Retry an append that failed with an unknown outcome (exit
+    /// code of `indeterminate`) with the same id. A dir or bucket log
+    /// remembers the ids of its newest 65,536 appends that carry one.
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+
     /// Create the log if it does not exist.
     #[arg(long)]
     create: bool,
@@ -96,7 +104,10 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
         Create::No
     };
     let log = location::open_log(&location, create, store).await?;
-    let request = AppendRequest::with_tags(tags, data);
+    let mut request = AppendRequest::with_tags(tags, data);
+    if let Some(id) = args.id {
+        request = request.with_id(id);
+    }
     let appended = match args.if_version {
         Some(v) => log.append_if(request, v).await,
         None => log.append(request).await,
