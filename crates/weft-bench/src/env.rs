@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use object_store::ObjectStore;
-use weft::store::S3Settings;
+use weft::connect::S3Settings;
 
 /// Where the S3 server is and how to sign requests to it.
 #[derive(Clone, Debug)]

@@ -73,6 +73,9 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
 }
 
 fn main() -> Result<()> {
+    if let Ok(dir) = std::env::var(workloads::dir_soak::REOPEN_ENV) {
+        return workloads::dir_soak::reopen_child(&dir);
+    }
     let args = Args::parse();
     if args.list {
         for w in Workload::ALL {

@@ -5,13 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
+use weft::connect::{AzureSettings, Location, S3Settings};
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::storage::dir::{DirFollower, DirFollowerOptions, DirStorage, require_log};
-use weft::store::{AzureSettings, Location, S3Settings};
+use weft::store::{DEFAULT_DEADLINE, RetryPolicy};
 use weft::{Error, ErrorKind, Log, Result};
 
 /// Connection flags for `s3://` and `az://` locations; each overrides the
@@ -32,11 +33,35 @@ pub(crate) struct StoreArgs {
     /// $AZURE_ALLOW_HTTP).
     #[arg(long, global = true)]
     allow_http: bool,
+
+    /// The longest a bucket operation may go on without progress, in
+    /// seconds (default 30, at most a day): a store that stops answering
+    /// fails the command with `unavailable` (exit 9) after this, or
+    /// `indeterminate` for a write whose outcome is unknown.
+    #[arg(long, global = true, value_name = "SECS", value_parser = crate::seconds::parse_deadline)]
+    deadline: Option<Duration>,
 }
 
 impl StoreArgs {
-    fn settings(&self, bucket: &str, prefix: &str) -> Result<S3Settings> {
-        let mut settings = S3Settings::from_env(bucket, prefix)?;
+    /// The `--deadline` (checked by the parser), or the library's default.
+    pub(crate) fn deadline(&self) -> Duration {
+        self.deadline.unwrap_or(DEFAULT_DEADLINE)
+    }
+
+    /// The retry policy every bucket operation of this command runs under.
+    pub(crate) fn retry(&self) -> RetryPolicy {
+        RetryPolicy::default().with_deadline(self.deadline())
+    }
+
+    /// The S3 settings for `bucket`/`prefix`: the environment (read through
+    /// `lookup`), then these flags. Checked when built.
+    pub(crate) fn s3_settings(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<S3Settings> {
+        let mut settings = S3Settings::from_lookup(bucket, prefix, lookup)?;
         if let Some(endpoint) = &self.endpoint {
             settings.endpoint = Some(endpoint.clone());
         }
@@ -46,28 +71,47 @@ impl StoreArgs {
         if self.allow_http {
             settings.allow_http = true;
         }
-        // A command line tool should answer quickly when the server is away.
+        // A command line tool should answer quickly when the server is away,
+        // and no request may outlive the deadline.
+        let deadline = self.deadline();
         settings
             .connect_timeout
-            .get_or_insert(std::time::Duration::from_secs(5));
+            .get_or_insert(Duration::from_secs(5).min(deadline));
+        settings.request_timeout.get_or_insert(deadline);
+        settings.http_retry_timeout.get_or_insert(deadline);
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
 
-    fn azure_settings(&self, container: &str, prefix: &str) -> Result<AzureSettings> {
-        let mut settings = AzureSettings::from_env(container, prefix)?;
+    /// The Azure settings for `container`/`prefix`: the environment (read
+    /// through `lookup`), then these flags. Checked when built.
+    pub(crate) fn azure_settings(
+        &self,
+        container: &str,
+        prefix: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<AzureSettings> {
+        let mut settings = AzureSettings::from_lookup(container, prefix, lookup)?;
         if let Some(endpoint) = &self.endpoint {
             settings.endpoint = Some(endpoint.clone());
         }
         if self.allow_http {
             settings.allow_http = true;
         }
+        let deadline = self.deadline();
         settings
             .connect_timeout
-            .get_or_insert(std::time::Duration::from_secs(5));
+            .get_or_insert(Duration::from_secs(5).min(deadline));
+        settings.request_timeout.get_or_insert(deadline);
+        settings.http_retry_timeout.get_or_insert(deadline);
         settings.http_retries.get_or_insert(1);
         Ok(settings)
     }
+}
+
+/// The process environment, as the settings read it.
+fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
 }
 
 /// Parses a `LOG` / `STORE` argument.
@@ -92,14 +136,24 @@ pub(crate) enum Create {
 /// * `s3://` and `az://` open the bucket writer ([`BucketStorage`]), which
 ///   claims the log's epoch: any other writer of that log is fenced from
 ///   then on.
-/// * `file://` cannot be written: object_store's local files have no
-///   conditional update, which the writer's manifest CAS needs.
+/// * `file://` is a read-only copy: its store refuses every write
+///   ([`open_store`]), so opening a writer on it fails at its first write
+///   with `ReadOnly` and leaves the directory as it was.
+///
+/// A bucket log's writer keeps a lease that shows it is alive: opening
+/// one where a live writer holds the lease fails with `Locked`, naming it,
+/// unless `take_over` (then the other writer is fenced, on purpose).
 ///
 /// Errors: `NotFound` (no log there and `create` is [`Create::No`]),
-/// `Locked` (another process has a `dir` log open), `Unsupported`
-/// (`file://`), `PermissionDenied`, `Unavailable`, `Corrupt`, and the
-/// backend's I/O kinds.
-pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreArgs) -> Result<Log> {
+/// `Locked` (another process has a `dir` log open, or a live bucket writer
+/// holds the log), `ReadOnly` (`file://`), `PermissionDenied`,
+/// `Unavailable`, `Corrupt`, and the backend's I/O kinds.
+pub(crate) async fn open_log(
+    location: &Location,
+    create: Create,
+    take_over: bool,
+    args: &StoreArgs,
+) -> Result<Log> {
     match location {
         Location::Dir { path } => {
             if create == Create::No {
@@ -107,18 +161,21 @@ pub(crate) async fn open_log(location: &Location, create: Create, args: &StoreAr
             }
             Ok(Log::new(DirStorage::open(path).await?))
         }
-        Location::S3 { .. } | Location::Azure { .. } => {
+        Location::S3 { .. } | Location::Azure { .. } | Location::File { .. } => {
             let store = open_store(location, args)?;
             if create == Create::No {
                 require_bucket_log(&store, location).await?;
             }
-            let storage = BucketStorage::open(store, "", BucketOptions::default()).await?;
+            let options = BucketOptions {
+                retry: args.retry(),
+                take_over,
+                writer_name: Some("the weft command".to_owned()),
+                ..BucketOptions::default()
+            };
+            let storage = BucketStorage::open(store, "", options).await?;
             Ok(Log::new(storage))
         }
-        Location::File { .. } => Err(Error::unsupported(format!(
-            "{location}: a file:// store can be read (inspect, wal dump, verify, read, tail) \
-             but not written: local files have no conditional update for the manifest"
-        ))),
+        _ => Err(not_yet(location)),
     }
 }
 
@@ -174,6 +231,7 @@ pub(crate) async fn follow(
     require_bucket_log(&store, location).await?;
     let options = FollowerOptions {
         poll_interval: poll,
+        retry: args.retry(),
         ..FollowerOptions::default()
     };
     let follower = Arc::new(BucketFollower::open(store, "", options).await?);
@@ -198,26 +256,25 @@ async fn require_bucket_log(store: &Arc<dyn ObjectStore>, location: &Location) -
     }
 }
 
-/// A read-only view of the object store at `location` (`s3://`, `az://` or
-/// `file://`). Nothing is created: a missing `file://` directory is
-/// `NotFound`.
+/// The object store at `location` (`s3://`, `az://` or `file://`).
+/// Nothing is created: a missing `file://` directory is `NotFound`.
+///
+/// A `file://` location is a copy of a bucket and documented read-only:
+/// its store ([`weft::connect::file_store`]) is a `ReadOnlyStore`, which
+/// refuses every write (`ReadOnly`) whichever command or library path
+/// attempts it.
 ///
 /// Errors: `InvalidInput` for a plain directory (that is a `dir` log) or
 /// bad S3 settings; `NotFound`.
 pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dyn ObjectStore>> {
     match location {
-        Location::S3 { bucket, prefix } => args.settings(bucket, prefix)?.build(),
-        Location::Azure { container, prefix } => args.azure_settings(container, prefix)?.build(),
+        Location::S3 { bucket, prefix } => args.s3_settings(bucket, prefix, process_env)?.build(),
+        Location::Azure { container, prefix } => {
+            args.azure_settings(container, prefix, process_env)?.build()
+        }
         Location::File { path } => {
             require_dir(path)?;
-            let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("cannot use {} as an object store", path.display()),
-                )
-                .with_source(e)
-            })?;
-            Ok(Arc::new(fs))
+            weft::connect::file_store(path)
         }
         Location::Dir { path } => Err(Error::invalid_input(format!(
             "{} is a plain directory, which names a `dir` log; a bucket is s3://bucket/prefix \
@@ -225,7 +282,17 @@ pub(crate) fn open_store(location: &Location, args: &StoreArgs) -> Result<Arc<dy
             path.display(),
             absolute(path).display()
         ))),
+        _ => Err(not_yet(location)),
     }
+}
+
+/// For a kind of location the library knows and this command does not
+/// (yet): `Location` is non-exhaustive, so a backend added to the library
+/// (PostgreSQL) reaches here until the command learns it.
+pub(crate) fn not_yet(location: &Location) -> Error {
+    Error::unsupported(format!(
+        "{location}: this kind of location is not supported here yet"
+    ))
 }
 
 /// `NotFound` unless `path` is an existing directory.

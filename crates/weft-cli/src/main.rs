@@ -11,12 +11,15 @@
 //! store; [`bucket`] reads manifests and segments; [`output`] holds the JSON
 //! and progress helpers; [`observe`] sets up tracing and metrics.
 
+#[cfg(test)]
+mod args_props;
 mod bucket;
 mod commands;
 mod exit;
 mod location;
 mod observe;
 mod output;
+mod seconds;
 
 use std::process::ExitCode;
 

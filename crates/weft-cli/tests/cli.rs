@@ -1,6 +1,11 @@
 //! The `weft` binary driven as a user drives it: arguments in, stdout,
 //! stderr and exit code out.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -122,21 +127,17 @@ fn b64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
 
-/// The upstream compatibility vectors, found by walking up from this crate
-/// to the directory that holds `shared/`.
+/// The upstream compatibility vectors: the weft crate's test fixtures, in
+/// this repository.
 fn compat_a() -> PathBuf {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for dir in here.ancestors() {
-        let candidate = dir.join("shared/compat/opendata-buffer-0.3/A");
-        if candidate.join("expected.json").is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "the compatibility vectors shared/compat/opendata-buffer-0.3/A were not found above {}; \
-         the repository must sit next to shared/",
-        here.display()
+    let a =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft/tests/fixtures/opendata-buffer-0.3/A");
+    assert!(
+        a.join("expected.json").is_file(),
+        "the compatibility vectors are missing at {}",
+        a.display()
     );
+    a
 }
 
 fn file_url(path: &Path) -> String {
@@ -467,21 +468,129 @@ fn verify_checks_segment_checksums_of_a_v4_log() {
     assert!(stdout(&out).contains("crc32c mismatch"), "{}", stdout(&out));
 }
 
-// ---------------------------------------------------------------- unsupported
+// ---------------------------------------------------------------- read-only file://
 
+/// Every file under `dir` with its bytes and modification time: what "the
+/// directory was not written" compares.
+fn snapshot_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for item in std::fs::read_dir(&d).unwrap() {
+            let item = item.unwrap();
+            let meta = item.metadata().unwrap();
+            if meta.is_dir() {
+                out.push((item.path(), Vec::new(), meta.modified().unwrap()));
+                stack.push(item.path());
+            } else {
+                let bytes = std::fs::read(item.path()).unwrap();
+                out.push((item.path(), bytes, meta.modified().unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A weft bucket log (written by the library's bucket writer on an
+/// in-memory store) laid out as files, with garbage GC would delete: the
+/// segments of the entries a trim dropped.
+fn write_bucket_with_garbage(dir: &Path) {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    use weft::storage::bucket::{BucketOptions, BucketStorage};
+    use weft::{AppendRequest, Log, LogTag};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let memory = std::sync::Arc::new(object_store::memory::InMemory::new());
+        let storage = BucketStorage::open(memory.clone(), "", BucketOptions::default())
+            .await
+            .unwrap();
+        let log = Log::new(storage);
+        let tag = LogTag::new("orders").unwrap();
+        for i in 0..3 {
+            log.append(AppendRequest::new(tag.clone(), format!("op{i}")))
+                .await
+                .unwrap();
+        }
+        log.trim(0).await.unwrap();
+        log.close().await.unwrap();
+        let objects: Vec<_> = memory.list(None).try_collect().await.unwrap();
+        for meta in objects {
+            let bytes = memory
+                .get(&meta.location)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            let target = dir.join(meta.location.as_ref());
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::write(target, bytes).unwrap();
+        }
+    });
+}
+
+/// A `file://` location is read-only: every command that would write —
+/// whatever it writes (a claim, a segment, a snapshot, a lease, a GC
+/// delete) — fails with `ReadOnly` (exit 7), and the directory is
+/// byte-for-byte and time-for-time what it was. Reads keep working.
 #[test]
-fn file_stores_are_read_only_and_gc_snapshot_refuse() {
+fn file_stores_refuse_every_write_and_stay_untouched() {
     let tmp = tempfile::tempdir().unwrap();
+    write_bucket_with_garbage(tmp.path());
     let url = file_url(tmp.path());
+    let before = snapshot_tree(tmp.path());
+    let writes: &[&[&str]] = &[
+        &["append", &url, "--tag", "orders", "data"],
+        &["append", &url, "--create", "--tag", "orders", "data"],
+        &["append", &url, "--take-over", "--tag", "orders", "data"],
+        &["snapshot", &url, "--through", "1"],
+        &["gc", &url, "--grace-secs", "0"],
+    ];
+    for args in writes {
+        let line = fails(weft(args), 7, "read_only");
+        assert!(line.contains("read-only"), "{args:?}: {line}");
+        assert_eq!(snapshot_tree(tmp.path()), before, "{args:?} wrote");
+    }
+    // What only reads still works on the same copy.
+    assert_eq!(ok(weft(&["read", &url, "--json"])).lines().count(), 2);
+    ok(weft(&["verify", &url]));
+    let dry: Value = serde_json::from_str(&ok(weft(&[
+        "gc",
+        &url,
+        "--dry-run",
+        "--grace-secs",
+        "0",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(dry["deleted"].as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(snapshot_tree(tmp.path()), before);
+
+    // An empty directory: creating a log there is a write too.
+    let empty = tempfile::tempdir().unwrap();
+    let empty_url = file_url(empty.path());
     fails(
-        weft(&["append", &url, "--create", "--tag", "orders", "data"]),
-        8,
-        "unsupported",
+        weft(&["append", &empty_url, "--create", "--tag", "orders", "data"]),
+        7,
+        "read_only",
     );
-    fails(weft(&["read", &url]), 3, "not_found");
-    fails(weft(&["tail", &url, "--timeout", "1"]), 3, "not_found");
-    fails(weft(&["gc", &url]), 8, "unsupported");
-    fails(weft(&["snapshot", &url, "--through", "0"]), 3, "not_found");
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+    fails(weft(&["read", &empty_url]), 3, "not_found");
+    fails(
+        weft(&["tail", &empty_url, "--timeout", "1"]),
+        3,
+        "not_found",
+    );
+    fails(
+        weft(&["snapshot", &empty_url, "--through", "0"]),
+        3,
+        "not_found",
+    );
 }
 
 // ---------------------------------------------------------------- dir logs

@@ -4,6 +4,11 @@
 //!
 //! Every test FAILS (never skips) when the server's env is missing.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -14,7 +19,7 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use serde_json::Value;
-use weft::store::S3Settings;
+use weft::connect::S3Settings;
 use weft::wal::Producer;
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft");
@@ -188,12 +193,13 @@ async fn a_producer_written_log_inspects_verifies_and_dumps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upstream_buffer_objects_dump_from_a_bucket() {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let a = here
-        .ancestors()
-        .map(|d| d.join("shared/compat/opendata-buffer-0.3/A"))
-        .find(|p| p.join("expected.json").is_file())
-        .expect("shared/compat/opendata-buffer-0.3/A next to the repository");
+    let a =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft/tests/fixtures/opendata-buffer-0.3/A");
+    assert!(
+        a.join("expected.json").is_file(),
+        "the compatibility vectors are missing at {}",
+        a.display()
+    );
     let (settings, url) = bucket("upstream");
     let store = settings.build().unwrap();
     for name in [
@@ -482,6 +488,84 @@ fn snapshot_trims_and_gc_collects_what_it_superseded() {
     assert_eq!(done["deleted"].as_array().unwrap().len(), would);
     ok(weft(&["verify", &url]));
     assert_eq!(ok(weft(&["read", &url, "--json"])).lines().count(), 3);
+}
+
+/// A service is writing the log (a library writer in this process, renewing
+/// its lease): `weft append` refuses to fence it, naming it, and writes
+/// nothing; with `--take-over` it fences it on purpose; once the writer
+/// closes, appends go through at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_refuses_to_fence_a_running_writer_unless_taking_over() {
+    use weft::storage::bucket::{BucketOptions, BucketStorage};
+    use weft::{AppendRequest, ErrorKind, Log, LogTag};
+
+    let (settings, url) = bucket("lease");
+    let store = settings.build().unwrap();
+    let tag = LogTag::new("orders").unwrap();
+    let service = Log::new(
+        BucketStorage::open(
+            store.clone(),
+            "",
+            BucketOptions {
+                lease_renew_every: Duration::from_millis(500),
+                writer_name: Some("orders service".into()),
+                ..BucketOptions::default()
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    service
+        .append(AppendRequest::new(tag.clone(), "placed"))
+        .await
+        .unwrap();
+
+    let out = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || weft(&["append", &url, "--tag", "orders", "by hand"])
+    })
+    .await
+    .unwrap();
+    one_line_error(&out, 7, "locked");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("orders service") && err.contains("--take-over"),
+        "{err}"
+    );
+    service
+        .append(AppendRequest::new(tag.clone(), "shipped"))
+        .await
+        .expect("the service was not fenced");
+
+    let out = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || weft(&["append", &url, "--take-over", "--tag", "orders", "by hand"])
+    })
+    .await
+    .unwrap();
+    ok(out);
+    let fenced = service
+        .append(AppendRequest::new(tag.clone(), "late"))
+        .await
+        .unwrap_err();
+    assert_eq!(fenced.kind(), ErrorKind::Fenced);
+    let _ = service.close().await;
+
+    // The CLI's own writer released the lease when it closed.
+    let started = std::time::Instant::now();
+    let out = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || weft(&["append", &url, "--tag", "orders", "again"])
+    })
+    .await
+    .unwrap();
+    ok(out);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "no wait for a released lease"
+    );
+    let read = ok(weft(&["read", &url, "--json"]));
+    assert_eq!(read.lines().count(), 4, "{read}");
 }
 
 /// `weft demo s3://...` runs the shop on that bucket (it used to make a

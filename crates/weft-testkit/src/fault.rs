@@ -15,6 +15,10 @@
 //!   the store only afterwards ([`FaultConfig::late_by`] after the timeout),
 //!   as a request a server was still working on when the client gave up.
 //!   Puts and deletes only; other requests treat it like `lost`.
+//! * `resent` — the put is performed, and the caller is answered as
+//!   object_store answers a request it resent after a 5xx whose first copy
+//!   had landed: a conditional put gets 412 (the resend lost to its own
+//!   first copy), an unconditional one succeeds.
 //!
 //! Every put under a chosen path prefix can also be made to fail.
 //!
@@ -26,14 +30,16 @@
 //! [`outcome`](weft::store::outcome)): a clean failure is a `Generic` error with
 //! no transport error inside (what an unmapped 5xx looks like), a 409 is
 //! `AlreadyExists`, a 412 is `Precondition`, a timeout is a `Generic` error
-//! wrapping an [`HttpError`] of kind `Timeout`; so callers are tested on the
-//! classification they use in production.
+//! wrapping object_store's `HttpError` of kind `Timeout`; so callers are
+//! tested on the classification they use in production. (This crate turns
+//! on weft's `aws` feature, so weft's classification knows that error.)
 //!
 //! Decisions are deterministic: each one is drawn from an RNG seeded by
 //! `(seed, operation, path, how many times this operation ran on this
 //! path)`, so the same seed makes the same decisions for the same requests
 //! regardless of how concurrent requests on different paths interleave.
-//! Latency uses `tokio::time::sleep`, so a paused tokio clock controls it.
+//! Latency uses `weft::clock::sleep` (tokio's timer), so a paused tokio
+//! clock controls it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -78,6 +84,9 @@ pub struct OpFaults {
     /// Hang for [`FaultConfig::hang_for`] and report a timeout, then
     /// perform the write [`FaultConfig::late_by`] later.
     pub late: f64,
+    /// Puts only: perform the request, then answer as a resend of it would
+    /// (412 for a conditional put).
+    pub resent: f64,
     /// Chance of adding latency to a request.
     pub latency: f64,
     /// Added latency is uniform in `latency_min..=latency_max`.
@@ -154,6 +163,8 @@ pub struct FaultStats {
     pub lost: u64,
     /// Writes performed only after their caller timed out.
     pub late: u64,
+    /// Puts performed and then answered as their resend would be.
+    pub resent: u64,
     /// Requests delayed.
     pub delayed: u64,
     /// Puts and gets refused by a failing prefix.
@@ -193,6 +204,7 @@ enum Decision {
     Hang,
     Lost,
     Late,
+    Resent,
 }
 
 #[derive(Debug, Default)]
@@ -204,6 +216,7 @@ struct Counters {
     hung: AtomicU64,
     lost: AtomicU64,
     late: AtomicU64,
+    resent: AtomicU64,
     delayed: AtomicU64,
     prefix_failures: AtomicU64,
 }
@@ -293,6 +306,7 @@ impl FaultStore {
             hung: c.hung.load(Ordering::Relaxed),
             lost: c.lost.load(Ordering::Relaxed),
             late: c.late.load(Ordering::Relaxed),
+            resent: c.resent.load(Ordering::Relaxed),
             delayed: c.delayed.load(Ordering::Relaxed),
             prefix_failures: c.prefix_failures.load(Ordering::Relaxed),
         }
@@ -309,7 +323,7 @@ impl FaultStore {
         let (decision, delay) = self.draw(op, path, conditional);
         if let Some(delay) = delay {
             self.counters.delayed.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(delay).await;
+            weft::clock::sleep(delay).await;
         }
         let counter = match decision {
             Decision::Pass => None,
@@ -320,6 +334,7 @@ impl FaultStore {
             Decision::Hang => Some(&self.counters.hung),
             Decision::Lost => Some(&self.counters.lost),
             Decision::Late => Some(&self.counters.late),
+            Decision::Resent => Some(&self.counters.resent),
         };
         if let Some(c) = counter {
             c.fetch_add(1, Ordering::Relaxed);
@@ -376,6 +391,8 @@ impl FaultStore {
             } else {
                 Decision::Lost
             }
+        } else if op == Op::Put && chance(&mut rng, faults.resent) {
+            Decision::Resent
         } else {
             Decision::Pass
         };
@@ -399,7 +416,7 @@ impl FaultStore {
         // `perform` is not used for late puts and deletes; for everything
         // else a late request is a lost one.
         if matches!(decision, Decision::Lost | Decision::Late) {
-            tokio::time::sleep(self.hang_for()).await;
+            weft::clock::sleep(self.hang_for()).await;
             return Err(timeout(path));
         }
         let result = request.await;
@@ -408,7 +425,7 @@ impl FaultStore {
             // nothing about it.
             Decision::Ambiguous => Err(timeout(path)),
             Decision::Hang => {
-                tokio::time::sleep(self.hang_for()).await;
+                weft::clock::sleep(self.hang_for()).await;
                 Err(timeout(path))
             }
             _ => result,
@@ -432,10 +449,10 @@ impl FaultStore {
             (state.config.hang_for, state.config.late_by)
         };
         tokio::spawn(async move {
-            tokio::time::sleep(hang + late_by).await;
+            weft::clock::sleep(hang + late_by).await;
             let _ = write.await;
         });
-        tokio::time::sleep(hang).await;
+        weft::clock::sleep(hang).await;
         Err(timeout(path))
     }
 }
@@ -501,12 +518,11 @@ fn precondition(path: &Path) -> object_store::Error {
 }
 
 fn timeout(path: &Path) -> object_store::Error {
+    let cause = fault("timeout after the request was sent", path);
+    let source = Box::new(HttpError::new(HttpErrorKind::Timeout, cause));
     object_store::Error::Generic {
         store: STORE,
-        source: Box::new(HttpError::new(
-            HttpErrorKind::Timeout,
-            fault("timeout after the request was sent", path),
-        )),
+        source,
     }
 }
 
@@ -516,9 +532,12 @@ fn refused(decision: Decision, path: &Path) -> Option<object_store::Error> {
         Decision::Error => Some(clean_error(path)),
         Decision::Conflict409 => Some(conflict_409(path)),
         Decision::Precondition => Some(precondition(path)),
-        Decision::Pass | Decision::Ambiguous | Decision::Hang | Decision::Lost | Decision::Late => {
-            None
-        }
+        Decision::Pass
+        | Decision::Ambiguous
+        | Decision::Hang
+        | Decision::Lost
+        | Decision::Late
+        | Decision::Resent => None,
     }
 }
 
@@ -532,6 +551,13 @@ impl ObjectStore for FaultStore {
     ) -> object_store::Result<PutResult> {
         let conditional = !matches!(opts.mode, PutMode::Overwrite);
         let decision = self.decide(Op::Put, location, conditional).await;
+        if decision == Decision::Resent {
+            let landed = self.inner.put_opts(location, payload, opts).await;
+            return match landed {
+                Ok(_) if conditional => Err(precondition(location)),
+                other => other,
+            };
+        }
         if decision == Decision::Late {
             let (inner, path) = (self.inner.clone(), location.clone());
             let write = async move { inner.put_opts(&path, payload, opts).await };
@@ -623,6 +649,7 @@ impl ObjectStore for FaultStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // measures tokio's paused time
 mod tests {
     use object_store::memory::InMemory;
 
@@ -786,7 +813,7 @@ mod tests {
         // The write lands while the caller is still waiting for an answer.
         tokio::select! {
             _ = &mut put => panic!("a hanging put answered early"),
-            _ = tokio::time::sleep(Duration::from_secs(11)) => {}
+            _ = weft::clock::sleep(Duration::from_secs(11)) => {}
         }
         assert!(inner.head(&path).await.is_ok(), "the write landed");
         let r = put.await;
@@ -868,9 +895,9 @@ mod tests {
         let r = s.put(&path, "late".into()).await;
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         assert_eq!(classify_result(StoreOp::Put, &r), Outcome::Ambiguous);
-        tokio::time::sleep(Duration::from_millis(2_999)).await;
+        weft::clock::sleep(Duration::from_millis(2_999)).await;
         assert!(inner.head(&path).await.is_err(), "not yet");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        weft::clock::sleep(Duration::from_millis(2)).await;
         let got = inner.get(&path).await.unwrap().bytes().await.unwrap();
         assert_eq!(&got[..], b"late", "landed after the caller gave up");
         assert_eq!(s.stats().late, 1);

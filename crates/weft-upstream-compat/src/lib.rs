@@ -57,7 +57,7 @@ pub fn upstream_store(prefix: &str) -> Arc<dyn ObjectStore> {
 /// The store weft reads through: weft's own S3 settings, rooted at
 /// `prefix`.
 pub fn weft_store(prefix: &str) -> Arc<dyn ObjectStore> {
-    let mut s = weft::store::S3Settings::from_env(required("WEFT_TEST_S3_BUCKET"), prefix)
+    let mut s = weft::connect::S3Settings::from_env(required("WEFT_TEST_S3_BUCKET"), prefix)
         .expect("S3 env is valid");
     s.endpoint = Some(required("WEFT_TEST_S3_ENDPOINT"));
     s.allow_http = true;

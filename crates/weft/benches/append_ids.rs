@@ -101,7 +101,11 @@ async fn reopen_secs(with_ids: bool, entries: usize) -> f64 {
     let tmp = tempfile::tempdir().unwrap();
     let options = DirOptions::default();
     {
-        let log = Log::new(DirStorage::open_with(tmp.path(), options.clone()).await.unwrap());
+        let log = Log::new(
+            DirStorage::open_with(tmp.path(), options.clone())
+                .await
+                .unwrap(),
+        );
         for chunk in (0..entries).collect::<Vec<_>>().chunks(1000) {
             let batch = chunk
                 .iter()
@@ -138,7 +142,11 @@ fn main() {
             .collect();
         println!(
             "plan one entry {}: {:.0} ns (median of {runs} runs of {appends})",
-            if with_ids { "with an id   " } else { "without an id" },
+            if with_ids {
+                "with an id   "
+            } else {
+                "without an id"
+            },
             median(ns)
         );
     }
@@ -153,7 +161,11 @@ fn main() {
             .collect();
         println!(
             "dir reopen of {entries} 100-byte entries {}: {:.0} ms (median of {runs})",
-            if with_ids { "with ids   " } else { "without ids" },
+            if with_ids {
+                "with ids   "
+            } else {
+                "without ids"
+            },
             median(secs) * 1e3
         );
     }

@@ -20,6 +20,10 @@
 //! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
 //! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts.
 
+// Benchmarks measure real time: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -3,6 +3,10 @@
 //! `cargo bench -p weft --bench memory` prints, per batch size, the median
 //! of several runs. `WEFT_BENCH_QUICK=1` runs one short iteration (CI smoke).
 
+// Benchmarks measure real time: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::time::Instant;
 
 use weft::{AppendRequest, Log, LogTag};

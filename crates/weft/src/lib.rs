@@ -26,24 +26,51 @@
 //!
 //! * [`format`](mod@format) — pure encoders and decoders of the wire formats.
 //! * [`store`] — object-store access: outcome classification, wrappers.
+//! * [`connect`] — locations users type, and building the store for one
+//!   from settings and the environment.
 //! * [`wal`] — the write-ahead log on a bucket: manifest, producer, replica.
 //! * [`storage`] — backends of the shared log behind the [`Storage`] trait.
 //! * [`log`] — the [`Log`] service, views, typed views, subscriptions.
 //! * [`kv`] — per-view key-value storage with compare-and-set.
 //! * [`exec`] — executors that fold the log into state.
 //!
+//! ## Cargo features
+//!
+//! None is on by default. The in-memory and `dir` backends, the bucket
+//! writer and follower, the WAL and every format need no feature: they work
+//! on any `Arc<dyn ObjectStore>`, `object_store`'s in-memory and local-file
+//! stores included. What the features add is the HTTP clients of the
+//! clouds, and with them reqwest, hyper, rustls and ring: a large build and
+//! a TLS stack that an embedded log on local disk has no use for. So an
+//! application pays for them only when it names a cloud, and the choice
+//! follows `object_store`, which leaves its clouds off by default too.
+//!
+//! * `aws` — S3-compatible buckets: [`connect::S3Settings`].
+//! * `azure` — Azure Blob containers: [`connect::AzureSettings`].
+//! * `postgres` — reserved for the PostgreSQL backend; enables nothing yet.
+//! * `server-tests` — this repository's test targets that need live
+//!   servers (run by `scripts/test.sh`); not for applications.
+//!
+//! Without `aws` (or `azure`), [`connect::build_store`] answers an `s3://`
+//! (or `az://`) location with [`ErrorKind::Unsupported`].
+//!
 //! The conformance suite every backend runs, and the fault-injecting and
 //! hooked object stores weft's tests use, are in the separate
 //! `weft-testkit` crate.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod clock;
+pub mod connect;
 pub mod error;
 pub mod exec;
 pub mod format;
+pub mod index;
 pub mod kv;
 pub mod log;
 pub mod model;
 mod outage;
+mod random;
 pub mod storage;
 pub mod store;
 pub mod wal;

@@ -38,7 +38,7 @@ impl Outage {
     pub(crate) fn failed(&mut self, err: &Error) {
         self.failures += 1;
         if self.failures == 1 {
-            self.since = Some(Instant::now());
+            self.since = Some(crate::clock::os_monotonic_now());
             tracing::warn!(
                 what = self.what,
                 error = %err,

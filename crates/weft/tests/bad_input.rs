@@ -122,9 +122,9 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use weft::DirStorage;
+use weft::connect::Location;
 use weft::format::{ManifestVersion, SnapshotPointer};
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::store::Location;
 use weft::wal::{
     Cursor, CursorStore, FnApplier, Manifest, MemoryCursorStore, ObjectCursorStore, Producer,
     Record, Replica,

@@ -103,6 +103,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(5),
         prefetch: 2,
+        ..FollowerOptions::default()
     }
 }
 

@@ -1,5 +1,5 @@
 //! Byte compatibility with objects written by the real upstream
-//! opendata-buffer 0.3 (set A in `shared/compat/`): the files are loaded into
+//! opendata-buffer 0.3 (set A in `tests/fixtures/opendata-buffer-0.3/`): the files are loaded into
 //! an in-memory object store at their object paths, then read back through
 //! the store and checked field by field against `expected.json`.
 
@@ -18,33 +18,16 @@ use weft::format::{
 };
 use weft::wal::Manifest;
 
-const SET_A: &str = "shared/compat/opendata-buffer-0.3/A";
-
-/// Find the compat set: `WEFT_COMPAT_DIR` if set, else the first ancestor of
-/// the crate directory that has `shared/compat/...` (the repository is
-/// checked out next to `shared/`, possibly a few levels down in worktrees).
+/// The upstream objects, kept in the repository as test fixtures (see the
+/// README next to them for who wrote them and how).
 fn compat_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("WEFT_COMPAT_DIR") {
-        let dir = PathBuf::from(dir);
-        assert!(
-            dir.join("expected.json").is_file(),
-            "WEFT_COMPAT_DIR={} has no expected.json",
-            dir.display()
-        );
-        return dir;
-    }
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for ancestor in crate_dir.ancestors() {
-        let candidate = ancestor.join(SET_A);
-        if candidate.join("expected.json").is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "compat vectors not found: no ancestor of {} contains {SET_A}/expected.json \
-         (set WEFT_COMPAT_DIR to the directory holding expected.json)",
-        crate_dir.display()
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/opendata-buffer-0.3/A");
+    assert!(
+        dir.join("expected.json").is_file(),
+        "compat vectors missing: {} has no expected.json",
+        dir.display()
     );
+    dir
 }
 
 fn files_under(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
@@ -67,7 +50,7 @@ async fn load_store(dir: &Path) -> InMemory {
     let mut loaded = 0;
     for rel in files {
         let name = rel.to_str().unwrap().replace('\\', "/");
-        if name == "README.txt" || name == "expected.json" {
+        if name == "expected.json" {
             continue;
         }
         let bytes = std::fs::read(dir.join(&rel)).unwrap();

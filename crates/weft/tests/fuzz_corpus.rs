@@ -85,6 +85,11 @@ fn kv_bucket_decode_target_over_its_corpus() {
     run("kv_bucket_decode", fuzz_bodies::kv_bucket_decode);
 }
 
+#[test]
+fn connect_settings_target_over_its_corpus() {
+    run("connect_settings", fuzz_bodies::connect_settings);
+}
+
 // ---------- seed inputs generated in code ----------
 //
 // The frame and cursor corpora start from these inputs, so a change to

@@ -1,5 +1,10 @@
 //! The producer on the in-memory store and on the fault-injecting wrapper.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -15,7 +20,7 @@ use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::{Compression, ManifestVersion, decode_segment};
 use weft::store::RetryPolicy;
-use weft::wal::{Producer, ProducerBuilder};
+use weft::wal::{FnApplier, Producer, ProducerBuilder, Record, Replica};
 use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 use weft_testkit::hooked::{After, Before, HookedStore, Op, after, before};
 
@@ -43,11 +48,15 @@ fn fast_retries() -> RetryPolicy {
         base_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(10),
         jitter: 0.5,
+        ..RetryPolicy::default()
     }
 }
 
+/// Opening fences any earlier writer at once (the failover these tests
+/// make on purpose; the writer lease has its own tests).
 fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_take_over(true)
         .with_flush_interval(Duration::from_millis(5))
         .with_retry_policy(fast_retries())
         .with_clock(ManualClock::new(1_700_000_000_000))
@@ -90,6 +99,69 @@ async fn appends_commit_in_order_with_record_sequences() {
         .map(|(i, r)| (i as u64, r))
         .collect();
     assert_eq!(got, expect);
+}
+
+/// Groups with and without metadata, coalesced into one flush: a replica
+/// gives every record its own group's metadata and ingestion time, or none.
+#[tokio::test]
+async fn each_record_carries_its_own_groups_metadata_or_none() {
+    let store = memory();
+    let clock = ManualClock::new(1_700_000_000_000);
+    let p = builder(store.clone())
+        // Nothing flushes until close: every group lands in one flush.
+        .with_flush_interval(Duration::from_secs(3600))
+        .with_clock(clock.clone())
+        .open()
+        .await
+        .unwrap();
+    let groups: [(usize, Option<&str>); 5] = [
+        (2, Some("meta-1")),
+        (1, None),
+        (2, None),
+        (1, Some("meta-4")),
+        (1, None),
+    ];
+    let mut want = Vec::new();
+    let mut pending = Vec::new();
+    for (who, (n, meta)) in groups.iter().enumerate() {
+        clock.advance(1_000);
+        let at = 1_700_000_000_000 + 1_000 * (who as i64 + 1);
+        let meta_bytes = meta.map(|m| Bytes::from_static(m.as_bytes()));
+        pending.push(p.append(batch(who, *n), meta_bytes).await.unwrap());
+        for r in batch(who, *n) {
+            let meta = meta.map(|m| Bytes::from_static(m.as_bytes()));
+            let at = meta.is_some().then_some(at);
+            want.push((r, meta, at));
+        }
+    }
+    p.close().await.unwrap();
+    for d in pending {
+        d.wait().await.unwrap();
+    }
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let applier = FnApplier::new(move |r: &Record| {
+        sink.lock()
+            .unwrap()
+            .push((r.data.clone(), r.metadata.clone(), r.ingestion_ms));
+        Ok(())
+    });
+    let mut replica = Replica::builder(store.clone(), MANIFEST, applier).build();
+    replica.poll().await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), want);
+    // Groups without metadata share a segment until one with metadata
+    // comes: [meta-1] [none, none, meta-4] [none].
+    let m = manifest(&store, MANIFEST).await;
+    let shape: Vec<(Option<u32>, Vec<u32>)> = m
+        .entries()
+        .iter()
+        .map(|e| (e.count, e.metadata.iter().map(|m| m.start_index).collect()))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![(Some(2), vec![0]), (Some(4), vec![3]), (Some(1), vec![])]
+    );
 }
 
 #[tokio::test]

@@ -70,13 +70,75 @@ fn datas(seen: &Seen) -> Vec<String> {
         .collect()
 }
 
+/// Upstream writes one metadata item per produce call, an empty payload
+/// included: each item covers its records up to the next item, and an
+/// empty payload is still that call's metadata (with its ingestion time).
+#[tokio::test]
+async fn upstream_metadata_items_cover_their_records_up_to_the_next_item() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let records = ["a", "b", "c", "d", "e"];
+    let bytes = encode_segment(&records, Compression::None, SegmentVersion::V1).unwrap();
+    let loc = "ingest/01M8R78R162CKXDFM04D3KMGZ1.batch";
+    store.put(&Path::from(loc), bytes.into()).await.unwrap();
+    let item = |start_index, ingestion_ms, payload: &'static str| Metadata {
+        start_index,
+        ingestion_ms,
+        payload: Bytes::from_static(payload.as_bytes()),
+    };
+    let mut manifest = Manifest::new(ManifestVersion::V1);
+    manifest
+        .append(
+            loc.to_string(),
+            vec![item(0, 10, "m1"), item(1, 20, ""), item(3, 30, "m3")],
+            records.len(),
+        )
+        .unwrap();
+    store
+        .put(
+            &Path::from("ingest/manifest"),
+            manifest.to_bytes().unwrap().into(),
+        )
+        .await
+        .unwrap();
+
+    let (seen, applier) = collecting();
+    Replica::builder(store, "ingest/manifest", applier)
+        .build()
+        .poll()
+        .await
+        .unwrap();
+    let got: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| (r.data.clone(), r.metadata.clone(), r.ingestion_ms))
+        .collect();
+    let want = |data: &'static str, meta: &'static str, at| {
+        (
+            Bytes::from_static(data.as_bytes()),
+            Some(Bytes::from_static(meta.as_bytes())),
+            Some(at),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            want("a", "m1", 10),
+            want("b", "", 20),
+            want("c", "", 20),
+            want("d", "m3", 30),
+            want("e", "m3", 30),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn tails_the_upstream_buffer_log_from_compat_vectors() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/compat/opendata-buffer-0.3/A");
+        .join("tests/fixtures/opendata-buffer-0.3/A");
     assert!(
         root.join("expected.json").exists(),
-        "compat vectors missing at {}: the repo must sit next to shared/",
+        "compat vectors missing at {}",
         root.display()
     );
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());

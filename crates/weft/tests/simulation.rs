@@ -7,6 +7,9 @@
 //! * the shared log on a bucket (`BucketStorage` writers, a
 //!   `BucketFollower`, the `Log` API with conditional appends and batches):
 //!   `support/sim_log.rs`; 300 seeds by default.
+//! * retention GC with no grace period racing every kind of manifest edit
+//!   (commits, claims, truncations, snapshots by the writer and by a tool),
+//!   with CASes landing late: `support/sim_gc.rs`; 200 seeds by default.
 //!
 //! * `WEFT_SIM_SEEDS=N` runs N seeds per test instead of the default.
 //! * `WEFT_SIM_SEED=S` runs only seed S and prints its trace.
@@ -16,11 +19,18 @@
 #[path = "support/sim.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod sim;
+#[path = "support/sim_gc.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod sim_gc;
 #[path = "support/sim_log.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod sim_log;
+#[path = "support/stamped.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod stamped;
 
 use sim::{Profile, SimRun, simulate, summary};
+use sim_gc::{GcRun, simulate_gc};
 use sim_log::{LogRun, simulate_log};
 
 /// What the seed loop needs from a run's report.
@@ -60,6 +70,33 @@ impl Report for LogRun {
             self.fenced,
             self.retried,
             self.retried_landed,
+            self.stats
+        );
+        for v in &self.violations {
+            s.push_str(&format!("  violation: {v}\n"));
+        }
+        s
+    }
+}
+
+impl Report for GcRun {
+    fn violations(&self) -> &[String] {
+        &self.violations
+    }
+    fn trace(&self) -> &[String] {
+        &self.trace
+    }
+    fn summary(&self) -> String {
+        let mut s = format!(
+            "seed {}: {} writers, {} manifests, edits {:?}, {} deleted ({} after pending), \
+             {} kept pending; faults {:?}\n",
+            self.seed,
+            self.writers,
+            self.manifests,
+            self.edits,
+            self.deleted,
+            self.deleted_after_pending,
+            self.kept_pending,
             self.stats
         );
         for v in &self.violations {
@@ -240,5 +277,56 @@ fn the_same_seed_replays_the_same_bucket_log_run() {
         assert!(a.trace.len() > 20, "seed {seed}: the run did something");
         assert_eq!(a.trace, b.trace, "seed {seed}: same seed, same history");
         assert_eq!(a.manifests, b.manifests);
+    }
+}
+
+/// GC never deletes what a manifest references or will: with no grace
+/// period, racing commits, claims, truncations and snapshots (the writer's
+/// and a tool's), under faults that land CASes and deletes late (some past
+/// the commit window) and hang answers past it.
+#[test]
+fn gc_without_grace_never_deletes_what_a_manifest_references() {
+    let runs = run_seeds("gc", 200, simulate_gc);
+    if runs.len() < 50 {
+        return;
+    }
+    let total = |f: fn(&GcRun) -> usize| runs.iter().map(f).sum::<usize>();
+    println!(
+        "gc: {} writers, {} manifests, {} deleted ({} after pending), {} kept pending",
+        total(|r| r.writers),
+        total(|r| r.manifests),
+        total(|r| r.deleted),
+        total(|r| r.deleted_after_pending),
+        total(|r| r.kept_pending)
+    );
+    // The runs must have exercised what they claim to test.
+    for kind in 0..3 {
+        assert!(
+            runs.iter().map(|r| r.edits[kind]).sum::<usize>() > 0,
+            "edit kind {kind} never succeeded"
+        );
+    }
+    assert!(total(|r| r.deleted) > 1_000, "GC deleted little");
+    assert!(
+        total(|r| r.kept_pending) > 0,
+        "GC never met a pending upload"
+    );
+    assert!(
+        total(|r| r.deleted_after_pending) > 0,
+        "no pending upload was ever collected later"
+    );
+    assert!(total(|r| r.writers) > runs.len() * 3 / 2, "few failovers");
+    let late: u64 = runs.iter().map(|r| r.stats.late).sum();
+    assert!(late > 100, "few writes landed late");
+}
+
+#[test]
+fn the_same_seed_replays_the_same_gc_run() {
+    for seed in [4, 77] {
+        let a = simulate_gc(seed);
+        let b = simulate_gc(seed);
+        assert!(a.trace.len() > 20, "seed {seed}: the run did something");
+        assert_eq!(a.trace, b.trace, "seed {seed}: same seed, same history");
+        assert_eq!(a.deleted, b.deleted);
     }
 }

@@ -3,6 +3,11 @@
 //! the `Trimmed` detail of version-keyed reads, and the sticky error a
 //! stopped writer hands out (a fenced bucket writer keeps its epochs).
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,8 +28,11 @@ fn tag(s: &str) -> LogTag {
     s.parse().unwrap()
 }
 
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
 fn bucket_options() -> BucketOptions {
     BucketOptions {
+        take_over: true,
         flush_interval: Duration::from_millis(2),
         ..BucketOptions::default()
     }
@@ -34,6 +42,7 @@ fn follower_options() -> FollowerOptions {
     FollowerOptions {
         poll_interval: Duration::from_millis(5),
         prefetch: 4,
+        ..FollowerOptions::default()
     }
 }
 

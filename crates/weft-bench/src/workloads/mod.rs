@@ -3,6 +3,7 @@
 
 mod bucket;
 mod dir;
+pub mod dir_soak;
 mod follower;
 mod peer;
 mod raw;
@@ -47,10 +48,13 @@ pub enum Workload {
     /// Follower lag behind a steadily writing primary.
     #[value(name = "follower-lag")]
     FollowerLag,
+    /// A dir log grown to a few GiB, then reopened: RSS and open time.
+    #[value(name = "dir-soak")]
+    DirSoak,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -58,6 +62,7 @@ impl Workload {
         Workload::BucketWrite,
         Workload::Replica,
         Workload::FollowerLag,
+        Workload::DirSoak,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +74,7 @@ impl Workload {
             Workload::BucketWrite => "bucket-write",
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
+            Workload::DirSoak => "dir-soak",
         }
     }
 
@@ -85,6 +91,9 @@ impl Workload {
                 "replica catch-up vs raw parallel GET; opendata Consumer read-back"
             }
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
+            Workload::DirSoak => {
+                "a dir log grown to a few GiB (WEFT_BENCH_SOAK_GIB), then reopened: RSS, open time"
+            }
         }
     }
 
@@ -104,6 +113,7 @@ impl Workload {
             Workload::BucketWrite => bucket::run(ctx, report).await,
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
+            Workload::DirSoak => dir_soak::run(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())

@@ -15,14 +15,17 @@ use crate::output;
 /// `weft gc`
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// The bucket: s3://bucket/prefix or az://container/prefix (file:// only
-    /// with --dry-run: local files are not deleted through a copy).
+    /// The bucket: s3://bucket/prefix or az://container/prefix (a file://
+    /// copy is read-only: only --dry-run, or a pass with nothing to delete,
+    /// succeeds there).
     log: String,
     /// List what would be deleted, delete nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Keep unreferenced objects younger than this many seconds (an upload
-    /// not committed yet, a snapshot just superseded).
+    /// Keep unreferenced objects younger than this many seconds (a
+    /// snapshot just superseded, a truncated segment a lagging replica may
+    /// still read). Any value is safe, 0 included: uploads that may still
+    /// be committed are kept whatever the grace.
     #[arg(long, default_value_t = 3600)]
     grace_secs: u64,
     /// Print the report as one JSON object.
@@ -48,13 +51,9 @@ pub(crate) struct SnapshotArgs {
 /// Runs `weft gc`.
 pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.log)?;
-    if matches!(location, weft::store::Location::File { .. }) && !args.dry_run {
-        return Err(weft::Error::unsupported(format!(
-            "{location}: gc deletes objects; on a file:// copy only --dry-run is offered"
-        )));
-    }
     let store = location::open_store(&location, store_args)?;
     let report = retention::gc(store, "")
+        .with_retry_policy(store_args.retry())
         .with_grace(Duration::from_secs(args.grace_secs))
         .dry_run(args.dry_run)
         .run()
@@ -92,7 +91,8 @@ pub(crate) async fn gc(args: GcArgs, store_args: &StoreArgs) -> Result<ExitCode>
 pub(crate) async fn snapshot(args: SnapshotArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.log)?;
     let store = location::open_store(&location, store_args)?;
-    let pointer = retention::trim_unowned(store, "", args.through, clock::system()).await?;
+    let retry = store_args.retry();
+    let pointer = retention::trim_unowned(store, "", args.through, clock::system(), &retry).await?;
     match (pointer, args.json) {
         (Some(p), true) => output::json(&serde_json::json!({
             "location": p.location,

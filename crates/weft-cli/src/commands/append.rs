@@ -15,8 +15,8 @@ use crate::output;
 #[derive(Debug, Args)]
 pub(crate) struct AppendArgs {
     /// The log: a directory, s3://bucket/prefix or az://container/prefix
-    /// (see --create). Writing a bucket log claims its epoch, fencing any
-    /// other writer of it.
+    /// (see --create). Writing a bucket log claims its epoch; a running
+    /// writer of it is not fenced unless --take-over is given.
     log: String,
 
     /// A tag, `namespace` or `namespace:key` (the first `:` splits). Repeat
@@ -42,6 +42,13 @@ pub(crate) struct AppendArgs {
     /// Create the log if it does not exist.
     #[arg(long)]
     create: bool,
+
+    /// Open the bucket log's writer even when another writer is running
+    /// (its lease was renewed lately), fencing that writer: its next append
+    /// fails. Without this, such a log is refused with `locked` (exit 7),
+    /// naming the running writer.
+    #[arg(long)]
+    take_over: bool,
 
     /// Print exactly one line {"seqnum": N, "stream_version": V}.
     #[arg(long)]
@@ -103,7 +110,7 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
     } else {
         Create::No
     };
-    let log = location::open_log(&location, create, store).await?;
+    let log = location::open_log(&location, create, args.take_over, store).await?;
     let mut request = AppendRequest::with_tags(tags, data);
     if let Some(id) = args.id {
         request = request.with_id(id);

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 use clap::Args;
 use serde::Serialize;
 use weft::Result;
+use weft::connect::Location;
 use weft::format::{ManifestEntry, Metadata};
-use weft::store::Location;
 
 use crate::bucket;
 use crate::location::{self, StoreArgs};

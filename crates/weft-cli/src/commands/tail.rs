@@ -44,8 +44,8 @@ pub(crate) struct TailArgs {
     max: Option<u64>,
 
     /// Stop after this many seconds (fractions allowed).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", value_parser = crate::seconds::parse_seconds)]
+    timeout: Option<Duration>,
 
     /// How often the tail looks for new entries, in milliseconds (1 to
     /// 60000).
@@ -73,15 +73,7 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
     if let Some(addr) = args.metrics_addr {
         observe::serve_metrics(addr)?;
     }
-    let timeout = match args.timeout {
-        Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
-        Some(secs) => {
-            return Err(weft::Error::invalid_input(format!(
-                "--timeout {secs} is not a number of seconds"
-            )));
-        }
-        None => None,
-    };
+    let timeout = args.timeout;
     let location = location::parse(&args.log)?;
     if args.max == Some(0) {
         // Nothing to print: done, as `read --limit 0` is (the log is still
@@ -152,7 +144,7 @@ async fn follow(
 
 async fn sleep_or_forever(timeout: Option<Duration>) {
     match timeout {
-        Some(t) => tokio::time::sleep(t).await,
+        Some(t) => weft::clock::sleep(t).await,
         None => std::future::pending().await,
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use clap::Args;
 use object_store::ObjectStore;
 use serde::Serialize;
-use weft::store::Location;
+use weft::connect::Location;
 use weft::{ErrorKind, Result};
 
 use crate::bucket;

@@ -7,8 +7,12 @@
 //!   snapshot block, and a footer carrying the epoch and next sequence.
 //! * [`frame`] — the checksummed entry frame of the `dir` backend's
 //!   segment files (also the record layout of bucket segments).
+//! * [`index`] — keys and values of the persistent log index.
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
+//! * [`bucket_kv`] — one key of a bucket log's KV, with the writer tokens
+//!   that make its compare-and-set outcome exact.
+//! * [`writer_lease`] — the object that names a bucket log's live writer.
 //! * [`dir_segment`], [`trim_point`], [`kv_bucket`] — the `dir` backend's
 //!   segment header, trim file and KV bucket files.
 //! * [`replica_cursor`] — a replica's saved cursor.
@@ -20,16 +24,22 @@
 //! report values that cannot be represented as
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
+pub mod bucket_kv;
 pub mod dir_segment;
 mod fields;
 pub mod frame;
+pub mod index;
 pub mod kv_bucket;
 pub mod log_state;
 pub mod manifest;
 pub mod replica_cursor;
 pub mod segment;
 pub mod trim_point;
+pub mod writer_lease;
 
+pub use bucket_kv::{
+    KvObject, MAX_WRITERS, WRITER_TOKEN_LEN, WriterToken, decode_kv_object, encode_kv_object,
+};
 pub use log_state::{LogState, decode_log_state, encode_log_state};
 pub use manifest::{
     MANIFEST_FOOTER_LEN, MANIFEST_V4_FOOTER_LEN, ManifestData, ManifestEntry, ManifestFooter,
@@ -42,3 +52,4 @@ pub use segment::{
     SEGMENT_V2_FOOTER_LEN, SegmentBuilder, SegmentInfo, SegmentVersion, ZSTD_LEVEL, decode_segment,
     decode_segment_with_limit, encode_segment, inspect_segment,
 };
+pub use writer_lease::{WriterLease, decode_lease, encode_lease};

@@ -32,7 +32,7 @@
 //! Every other failure arrives as `Generic` wrapping object_store's private
 //! `RetryError`, whose type cannot be named outside the crate, so its status
 //! code is not reachable through a structured field. What *is* public is
-//! [`object_store::client::HttpError`] (with an [`HttpErrorKind`]) for
+//! `object_store::client::HttpError` (with an `HttpErrorKind`) for
 //! transport failures, which sits in the source chain of `Generic`; and
 //! `std::io::Error` for some stores. [`classify`] walks the source chain for
 //! those two. A `Generic` error with neither in its chain is therefore a
@@ -84,6 +84,9 @@
 
 use std::error::Error as StdError;
 
+// object_store's HTTP client exists only with a cloud feature; without one
+// no request can fail in it, so there is nothing to look for.
+#[cfg(any(feature = "aws", feature = "azure"))]
 use object_store::client::{HttpError, HttpErrorKind};
 
 use crate::error::{Error, ErrorKind, os};
@@ -251,6 +254,15 @@ fn classify_error(op: StoreOp, err: &object_store::Error) -> Outcome {
 fn classify_chain(op: StoreOp, source: &(dyn StdError + Send + Sync + 'static)) -> Outcome {
     let mut next: Option<&(dyn StdError + 'static)> = Some(source);
     while let Some(e) = next {
+        // Cut off by weft's own deadline (any store).
+        if let Some(cut) = e.downcast_ref::<super::retry::DeadlinePassed>() {
+            return if cut.sent() && op.is_write() {
+                Outcome::Ambiguous
+            } else {
+                Outcome::Transient
+            };
+        }
+        #[cfg(any(feature = "aws", feature = "azure"))]
         if let Some(http) = e.downcast_ref::<HttpError>() {
             return classify_http(op, http.kind());
         }
@@ -267,6 +279,7 @@ fn classify_chain(op: StoreOp, source: &(dyn StdError + Send + Sync + 'static)) 
     Outcome::Transient
 }
 
+#[cfg(any(feature = "aws", feature = "azure"))]
 fn classify_http(op: StoreOp, kind: HttpErrorKind) -> Outcome {
     match kind {
         // object_store documents both as "the request was not sent".
@@ -321,6 +334,8 @@ pub fn to_error(op: StoreOp, path: &str, err: object_store::Error) -> Error {
     use object_store::Error as E;
     let outcome = classify(op, &err);
     let kind = match (&err, outcome) {
+        // A read-only handle refused the write before it left.
+        _ if super::readonly::is_read_only_refusal(&err) => ErrorKind::ReadOnly,
         (E::NotSupported { .. } | E::NotImplemented, _) => ErrorKind::Unsupported,
         (E::InvalidPath { .. } | E::UnknownConfigurationKey { .. }, _) => ErrorKind::InvalidInput,
         // A delete of a missing object is not a failure (see `settle`); a

@@ -1,9 +1,22 @@
-//! Bounded retries with exponential backoff and seeded jitter.
+//! Bounded retries with exponential backoff, seeded jitter and a deadline.
 //!
 //! A [`RetryPolicy`] is plain, serde-loadable configuration; a [`Backoff`] is
-//! one retry loop's state, drawing its jitter from a seeded RNG so that a run
-//! under a given seed replays the same delays (no `thread_rng`). Sleeps use
-//! `tokio::time::sleep`, so tests on tokio's paused clock control them.
+//! one operation's retry state, drawing its jitter from a seeded RNG so that
+//! a run under a given seed replays the same delays (no `thread_rng`).
+//! Sleeps and deadlines use tokio's clock, so tests on a paused clock
+//! control them.
+//!
+//! # Deadlines
+//!
+//! Attempts alone do not bound time: a store that accepts connections and
+//! then answers nothing (a paused server) makes every attempt wait for the
+//! HTTP client's own timeout. So every operation also has a deadline,
+//! [`RetryPolicy::deadline`] after it started: [`Backoff::attempt`] cuts an
+//! attempt off when the deadline comes (a write cut off is *ambiguous*: it
+//! may have been sent), no attempt starts after it, and no retry sleeps past
+//! it. An operation whose several steps each make progress (reading a long
+//! log) starts its deadline over at every step that made progress
+//! ([`Backoff::reset`]); it is the time allowed *without progress*.
 
 use std::future::Future;
 use std::time::Duration;
@@ -11,8 +24,10 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 
 use super::outcome::{Outcome, StoreOp, classify};
+use crate::clock::monotonic_now;
 
 /// How often and how patiently to retry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,7 +42,17 @@ pub struct RetryPolicy {
     /// Fraction of each delay (0.0–1.0) that is randomised away, so that
     /// competing writers do not retry in lock step.
     pub jitter: f64,
+    /// The longest one operation keeps trying (without progress): its
+    /// attempts are cut off, and no retry is started, once this much time
+    /// has passed since it began. See the [module docs](self).
+    pub deadline: Duration,
+    /// The longest one attempt may take (cut off earlier by the deadline);
+    /// `None`: only the deadline bounds it.
+    pub attempt_timeout: Option<Duration>,
 }
+
+/// The default [`RetryPolicy::deadline`].
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
 impl Default for RetryPolicy {
     fn default() -> Self {
@@ -36,6 +61,8 @@ impl Default for RetryPolicy {
             base_backoff: Duration::from_millis(20),
             max_backoff: Duration::from_secs(2),
             jitter: 0.5,
+            deadline: DEFAULT_DEADLINE,
+            attempt_timeout: None,
         }
     }
 }
@@ -66,28 +93,70 @@ impl RetryPolicy {
         full.mul_f64(1.0 - cut)
     }
 
-    /// A fresh retry loop whose jitter comes from `seed`.
+    /// A fresh retry loop whose jitter comes from `seed`; its deadline is
+    /// [`deadline`](Self::deadline) from now.
     pub fn backoff(&self, seed: u64) -> Backoff {
         Backoff::new(self.clone(), seed)
     }
+
+    /// This policy with `deadline` (and an attempt timeout no longer than
+    /// it).
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self.attempt_timeout = self.attempt_timeout.map(|t| t.min(deadline));
+        self
+    }
 }
 
-/// The state of one retry loop.
+/// The state of one operation's retries.
 #[derive(Debug, Clone)]
 pub struct Backoff {
     policy: RetryPolicy,
     attempts: u32,
     rng: ChaCha8Rng,
+    deadline: Instant,
+    /// A deadline set from outside ([`Backoff::until`]) that progress does
+    /// not move.
+    fixed: Option<Instant>,
 }
 
 impl Backoff {
-    /// A retry loop under `policy`, jitter seeded by `seed`.
+    /// A retry loop under `policy`, jitter seeded by `seed`, whose deadline
+    /// is the policy's from now.
     pub fn new(policy: RetryPolicy, seed: u64) -> Self {
+        let deadline = after(policy.deadline);
         Backoff {
             policy,
             attempts: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            deadline,
+            fixed: None,
         }
+    }
+
+    /// Ends the operation no later than `at` as well (for an operation that
+    /// inherits a deadline, such as an append's).
+    pub fn until(mut self, at: Instant) -> Self {
+        self.fixed = Some(self.fixed.map_or(at, |f| f.min(at)));
+        self
+    }
+
+    /// When the operation must be over.
+    pub fn deadline(&self) -> Instant {
+        match self.fixed {
+            Some(f) => f.min(self.deadline),
+            None => self.deadline,
+        }
+    }
+
+    /// Time left before the deadline.
+    pub fn remaining(&self) -> Duration {
+        self.deadline().saturating_duration_since(monotonic_now())
+    }
+
+    /// True once the deadline has passed.
+    pub fn expired(&self) -> bool {
+        self.remaining().is_zero()
     }
 
     /// Attempts made so far (counted by [`Backoff::next_delay`]).
@@ -96,13 +165,49 @@ impl Backoff {
     }
 
     /// Records an attempt and returns the delay before the next one, or
-    /// `None` when the policy's attempts are used up.
+    /// `None` when the policy's attempts are used up or the deadline would
+    /// pass before the next attempt could start.
     pub fn next_delay(&mut self) -> Option<Duration> {
         self.attempts = self.attempts.saturating_add(1);
         if self.attempts >= self.policy.max_attempts.max(1) {
             return None;
         }
-        Some(self.policy.delay(self.attempts - 1, &mut self.rng))
+        let delay = self.policy.delay(self.attempts - 1, &mut self.rng);
+        if delay >= self.remaining() {
+            return None;
+        }
+        Some(delay)
+    }
+
+    /// Runs one attempt, cut off at the deadline (and after the policy's
+    /// attempt timeout); `None` when it was cut off. An attempt is not
+    /// started at all once the deadline has passed.
+    pub async fn limit<F: Future>(&self, attempt: F) -> Option<F::Output> {
+        let mut budget = self.remaining();
+        if let Some(t) = self.policy.attempt_timeout {
+            budget = budget.min(t);
+        }
+        if budget.is_zero() {
+            return None;
+        }
+        tokio::time::timeout(budget, attempt).await.ok()
+    }
+
+    /// [`limit`](Self::limit) for one object-store request: a request cut
+    /// off is answered with a timeout error (which [`classify`] calls
+    /// ambiguous for a write: it may have been sent), one not started with
+    /// an error saying it was not sent (transient).
+    pub async fn attempt<T>(
+        &self,
+        request: impl Future<Output = object_store::Result<T>>,
+    ) -> object_store::Result<T> {
+        if self.expired() {
+            return Err(deadline_error(false, "was not sent"));
+        }
+        match self.limit(request).await {
+            Some(result) => result,
+            None => Err(deadline_error(true, "got no answer in time")),
+        }
     }
 
     /// Records a failed attempt and sleeps before the next one. Returns
@@ -110,16 +215,63 @@ impl Backoff {
     pub async fn wait(&mut self) -> bool {
         match self.next_delay() {
             Some(delay) => {
-                tokio::time::sleep(delay).await;
+                crate::clock::sleep(delay).await;
                 true
             }
             None => false,
         }
     }
 
-    /// Starts over (after progress was made), keeping the RNG stream.
+    /// Starts over (after progress was made), keeping the RNG stream: the
+    /// attempts are counted from zero and the policy's deadline runs from
+    /// now (a deadline set by [`until`](Self::until) stays).
     pub fn reset(&mut self) {
         self.attempts = 0;
+        self.deadline = after(self.policy.deadline);
+    }
+}
+
+fn after(d: Duration) -> Instant {
+    let now = monotonic_now();
+    // A deadline too far away to represent is no deadline.
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
+/// Why an attempt was cut off, in the source chain of the error.
+/// [`classify`] reads it whatever the store (an HTTP client's or not): a
+/// request that was sent and cut off is ambiguous for a write, one never
+/// sent is transient.
+#[derive(Debug)]
+pub struct DeadlinePassed {
+    what: &'static str,
+    sent: bool,
+}
+
+impl DeadlinePassed {
+    /// Whether the request had been sent when it was cut off (so a write
+    /// may have landed).
+    pub fn sent(&self) -> bool {
+        self.sent
+    }
+}
+
+impl std::fmt::Display for DeadlinePassed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request {} before the operation's deadline",
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for DeadlinePassed {}
+
+fn deadline_error(sent: bool, what: &'static str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "weft",
+        source: Box::new(DeadlinePassed { what, sent }),
     }
 }
 
@@ -152,7 +304,7 @@ where
     Fut: Future<Output = Result<T, object_store::Error>>,
 {
     loop {
-        let error = match attempt().await {
+        let error = match backoff.attempt(attempt()).await {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
@@ -188,6 +340,7 @@ mod tests {
             base_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(25),
             jitter: 0.5,
+            ..RetryPolicy::default()
         }
     }
 
@@ -295,5 +448,105 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.outcome, Outcome::Conflict);
         assert_eq!(err.attempts, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_attempt_is_cut_off_at_the_deadline() {
+        let policy = RetryPolicy {
+            deadline: Duration::from_secs(5),
+            ..policy()
+        };
+        let start = monotonic_now();
+        let mut b = policy.backoff(1);
+        let hang = std::future::pending::<object_store::Result<()>>;
+        let err = retry_store(&mut b, StoreOp::Put, true, |_, _| {}, hang)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(5),
+            "cut at the deadline"
+        );
+        assert_eq!(
+            err.outcome,
+            Outcome::Ambiguous,
+            "a write cut off may have landed"
+        );
+        assert_eq!(err.attempts, 1, "no time was left for another attempt");
+        // Reads cut off are simply transient; an attempt after the deadline
+        // is never sent.
+        let b = policy.backoff(2);
+        let err = b
+            .attempt(std::future::pending::<object_store::Result<()>>())
+            .await;
+        assert_eq!(
+            classify(StoreOp::Read, &err.unwrap_err()),
+            Outcome::Transient
+        );
+        let sent = AtomicU32::new(0);
+        let late = b
+            .attempt(async {
+                sent.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .await;
+        assert_eq!(
+            classify(StoreOp::Put, &late.unwrap_err()),
+            Outcome::Transient
+        );
+        assert_eq!(
+            sent.load(Ordering::SeqCst),
+            0,
+            "not started after the deadline"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_stop_before_the_deadline_and_progress_moves_it() {
+        let policy = RetryPolicy {
+            max_attempts: 1_000,
+            base_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(1),
+            jitter: 0.0,
+            deadline: Duration::from_millis(3_500),
+            attempt_timeout: None,
+        };
+        let start = monotonic_now();
+        let mut b = policy.backoff(3);
+        let mut waits = 0;
+        while b.wait().await {
+            waits += 1;
+        }
+        assert_eq!(waits, 3, "1 s apart within 3.5 s");
+        assert!(start.elapsed() <= Duration::from_millis(3_500));
+        b.reset();
+        assert!(b.wait().await, "progress starts the deadline over");
+        // A deadline set from outside stays.
+        let mut fixed = policy
+            .backoff(4)
+            .until(monotonic_now() + Duration::from_millis(500));
+        assert!(!fixed.wait().await);
+        fixed.reset();
+        assert!(!fixed.wait().await);
+        // An attempt timeout cuts each attempt, not the operation.
+        let timed = RetryPolicy {
+            attempt_timeout: Some(Duration::from_millis(200)),
+            deadline: Duration::from_secs(10),
+            max_attempts: 3,
+            ..policy
+        };
+        let start = monotonic_now();
+        let mut b = timed.backoff(5);
+        let err = retry_store(
+            &mut b,
+            StoreOp::Read,
+            false,
+            |_, _| {},
+            std::future::pending::<object_store::Result<()>>,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.attempts, 3);
+        assert_eq!(start.elapsed(), Duration::from_millis(200 * 3 + 1_000 * 2));
     }
 }

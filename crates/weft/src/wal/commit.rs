@@ -40,61 +40,22 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use tokio::time::Instant;
+
 use super::Manifest;
 use super::flush::{UploadReport, Uploaded};
 use super::maintenance::ManifestEdit;
+use super::manifest_object::{Failed, Loaded, object_written_ms, read_manifest, read_manifest_by};
 use super::pipeline::{Halt, Shared, Waiter};
+use super::window;
+use crate::clock::monotonic_now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestVersion;
-use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
+use crate::store::{Backoff, Outcome, RetryPolicy, StoreOp};
 
-/// A failed store interaction: what it means and the error to report.
-#[derive(Debug)]
-pub(crate) struct Failed {
-    pub(crate) outcome: Outcome,
-    pub(crate) error: Error,
-}
-
-impl Failed {
-    fn store(op: StoreOp, path: &Path, err: object_store::Error) -> Self {
-        Failed {
-            outcome: classify(op, &err),
-            error: to_error(op, path.as_ref(), err),
-        }
-    }
-}
-
-/// A manifest as read from the store, with the version to CAS against.
-#[derive(Debug)]
-pub(crate) struct Loaded {
-    pub(crate) manifest: Manifest,
-    pub(crate) version: UpdateVersion,
-}
-
-/// Reads the manifest; `None` when it does not exist.
-pub(crate) async fn read_manifest(
-    store: &dyn ObjectStore,
-    path: &Path,
-) -> std::result::Result<Option<Loaded>, Failed> {
-    let got = match store.get(path).await {
-        Ok(got) => got,
-        Err(e) if classify(StoreOp::Read, &e) == Outcome::NotFound => return Ok(None),
-        Err(e) => return Err(Failed::store(StoreOp::Read, path, e)),
-    };
-    let version = UpdateVersion {
-        e_tag: got.meta.e_tag.clone(),
-        version: got.meta.version.clone(),
-    };
-    let bytes = got
-        .bytes()
-        .await
-        .map_err(|e| Failed::store(StoreOp::Read, path, e))?;
-    let manifest = Manifest::from_bytes(&bytes).map_err(|e| Failed {
-        outcome: Outcome::Fatal,
-        error: e.context(format!("manifest {path}")),
-    })?;
-    Ok(Some(Loaded { manifest, version }))
-}
+/// How long the read that settles a commit's outcome may take after the
+/// commit's own deadline passed.
+const RESOLVE_READ: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The log, claimed: the manifest as written with the new epoch.
 #[derive(Debug)]
@@ -102,6 +63,8 @@ pub(crate) struct Claimed {
     pub(crate) manifest: Manifest,
     pub(crate) version: UpdateVersion,
     pub(crate) epoch: u64,
+    /// When the claim's answer arrived (see [`window`]).
+    pub(crate) learned: Instant,
 }
 
 /// Claims the log by bumping the manifest epoch with a conditional put
@@ -109,7 +72,8 @@ pub(crate) struct Claimed {
 /// transient and ambiguous failures within `policy`.
 ///
 /// A retry after an ambiguous claim bumps again rather than guessing whether
-/// the first bump was this writer's: one more epoch is harmless.
+/// the first bump was this writer's: one more epoch is harmless. Every
+/// request is cut off at the policy's deadline.
 pub(crate) async fn claim(
     store: &dyn ObjectStore,
     path: &Path,
@@ -119,7 +83,7 @@ pub(crate) async fn claim(
 ) -> Result<Claimed> {
     let mut backoff = policy.backoff(seed);
     loop {
-        let (mut manifest, mode, op) = match read_manifest(store, path).await {
+        let (mut manifest, mode, op) = match read_manifest_by(store, path, &backoff).await {
             Ok(None) => (
                 Manifest::new(want.unwrap_or_default()),
                 PutMode::Create,
@@ -128,6 +92,7 @@ pub(crate) async fn claim(
             Ok(Some(Loaded {
                 mut manifest,
                 version,
+                ..
             })) => {
                 if let Some(v) = want {
                     manifest.set_format_version(v).map_err(|e| {
@@ -150,8 +115,8 @@ pub(crate) async fn claim(
         };
         let epoch = manifest.bump_epoch()?;
         let bytes = manifest.to_bytes()?;
-        let result = store
-            .put_opts(path, PutPayload::from(bytes), PutOptions::from(mode))
+        let result = backoff
+            .attempt(store.put_opts(path, PutPayload::from(bytes), PutOptions::from(mode)))
             .await;
         match result {
             Ok(put) => {
@@ -160,6 +125,7 @@ pub(crate) async fn claim(
                     manifest,
                     version: UpdateVersion::from(put),
                     epoch,
+                    learned: monotonic_now(),
                 });
             }
             Err(e) => {
@@ -196,6 +162,8 @@ fn gave_up(err: Error, backoff: &crate::store::Backoff, what: &str) -> Error {
 #[derive(Debug)]
 pub(crate) struct Maintenance {
     pub(crate) edit: ManifestEdit,
+    /// When the caller's operation must be over.
+    pub(crate) deadline: Instant,
     pub(crate) reply: oneshot::Sender<Result<()>>,
 }
 
@@ -214,6 +182,10 @@ pub(crate) struct Committer {
     epoch: u64,
     manifest: Manifest,
     version: UpdateVersion,
+    /// When `version` was learned (read, or returned by our own CAS): a
+    /// CAS referencing a segment may only be conditioned on a version
+    /// learned within the commit window of the segment's upload.
+    learned: Instant,
     /// `manifest` holds uncommitted appends (a CAS failed); reload first.
     stale: bool,
     /// The newer writer's manifest, once a reload found this producer
@@ -248,6 +220,7 @@ impl Committer {
             committed_next: claimed.manifest.next_sequence(),
             manifest: claimed.manifest,
             version: claimed.version,
+            learned: claimed.learned,
             stale: false,
             fenced_by: None,
             shared,
@@ -366,8 +339,16 @@ impl Committer {
     async fn commit_batch(&mut self, batch: Vec<Uploaded>) -> std::result::Result<(), Halt> {
         let first = batch.first().map_or(0, |u| u.ordinal);
         let span = info_span!("commit", first_ordinal = first, segments = batch.len());
-        let started = tokio::time::Instant::now();
-        let result = self.commit_with_retries(&batch).instrument(span).await;
+        let started = monotonic_now();
+        let deadline = batch
+            .iter()
+            .map(|u| u.deadline)
+            .min()
+            .unwrap_or_else(monotonic_now);
+        let result = self
+            .commit_with_retries(&batch, deadline)
+            .instrument(span)
+            .await;
         match result {
             Ok(sequences) => {
                 metrics::histogram!("weft_producer_commit_latency_seconds")
@@ -402,16 +383,25 @@ impl Committer {
         }
     }
 
-    /// Returns the manifest sequence of each segment in `batch`.
-    async fn commit_with_retries(&mut self, batch: &[Uploaded]) -> Result<Vec<u64>> {
-        let mut backoff = self.policy.backoff(self.rng.random());
+    /// Returns the manifest sequence of each segment in `batch`. Gives up
+    /// at `deadline` (the earliest of its appends'), and before it would
+    /// condition a CAS on a manifest version learned past the commit window
+    /// of a segment's upload.
+    async fn commit_with_retries(
+        &mut self,
+        batch: &[Uploaded],
+        deadline: Instant,
+    ) -> Result<Vec<u64>> {
+        let mut backoff = self.policy.backoff(self.rng.random()).until(deadline);
+        let oldest = batch.iter().map(|u| u.started).min();
         // The versions unanswered attempts were conditioned on: such an
         // attempt may still be applied later (a server can finish a request
         // its client gave up on), as long as the manifest is at that version.
         let mut unanswered: Vec<UpdateVersion> = Vec::new();
+        let mut last: Option<Failed> = None;
         loop {
             if self.stale {
-                match self.reload().await {
+                match self.reload_by(&backoff).await {
                     Ok(()) => {
                         if let Some(seqs) = self.find_own(batch)? {
                             debug!("an earlier attempt had committed the batch");
@@ -440,6 +430,21 @@ impl Committer {
                     Err(f) => return self.after_failed_reload(batch, f.error),
                 }
             }
+            if let Some(oldest) = oldest
+                && let Err(late) = oldest.check(self.learned, "a segment of this commit")
+            {
+                let f = last.take().unwrap_or(Failed {
+                    outcome: Outcome::Transient,
+                    error: late,
+                });
+                return self.give_up(batch, &unanswered, f, &backoff).await;
+            }
+            if backoff.expired() {
+                let f = last
+                    .take()
+                    .unwrap_or_else(|| Failed::out_of_time("the manifest commit"));
+                return self.give_up(batch, &unanswered, f, &backoff).await;
+            }
             let mut sequences = Vec::with_capacity(batch.len());
             self.stale = true;
             for up in batch {
@@ -452,13 +457,17 @@ impl Committer {
             let bytes = self.manifest.to_bytes()?;
             let attempted = self.version.clone();
             let mode = PutMode::Update(attempted.clone());
-            let result = self
-                .store
-                .put_opts(&self.path, PutPayload::from(bytes), PutOptions::from(mode))
+            let result = backoff
+                .attempt(self.store.put_opts(
+                    &self.path,
+                    PutPayload::from(bytes),
+                    PutOptions::from(mode),
+                ))
                 .await;
             let f = match result {
                 Ok(put) => {
                     self.version = UpdateVersion::from(put);
+                    self.learned = monotonic_now();
                     self.stale = false;
                     self.committed_next = self.manifest.next_sequence();
                     return Ok(sequences);
@@ -479,73 +488,106 @@ impl Committer {
             }
             debug!(outcome = ?f.outcome, "manifest CAS failed; re-reading");
             if !backoff.wait().await {
-                // The final reload decides whether the last attempt landed.
-                match self.reload().await {
-                    Ok(()) => {
-                        if let Some(seqs) = self.find_own(batch)? {
-                            self.committed_next = self.manifest.next_sequence();
-                            return Ok(seqs);
-                        }
-                        if unanswered.contains(&self.version) {
-                            // Nothing landed so far, but an unanswered
-                            // attempt against this very version still can.
-                            return Err(Error::new(
-                                ErrorKind::Indeterminate,
-                                format!(
-                                    "manifest commit gave up after {} attempts; an unanswered \
-                                     attempt may still be applied",
-                                    backoff.attempts()
-                                ),
-                            )
-                            .with_source(f.error));
-                        }
-                        // The reload proves nothing landed, and the manifest
-                        // moved past every unanswered attempt's version (or
-                        // there was none), so none can land any more.
-                        let kind = match f.outcome {
-                            Outcome::Conflict => ErrorKind::Conflict,
-                            _ => ErrorKind::Unavailable,
-                        };
-                        return Err(Error::new(
-                            kind,
-                            format!(
-                                "manifest commit gave up after {} attempts; nothing of the \
-                                 batch was committed",
-                                backoff.attempts()
-                            ),
-                        )
-                        .with_source(f.error));
-                    }
-                    Err(reload) if reload.error.kind() == ErrorKind::Fenced => {
-                        return self.after_failed_reload(batch, reload.error);
-                    }
-                    Err(_) => {}
+                return self.give_up(batch, &unanswered, f, &backoff).await;
+            }
+            last = Some(f);
+        }
+    }
+
+    /// The commit of `batch` stops trying (out of attempts, time, or
+    /// commit window); `last` is the last failure. One final read decides
+    /// what the waiters are told: committed after all, certainly not
+    /// (`Unavailable`, or `Conflict` after a 412 storm), or unknown
+    /// (`Indeterminate`).
+    async fn give_up(
+        &mut self,
+        batch: &[Uploaded],
+        unanswered: &[UpdateVersion],
+        last: Failed,
+        backoff: &Backoff,
+    ) -> Result<Vec<u64>> {
+        let attempts = backoff.attempts();
+        let reload = tokio::time::timeout(RESOLVE_READ, self.reload())
+            .await
+            .unwrap_or_else(|_| Err(Failed::out_of_time("re-reading the manifest")));
+        match reload {
+            Ok(_) => {
+                if let Some(seqs) = self.find_own(batch)? {
+                    self.committed_next = self.manifest.next_sequence();
+                    return Ok(seqs);
                 }
-                let kind = match f.outcome {
-                    Outcome::Ambiguous => ErrorKind::Indeterminate,
-                    other => other.error_kind(),
+                if unanswered.contains(&self.version) {
+                    // Nothing landed so far, but an unanswered attempt
+                    // against this very version still can.
+                    return Err(Error::new(
+                        ErrorKind::Indeterminate,
+                        format!(
+                            "manifest commit gave up after {attempts} attempts; an unanswered \
+                             attempt may still be applied"
+                        ),
+                    )
+                    .with_source(last.error));
+                }
+                // The reload proves nothing landed, and the manifest moved
+                // past every unanswered attempt's version (or there was
+                // none), so none can land any more.
+                let kind = match last.outcome {
+                    Outcome::Conflict => ErrorKind::Conflict,
+                    _ => ErrorKind::Unavailable,
                 };
                 return Err(Error::new(
                     kind,
                     format!(
-                        "manifest commit gave up after {} attempts",
-                        backoff.attempts()
+                        "manifest commit gave up after {attempts} attempts; nothing of the \
+                         batch was committed"
                     ),
                 )
-                .with_source(f.error));
+                .with_source(last.error));
             }
+            Err(reload) if reload.error.kind() == ErrorKind::Fenced => {
+                return self.after_failed_reload(batch, reload.error);
+            }
+            Err(_) => {}
         }
+        let kind = if unanswered.is_empty() {
+            last.outcome.error_kind()
+        } else {
+            ErrorKind::Indeterminate
+        };
+        Err(Error::new(
+            kind,
+            format!("manifest commit gave up after {attempts} attempts"),
+        )
+        .with_source(last.error))
     }
 
     /// Applies a maintenance change with one CAS, retrying conflicts and
     /// transient failures on a fresh copy (the change is idempotent, so an
-    /// ambiguous attempt that landed is harmless to repeat).
+    /// ambiguous attempt that landed is harmless to repeat), until the
+    /// caller's deadline.
+    ///
+    /// An edit that makes an object referenced (a snapshot pointer) is
+    /// checked first: the object must exist, and each attempt is made on a
+    /// freshly read version written within the commit window of the
+    /// object's own stamp (see [`window`]).
     async fn maintain(&mut self, op: &Maintenance) -> Result<()> {
-        let mut backoff = self.policy.backoff(self.rng.random());
+        let mut backoff = self.policy.backoff(self.rng.random()).until(op.deadline);
+        let referenced = match op.edit.new_reference() {
+            Some(location) => Some((
+                location.to_owned(),
+                object_written_ms(self.store.as_ref(), location, &backoff).await?,
+            )),
+            None => None,
+        };
+        // Its stamp is needed: read the version to edit afresh.
+        let mut written_ms = None;
+        if referenced.is_some() {
+            self.stale = true;
+        }
         loop {
             if self.stale {
-                match self.reload().await {
-                    Ok(()) => {}
+                match self.reload_stamped(&backoff).await {
+                    Ok(stamp) => written_ms = Some(stamp),
                     Err(f) if matches!(f.outcome, Outcome::Transient | Outcome::Ambiguous) => {
                         if backoff.wait().await {
                             continue;
@@ -556,17 +598,31 @@ impl Committer {
                 }
             }
             // Checked on a copy: a refused edit leaves the manifest as it was.
-            op.edit.apply(&mut self.manifest)?;
+            let mut edited = self.manifest.clone();
+            op.edit.apply(&mut edited)?;
+            if edited == self.manifest {
+                // Already in effect: writing the same state again would
+                // repeat a manifest version (see `maintenance`).
+                return Ok(());
+            }
+            if let (Some((location, object_ms)), Some(manifest_ms)) = (&referenced, written_ms) {
+                window::check_stamps(manifest_ms, *object_ms, &format!("object {location}"))?;
+            }
+            self.manifest = edited;
             self.stale = true;
             let bytes = self.manifest.to_bytes()?;
             let mode = PutMode::Update(self.version.clone());
-            match self
-                .store
-                .put_opts(&self.path, PutPayload::from(bytes), PutOptions::from(mode))
+            match backoff
+                .attempt(self.store.put_opts(
+                    &self.path,
+                    PutPayload::from(bytes),
+                    PutOptions::from(mode),
+                ))
                 .await
             {
                 Ok(put) => {
                     self.version = UpdateVersion::from(put);
+                    self.learned = monotonic_now();
                     self.stale = false;
                     self.committed_next = self.manifest.next_sequence();
                     return Ok(());
@@ -585,8 +641,22 @@ impl Committer {
         }
     }
 
-    /// Re-reads the manifest and checks the epoch.
-    async fn reload(&mut self) -> std::result::Result<(), Failed> {
+    /// [`reload`](Self::reload) within `backoff`'s deadline.
+    async fn reload_by(&mut self, backoff: &Backoff) -> std::result::Result<(), Failed> {
+        self.reload_stamped(backoff).await.map(|_| ())
+    }
+
+    /// Reloads within `backoff`'s deadline; returns the version's stamp.
+    async fn reload_stamped(&mut self, backoff: &Backoff) -> std::result::Result<i64, Failed> {
+        backoff
+            .limit(self.reload())
+            .await
+            .unwrap_or_else(|| Err(Failed::out_of_time("re-reading the manifest")))
+    }
+
+    /// Re-reads the manifest and checks the epoch; returns the stamp of the
+    /// version read.
+    async fn reload(&mut self) -> std::result::Result<i64, Failed> {
         let loaded = match read_manifest(self.store.as_ref(), &self.path).await? {
             Some(l) => l,
             None => {
@@ -612,8 +682,9 @@ impl Committer {
         }
         self.manifest = loaded.manifest;
         self.version = loaded.version;
+        self.learned = monotonic_now();
         self.stale = false;
-        Ok(())
+        Ok(loaded.written_ms)
     }
 
     /// A reload failed with `err`. When it found this producer fenced, an

@@ -5,7 +5,15 @@
 //! order, never splitting a group) into segments of at most
 //! `segment_max_bytes` (a group larger than that gets a segment of its own),
 //! gives each the next ordinal, and starts its upload as soon as an upload
-//! slot is free. Uploads run concurrently and finish in any order; each
+//! slot is free.
+//!
+//! A group's metadata becomes one manifest metadata item at the group's
+//! first record, and an item covers the records from there to the next item
+//! or the end of the segment. So a group appended without metadata that
+//! follows a group with metadata starts a new segment: in the same segment
+//! its records would read back with the earlier group's metadata and
+//! ingestion time. (Groups without metadata before the first item are
+//! covered by none and share the segment.) Uploads run concurrently and finish in any order; each
 //! reports to the committer, which restores ordinal order.
 //!
 //! Segment names are `<prefix>/<run id>/<ordinal:016x>`: unique per writer
@@ -27,6 +35,7 @@ use tracing::{Instrument, debug, info_span, warn};
 use ulid::Ulid;
 
 use super::pipeline::{Group, Shared, Waiter};
+use super::window::UploadStart;
 use crate::error::{Error, Result};
 use crate::format::{Compression, Metadata, SegmentBuilder, SegmentVersion};
 use crate::store::{RetryPolicy, StoreOp, retry_store, to_error};
@@ -83,6 +92,8 @@ pub(crate) struct PlannedSegment {
     pub(crate) records: Vec<Bytes>,
     pub(crate) metadata: Vec<Metadata>,
     pub(crate) waiters: Vec<Waiter>,
+    /// The earliest deadline of its appends.
+    pub(crate) deadline: tokio::time::Instant,
 }
 
 /// A segment that is in the store, waiting for its manifest entry.
@@ -93,6 +104,10 @@ pub(crate) struct Uploaded {
     pub(crate) record_count: usize,
     pub(crate) metadata: Vec<Metadata>,
     pub(crate) waiters: Vec<Waiter>,
+    /// When its upload began (the commit window runs from there).
+    pub(crate) started: UploadStart,
+    /// The earliest deadline of its appends.
+    pub(crate) deadline: tokio::time::Instant,
 }
 
 /// What an upload tells the committer.
@@ -117,6 +132,11 @@ pub(crate) fn plan(
         let fits = |(seg, bytes): &(PlannedSegment, usize)| {
             *bytes + g.bytes <= max_bytes
                 && seg.records.len() + g.records.len() <= u32::MAX as usize
+                // A metadata item covers every record up to the next item
+                // (or the segment's end), and the format has no item that
+                // means "no metadata": a group without metadata cannot
+                // follow one with metadata in the same segment.
+                && (g.meta.is_some() || seg.metadata.is_empty())
         };
         if current.as_ref().is_some_and(|c| !fits(c)) {
             out.extend(current.take().map(|(s, _)| s));
@@ -130,10 +150,12 @@ pub(crate) fn plan(
                     records: Vec::new(),
                     metadata: Vec::new(),
                     waiters: Vec::new(),
+                    deadline: g.deadline,
                 },
                 0,
             )
         });
+        seg.deadline = seg.deadline.min(g.deadline);
         // Fits in u32: checked by `fits` (or the segment was empty and the
         // append was validated to hold at most u32::MAX records).
         let start_index = seg.records.len() as u32;
@@ -294,7 +316,9 @@ async fn upload(
         records,
         metadata,
         waiters,
+        deadline,
     } = seg;
+    let started = UploadStart::now();
     let record_count = records.len();
     let bytes = match encode(records, settings.compression, settings.segment_version).await {
         Ok(b) => b,
@@ -306,7 +330,10 @@ async fn upload(
         }
     };
     let payload = PutPayload::from(bytes);
-    let mut backoff = settings.retry.backoff(settings.seed ^ ordinal);
+    let mut backoff = settings
+        .retry
+        .backoff(settings.seed ^ ordinal)
+        .until(deadline);
     let mut retries = 0u32;
     let result = retry_store(
         &mut backoff,
@@ -341,6 +368,8 @@ async fn upload(
                     record_count,
                     metadata,
                     waiters,
+                    started,
+                    deadline,
                 }),
             }
         }
@@ -372,6 +401,7 @@ mod tests {
             meta: meta.then(|| Bytes::from_static(b"m")),
             bytes,
             ingestion_ms: 5,
+            deadline: crate::clock::monotonic_now(),
             reply,
             permit: budget.clone().try_acquire_owned().unwrap(),
         }
@@ -381,10 +411,10 @@ mod tests {
     fn packs_groups_in_order_without_splitting() {
         let budget = Arc::new(Semaphore::new(100));
         let mut namer = SegmentNamer::new("wal/seg/", Ulid::from_parts(1, 2));
-        // 14, 6, 24 (> max on its own), 10 block bytes.
+        // 6, 14, 24 (> max on its own), 10 block bytes.
         let groups = vec![
-            group(&[3, 3], true, &budget),
             group(&[2], false, &budget),
+            group(&[3, 3], true, &budget),
             group(&[20], true, &budget),
             group(&[6], true, &budget),
         ];
@@ -401,10 +431,10 @@ mod tests {
             .collect();
         assert_eq!(
             shape,
-            vec![(0, 3, vec![0, 2]), (1, 1, vec![0]), (2, 1, vec![0])]
+            vec![(0, 3, vec![0, 1]), (1, 1, vec![0]), (2, 1, vec![0])]
         );
         assert_eq!(segs[0].metadata.len(), 1, "only groups with meta");
-        assert_eq!(segs[0].metadata[0].start_index, 0);
+        assert_eq!(segs[0].metadata[0].start_index, 1);
         assert_eq!(segs[0].metadata[0].ingestion_ms, 5);
         let run = Ulid::from_parts(1, 2);
         assert_eq!(
@@ -414,5 +444,32 @@ mod tests {
         // Ordinals continue across flushes.
         let more = plan(vec![group(&[1], false, &budget)], 20, &mut namer);
         assert_eq!(more[0].ordinal, 3);
+    }
+
+    #[test]
+    fn a_group_without_metadata_never_follows_one_with_metadata_in_a_segment() {
+        let budget = Arc::new(Semaphore::new(100));
+        let mut namer = SegmentNamer::new("wal/seg", Ulid::from_parts(1, 2));
+        let pattern = [false, true, false, false, true, true, false];
+        let groups = pattern
+            .iter()
+            .map(|meta| group(&[1], *meta, &budget))
+            .collect();
+        let segs = plan(groups, 1 << 20, &mut namer);
+        let shape: Vec<(usize, Vec<u32>)> = segs
+            .iter()
+            .map(|s| {
+                (
+                    s.records.len(),
+                    s.metadata.iter().map(|m| m.start_index).collect(),
+                )
+            })
+            .collect();
+        // Runs without metadata lead a segment; a run with metadata ends it.
+        assert_eq!(
+            shape,
+            vec![(2, vec![1]), (4, vec![2, 3]), (1, vec![])],
+            "segments for {pattern:?}"
+        );
     }
 }

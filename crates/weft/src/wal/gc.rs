@@ -22,37 +22,54 @@
 //! * **Unrecognised** (a name that is not `<segment prefix>/<run ULID>/
 //!   <ordinal:016x>` or `<snapshot prefix>/<through:016x>-<ULID>`): kept.
 //!   GC deletes only what it knows the writer made.
-//! * **In flight**: the writer that committed the newest entry uploads its
-//!   segments under its own run with increasing ordinals and commits them in
-//!   ordinal order, so in that run every unreferenced ordinal *above* the
-//!   highest committed one may be an upload still waiting for its commit.
-//!   It is kept whatever its age. So is every segment of the newest run
-//!   (by ULID) that has no committed segment at all and is newer than the
-//!   run of the newest entry: the writer that claimed the log last, before
-//!   its first commit.
-//! * Otherwise the object is garbage once `now - last_modified >= grace`;
+//! * **In flight**: segments that the log's current writer may still be
+//!   committing: when the writer lease names the run that holds the
+//!   manifest's epoch (see [`super::lease`]), that run's uncommitted
+//!   ordinals; without such a lease, in the run of the newest entry every
+//!   ordinal above its highest committed one, and every segment of the
+//!   newest run (by ULID) that has no committed segment and is newer than
+//!   the run of the newest entry (the writer that claimed the log last,
+//!   before its first commit). Kept until they are settled (below).
+//! * **Settled**: objects no CAS can ever make referenced again —
+//!   * a segment whose run has committed entries in the manifest, at or
+//!     below that run's highest committed ordinal (committed, then
+//!     truncated: writers commit a run's segments in ordinal order), or of
+//!     a run that is not the newest entry's (a writer that committed before
+//!     a newer one claimed the log: fenced);
+//!   * a segment of any run but the lease's, when the lease names the run
+//!     that holds the manifest's epoch (only that run can still commit —
+//!     whatever the heuristics above would guess);
+//!   * a snapshot that sorts at or before the manifest's pointer (the
+//!     pointer only moves forward, see [`super::maintenance`]);
+//!   * anything the manifest was written more than
+//!     [`COMMIT_WINDOW`](super::window::COMMIT_WINDOW) +
+//!     [`STAMP_MARGIN`](super::window::STAMP_MARGIN) after (by the store's
+//!     own stamps): see [`super::window`].
+//!
+//!   Anything else is kept as **pending**: an upload whose CAS may still
+//!   land.
+//! * A settled object is garbage once `now - last_modified >= grace`;
 //!   younger, it is kept (**young**). `now` comes from an injected
-//!   [`Clock`], `last_modified` from the store.
+//!   [`Clock`], `last_modified` from the store. The grace period is a
+//!   retention choice (how long replicas that read an old manifest may
+//!   still find truncated segments), not a safety margin: any grace, zero
+//!   included, is safe.
 //!
 //! # Why this is safe
 //!
 //! *A live manifest never references a deleted object.* Manifests only ever
-//! gain locations at the end: a location that a manifest no longer lists
-//! (truncated, superseded) never comes back. So the only way a deleted
-//! object could become referenced again is a commit of an upload that GC
-//! saw unreferenced — an upload in flight. Such an upload is protected
-//! three times: by the in-flight rules while its writer is the newest
-//! committer or the newest claimant, by the grace period (a writer commits
-//! within seconds of uploading: one CAS with bounded retries), and by the
-//! listing order (an upload committed before step 3 is referenced).
-//!
-//! *A zombie writer.* A writer that was fenced can still finish an upload
-//! late, but it can never commit it: its next manifest CAS names a version
-//! of the manifest that the new writer already replaced, and a reload shows
-//! it a newer epoch. Its late object is unreferenced forever; its
-//! `last_modified` is the time it landed, so it is collected one grace
-//! period after that — never before it landed, since GC acts only on what
-//! it listed.
+//! gain locations at the end and by a CAS; a location that a manifest no
+//! longer lists (truncated, superseded) never comes back, because manifest
+//! versions never repeat and writers only ever add their own fresh uploads.
+//! So the only way a deleted object could become referenced is a CAS that
+//! references an upload GC saw unreferenced — whether the writer sends it
+//! now, or a server applies it late, long after its writer gave up. The
+//! structural rules name objects no writer will ever reference again; the
+//! commit window proves it for everything else: a CAS can only land on the
+//! version it was conditioned on, and no writer conditions a CAS
+//! referencing an upload on a version learned more than the window after
+//! the upload began ([`super::window`]). GC decides on a manifest read
+//! after the listing, and again on the newest copy just before deleting.
 //!
 //! *Readers.* A replica may hold an older copy of the manifest that still
 //! lists a truncated segment, and find it deleted. It only needed that
@@ -60,12 +77,7 @@
 //! manifest reports as `Trimmed` anyway; the replica re-reads the manifest
 //! on a missing object and reports exactly that (and follows the newer
 //! pointer for a superseded snapshot). No reader ever applies wrong data.
-//!
-//! The grace period must exceed the longest time any writer can take from
-//! finishing a segment upload to committing it (the producer's retry
-//! policy bounds one commit to seconds; the default grace is an hour). With
-//! clocks skewed so much that a live writer's run id sorts before an older
-//! writer's, that bound is what protects its first uncommitted upload.
+//! The grace period keeps truncated segments readable for such replicas.
 //!
 //! A dry run makes the same decisions and deletes nothing.
 
@@ -79,10 +91,12 @@ use object_store::{GetOptions, ObjectMeta, ObjectStore};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{debug, info};
 use ulid::Ulid;
 
+use super::lease;
 use super::snapshot;
+use super::window;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{ManifestData, decode_manifest};
@@ -108,6 +122,9 @@ pub enum KeepReason {
     InFlight,
     /// Not named the way weft names segments and snapshots.
     Unrecognised,
+    /// A CAS may still make it referenced: it was written within the commit
+    /// window before the manifest's last write (see [`super::window`]).
+    Pending,
 }
 
 /// One object GC decided about.
@@ -143,6 +160,9 @@ pub struct GcReport {
     pub grace_ms: u64,
     /// The epoch of the manifest the decisions were made on.
     pub epoch: u64,
+    /// When that manifest was written (the store's stamp), in ms since the
+    /// Unix epoch.
+    pub manifest_written_ms: i64,
     /// Objects listed under both prefixes.
     pub listed: usize,
     /// Listed objects the manifest references (kept).
@@ -192,6 +212,7 @@ pub struct Gc {
     concurrency: usize,
     clock: Arc<dyn Clock>,
     retry: RetryPolicy,
+    seed: Option<u64>,
 }
 
 /// The default grace period: one hour.
@@ -217,7 +238,15 @@ impl Gc {
             concurrency: 8,
             clock: clock::system(),
             retry: RetryPolicy::default(),
+            seed: None,
         }
+    }
+
+    /// Seeds the retries' jitter (for reproducible simulation; default:
+    /// from the operating system).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
     }
 
     /// Look for snapshots under `prefix` instead.
@@ -310,11 +339,11 @@ impl Gc {
     /// finishes the work.
     pub async fn run(&self) -> Result<GcReport> {
         let manifest_path = self.check()?;
-        let mut seed = ChaCha8Rng::from_os_rng();
+        let mut seed = crate::random::rng(self.seed);
         let first = self
             .read_manifest(&manifest_path, None, seed.random())
             .await?;
-        let Some((_, etag)) = first else {
+        let Some((_, etag, _)) = first else {
             return Err(Error::new(
                 ErrorKind::NotFound,
                 format!("no manifest at {manifest_path}: GC deletes nothing without one"),
@@ -332,8 +361,9 @@ impl Gc {
         let (manifest, etag) = self
             .reread(&manifest_path, etag, None, seed.random())
             .await?;
+        let writer = self.writer_of(&manifest.data).await;
         let now_ms = self.clock.now_ms();
-        let mut decision = decide(self, &manifest, &listed, now_ms);
+        let mut decision = decide(self, &manifest, writer, &listed, now_ms);
         if !self.dry_run && !decision.delete.is_empty() {
             let (latest, _) = self
                 .reread(
@@ -344,7 +374,8 @@ impl Gc {
                 )
                 .await?;
             if latest != manifest {
-                let again = decide(self, &latest, &listed, now_ms);
+                let writer = self.writer_of(&latest.data).await;
+                let again = decide(self, &latest, writer, &listed, now_ms);
                 let keep: HashSet<&str> =
                     again.delete.iter().map(|o| o.location.as_str()).collect();
                 let (still, spared): (Vec<_>, Vec<_>) = std::mem::take(&mut decision.delete)
@@ -382,13 +413,25 @@ impl Gc {
             dry_run: self.dry_run,
             now_ms,
             grace_ms: u64::try_from(self.grace.as_millis()).unwrap_or(u64::MAX),
-            epoch: manifest.epoch,
+            epoch: manifest.data.epoch,
+            manifest_written_ms: manifest.written_ms,
             listed: listed.len(),
             referenced: decision.referenced,
             deleted: decision.delete,
             kept: decision.kept,
             deleted_bytes,
         })
+    }
+
+    /// The run the writer lease names for `manifest`'s epoch, if it does
+    /// (an unreadable lease names none: the other rules still hold).
+    async fn writer_of(&self, manifest: &ManifestData) -> Option<Ulid> {
+        let path = lease::lease_path(&Path::from(self.manifest_path.as_str()));
+        let mut backoff = self.retry.backoff(manifest.epoch);
+        match lease::read_lease(self.store.as_ref(), &path, &mut backoff).await {
+            Ok(Some(l)) if l.lease.epoch == manifest.epoch => Some(l.lease.run),
+            _ => None,
+        }
     }
 
     /// Reads the manifest (conditionally on `etag` when given); `None` when
@@ -398,7 +441,7 @@ impl Gc {
         path: &Path,
         etag: Option<String>,
         seed: u64,
-    ) -> Result<Option<(Option<ManifestData>, Option<String>)>> {
+    ) -> Result<Option<(Option<ManifestData>, Option<String>, i64)>> {
         let mut backoff = self.retry.backoff(seed);
         let got = retry_store(
             &mut backoff,
@@ -413,21 +456,22 @@ impl Gc {
                 async move {
                     let got = self.store.get_opts(path, opts).await?;
                     let etag = got.meta.e_tag.clone();
-                    Ok((got.bytes().await?, etag))
+                    let written = got.meta.last_modified.timestamp_millis();
+                    Ok((got.bytes().await?, etag, written))
                 }
             },
         )
         .await;
-        let (bytes, etag) = match got {
+        let (bytes, etag, written) = match got {
             Ok(v) => v,
             Err(g) if matches!(g.error, object_store::Error::NotModified { .. }) => {
-                return Ok(Some((None, etag)));
+                return Ok(Some((None, etag, 0)));
             }
             Err(g) if g.outcome == Outcome::NotFound => return Ok(None),
             Err(g) => return Err(to_error(StoreOp::Read, path.as_ref(), g.error)),
         };
         let data = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
-        Ok(Some((Some(data), etag)))
+        Ok(Some((Some(data), etag, written)))
     }
 
     /// Reads the manifest again; `known` is the copy `etag` names, if any.
@@ -435,13 +479,15 @@ impl Gc {
         &self,
         path: &Path,
         etag: Option<String>,
-        known: Option<ManifestData>,
+        known: Option<StampedManifest>,
         seed: u64,
-    ) -> Result<(ManifestData, Option<String>)> {
+    ) -> Result<(StampedManifest, Option<String>)> {
         let conditional = if known.is_some() { etag } else { None };
         match self.read_manifest(path, conditional.clone(), seed).await? {
-            Some((Some(m), etag)) => Ok((m, etag)),
-            Some((None, _)) => Ok((known.expect("conditional only with a copy"), conditional)),
+            Some((Some(data), etag, written_ms)) => {
+                Ok((StampedManifest { data, written_ms }, etag))
+            }
+            Some((None, _, _)) => Ok((known.expect("conditional only with a copy"), conditional)),
             None => Err(Error::new(
                 ErrorKind::NotFound,
                 format!("manifest {path} disappeared during GC; nothing was deleted"),
@@ -495,7 +541,7 @@ impl Gc {
                     Ok(()) => Ok(()),
                     Err(g) if classify(StoreOp::Delete, &g.error) == Outcome::NotFound => Ok(()),
                     Err(g) => {
-                        warn!(%path, error = %g.error, "GC could not delete an object");
+                        debug!(%path, error = %g.error, "GC could not delete an object");
                         Err(to_error(StoreOp::Delete, path.as_ref(), g.error))
                     }
                 }
@@ -504,14 +550,31 @@ impl Gc {
             .collect()
             .await;
         let failed: Vec<Error> = results.into_iter().filter_map(|r| r.err()).collect();
+        let deleted = objects.len() - failed.len();
         match failed.into_iter().next() {
             None => Ok(()),
-            Some(first) => Err(first.context(format!(
-                "GC deleted some of {} objects; run it again to finish",
-                objects.len()
-            ))),
+            Some(first) => {
+                // The caller gets the error; this is for the record.
+                info!(
+                    deleted,
+                    of = objects.len(),
+                    error = %first,
+                    "GC could not delete every object"
+                );
+                Err(first.context(format!(
+                    "GC deleted {deleted} of {} objects; run it again to finish",
+                    objects.len()
+                )))
+            }
         }
     }
+}
+
+/// A manifest and when the store says it was written.
+#[derive(Debug, Clone, PartialEq)]
+struct StampedManifest {
+    data: ManifestData,
+    written_ms: i64,
 }
 
 /// A listed object.
@@ -549,7 +612,17 @@ fn parse_snapshot(prefix: &str, location: &str) -> Option<(u64, Ulid)> {
     snapshot::parse_object_name(name)
 }
 
-fn decide(gc: &Gc, manifest: &ManifestData, listed: &[Listed], now_ms: u64) -> Decision {
+/// Decides about every listed object on `stamped` (the manifest and its
+/// write stamp); `writer` is the run the writer lease names for the
+/// manifest's epoch, when it does.
+fn decide(
+    gc: &Gc,
+    stamped: &StampedManifest,
+    writer: Option<Ulid>,
+    listed: &[Listed],
+    now_ms: u64,
+) -> Decision {
+    let manifest = &stamped.data;
     let referenced: HashSet<&str> = manifest
         .entries
         .iter()
@@ -579,6 +652,10 @@ fn decide(gc: &Gc, manifest: &ManifestData, listed: &[Listed], now_ms: u64) -> D
         .filter(|run| !committed.contains_key(run))
         .filter(|run| newest_committer.is_none_or(|c| *run > c))
         .max();
+    let pointer = manifest
+        .snapshot
+        .as_ref()
+        .map(|p| (p.through_seq, p.location.as_str()));
     let grace_ms = i64::try_from(gc.grace.as_millis()).unwrap_or(i64::MAX);
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let mut out = Decision::default();
@@ -588,22 +665,43 @@ fn decide(gc: &Gc, manifest: &ManifestData, listed: &[Listed], now_ms: u64) -> D
             out.referenced += 1;
             continue;
         }
+        let aged_out = window::outside_window(stamped.written_ms, o.last_modified_ms);
         let reason = match o.kind {
             ObjectKind::Segment => match parse_segment(&gc.segment_prefix, &o.location) {
                 None => Some(KeepReason::Unrecognised),
                 Some((run, ordinal)) => {
-                    let pending_in_committer = Some(run) == newest_committer
-                        && committed.get(&run).is_some_and(|&top| ordinal > top);
-                    if pending_in_committer || Some(run) == newest_claimant {
+                    let top = committed.get(&run).copied();
+                    let settled = match writer {
+                        // The lease names the only run that can commit.
+                        Some(w) => w != run || top.is_some_and(|top| ordinal <= top),
+                        None => {
+                            top.is_some_and(|top| ordinal <= top)
+                                || (top.is_some() && Some(run) != newest_committer)
+                        }
+                    };
+                    let in_flight = match writer {
+                        Some(w) => w == run,
+                        None => {
+                            (Some(run) == newest_committer && top.is_some_and(|top| ordinal > top))
+                                || Some(run) == newest_claimant
+                        }
+                    };
+                    if settled || aged_out {
+                        None
+                    } else if in_flight {
                         Some(KeepReason::InFlight)
                     } else {
-                        None
+                        Some(KeepReason::Pending)
                     }
                 }
             },
-            ObjectKind::Snapshot => parse_snapshot(&gc.snapshot_prefix, &o.location)
-                .is_none()
-                .then_some(KeepReason::Unrecognised),
+            ObjectKind::Snapshot => match parse_snapshot(&gc.snapshot_prefix, &o.location) {
+                None => Some(KeepReason::Unrecognised),
+                Some((through, _)) => {
+                    let superseded = pointer.is_some_and(|p| (through, o.location.as_str()) <= p);
+                    (!superseded && !aged_out).then_some(KeepReason::Pending)
+                }
+            },
         };
         let reason = reason.or_else(|| {
             (now.saturating_sub(o.last_modified_ms) < grace_ms).then_some(KeepReason::Young)
@@ -674,6 +772,10 @@ mod tests {
         Gc::new(Arc::new(InMemory::new()), "wal/manifest", "wal/seg")
     }
 
+    fn stamped(data: ManifestData, written_ms: i64) -> StampedManifest {
+        StampedManifest { data, written_ms }
+    }
+
     fn outcome(d: &Decision, location: &str) -> Option<KeepReason> {
         if d.delete.iter().any(|o| o.location == location) {
             return None;
@@ -712,13 +814,16 @@ mod tests {
             listed(&cur_snap, ObjectKind::Snapshot, 2 * HOUR), // referenced
             listed("wal/snapshots/manual-copy", ObjectKind::Snapshot, 2 * HOUR),
         ];
-        let d = decide(&gc(), &m, &objects, NOW);
+        // The manifest was written now, two hours after most objects: even
+        // uploads the in-flight rules would guess pending are past the
+        // commit window, so only grace and names keep anything.
+        let d = decide(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
         assert_eq!(d.referenced, 3);
         assert_eq!(outcome(&d, &seg(old, 0)), None);
         assert_eq!(outcome(&d, &seg(cur, 2)), None);
-        assert_eq!(outcome(&d, &seg(cur, 5)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(cur, 5)), None);
         assert_eq!(outcome(&d, &seg(zombie, 0)), None);
-        assert_eq!(outcome(&d, &seg(claimant, 0)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(claimant, 0)), None);
         assert_eq!(outcome(&d, &seg(old, 9)), Some(KeepReason::Young));
         assert_eq!(
             outcome(&d, "wal/seg/notes.txt"),
@@ -734,6 +839,22 @@ mod tests {
             Some(KeepReason::Unrecognised)
         );
         assert_eq!(d.delete.len() + d.kept.len() + d.referenced, objects.len());
+        // Written just before the manifest, the in-flight rules decide.
+        let recent = |location: &str| listed(location, ObjectKind::Segment, 1_000);
+        let d = decide(
+            &gc(),
+            &stamped(manifest(&[seg(cur, 3), seg(cur, 4)], None), NOW as i64),
+            None,
+            &[
+                recent(&seg(cur, 5)),
+                recent(&seg(claimant, 0)),
+                recent(&seg(zombie, 0)),
+            ],
+            NOW,
+        );
+        assert_eq!(outcome(&d, &seg(cur, 5)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(claimant, 0)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(zombie, 0)), Some(KeepReason::Pending));
     }
 
     #[test]
@@ -747,10 +868,85 @@ mod tests {
             listed(&seg(r, 1), ObjectKind::Segment, HOUR - 1),
             listed(&seg(run(2), 0), ObjectKind::Segment, 5 * HOUR),
         ];
-        let d = decide(&gc(), &m, &objects, NOW);
+        let d = decide(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
         assert_eq!(outcome(&d, &seg(r, 0)), None, "exactly the grace: garbage");
         assert_eq!(outcome(&d, &seg(r, 1)), Some(KeepReason::Young));
-        assert_eq!(outcome(&d, &seg(run(2), 0)), Some(KeepReason::InFlight));
+        assert_eq!(
+            outcome(&d, &seg(run(2), 0)),
+            None,
+            "past the window: no claimant can still commit it"
+        );
+    }
+
+    /// With no grace at all, what is deleted at once is what no CAS can
+    /// ever reference again; every upload that one still may (written
+    /// within the commit window before the manifest's last write) is kept.
+    #[test]
+    fn without_grace_only_settled_objects_go() {
+        let gc = gc().with_grace(Duration::ZERO);
+        let (fenced, cur, fresh, lease_run) = (run(1), run(2), run(9), run(3));
+        let snap = |through: u64, id: u64| {
+            format!("wal/snapshots/{through:016x}-{}", Ulid::from_parts(id, 1))
+        };
+        let (old_snap, cur_snap, new_snap) = (snap(1, 5), snap(2, 6), snap(3, 7));
+        let mut m = manifest(&[seg(fenced, 0), seg(cur, 3), seg(cur, 4)], Some(&cur_snap));
+        if let Some(p) = m.snapshot.as_mut() {
+            p.through_seq = 2;
+        }
+        // Everything was written a second before the manifest.
+        let age = 1_000;
+        let objects = vec![
+            listed(&seg(fenced, 1), ObjectKind::Segment, age), // fenced run's upload
+            listed(&seg(cur, 1), ObjectKind::Segment, age),    // committed, truncated
+            listed(&seg(cur, 5), ObjectKind::Segment, age),    // in flight
+            listed(&seg(fresh, 0), ObjectKind::Segment, age),  // newest claimant
+            listed(&seg(run(0), 0), ObjectKind::Segment, age), // an older run, no entries
+            listed(&old_snap, ObjectKind::Snapshot, age),      // superseded
+            listed(&new_snap, ObjectKind::Snapshot, age),      // a snapshot not recorded yet
+        ];
+        let d = decide(&gc, &stamped(m.clone(), NOW as i64), None, &objects, NOW);
+        assert_eq!(outcome(&d, &seg(fenced, 1)), None);
+        assert_eq!(outcome(&d, &seg(cur, 1)), None);
+        assert_eq!(outcome(&d, &seg(cur, 5)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(fresh, 0)), Some(KeepReason::InFlight));
+        assert_eq!(outcome(&d, &seg(run(0), 0)), Some(KeepReason::Pending));
+        assert_eq!(outcome(&d, &old_snap), None);
+        assert_eq!(outcome(&d, &new_snap), Some(KeepReason::Pending));
+
+        // The lease names the run holding the epoch: only it can commit, so
+        // every other run's leftovers are settled, and its own uploads are
+        // in flight even though its run id sorts before the others.
+        let with_lease = [
+            listed(&seg(run(0), 0), ObjectKind::Segment, age),
+            listed(&seg(fresh, 0), ObjectKind::Segment, age),
+            listed(&seg(lease_run, 0), ObjectKind::Segment, age),
+        ];
+        let d = decide(
+            &gc,
+            &stamped(m.clone(), NOW as i64),
+            Some(lease_run),
+            &with_lease,
+            NOW,
+        );
+        assert_eq!(outcome(&d, &seg(run(0), 0)), None);
+        assert_eq!(outcome(&d, &seg(lease_run, 0)), Some(KeepReason::InFlight));
+        assert_eq!(
+            outcome(&d, &seg(fresh, 0)),
+            None,
+            "the newest-claimant guess yields to the lease"
+        );
+
+        // Once the manifest was written more than the window after them,
+        // pending uploads can no longer be committed.
+        let later = NOW as i64 + (window::COMMIT_WINDOW + window::STAMP_MARGIN).as_millis() as i64;
+        let d = decide(&gc, &stamped(m, later), None, &objects, NOW);
+        assert_eq!(outcome(&d, &seg(run(0), 0)), None);
+        assert_eq!(outcome(&d, &new_snap), None);
+        assert_eq!(
+            outcome(&d, &seg(cur, 5)),
+            None,
+            "its writer can no longer commit it"
+        );
     }
 
     #[test]

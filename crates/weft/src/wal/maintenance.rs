@@ -18,17 +18,29 @@
 //! committed sequences, and the entries after it must follow it without a
 //! gap, so a new replica that restores the snapshot can always go on from
 //! the sequence after it.
+//!
+//! # Manifest versions never repeat
+//!
+//! A late CAS lands only on the exact version it was conditioned on, and S3
+//! names a version by the MD5 of its bytes. So if a manifest could return
+//! to an earlier state, a CAS made long ago could land on the later copy —
+//! and GC's reasoning about which uploads may still become referenced
+//! ([`super::window`]) would fail. Every write therefore moves the state
+//! forward: claims raise the epoch, commits raise `next_sequence`,
+//! truncation only drops entries from the front, and the snapshot pointer
+//! only moves to a snapshot that sorts after the current one (by coverage,
+//! then object name) and is never cleared. An edit that changes nothing is
+//! not written at all.
 
 use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tracing::info;
 
 use super::Manifest;
-use super::commit::read_manifest;
+use super::manifest_object::{object_written_ms, read_manifest_by};
+use super::window;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;
 use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
@@ -61,14 +73,45 @@ impl ManifestEdit {
         }
     }
 
+    /// The object this edit makes referenced, if any (the new snapshot).
+    pub fn new_reference(&self) -> Option<&str> {
+        match &self.snapshot {
+            Some(Some(s)) => Some(s.location.as_str()),
+            _ => None,
+        }
+    }
+
     /// Applies the edit to `manifest`, or changes nothing and fails.
     ///
     /// Errors: [`ErrorKind::InvalidInput`] when the snapshot covers a
     /// sequence the log has not reached (`through_seq >= next_sequence`),
     /// when the live entries would not follow the snapshot without a gap
     /// (the log was truncated past what the snapshot covers), or when the
-    /// manifest version has no snapshot block (v1).
+    /// manifest version has no snapshot block (v1); when the pointer would
+    /// be cleared; [`ErrorKind::Conflict`] when the manifest already points
+    /// to a snapshot that sorts after the new one (a newer snapshot won).
+    /// Setting the pointer the manifest already holds changes nothing.
     pub fn apply(&self, manifest: &mut Manifest) -> Result<()> {
+        match (&self.snapshot, manifest.snapshot()) {
+            (Some(None), Some(current)) => {
+                return Err(Error::invalid_input(format!(
+                    "the snapshot pointer ({}) cannot be removed: the manifest would return \
+                     to an earlier state; point it to a newer snapshot instead",
+                    current.location
+                )));
+            }
+            (Some(Some(new)), Some(current)) if new != current && !sorts_after(new, current) => {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "the manifest already points to snapshot {} (through {}), which sorts \
+                         after {} (through {}): the pointer only moves forward",
+                        current.location, current.through_seq, new.location, new.through_seq
+                    ),
+                ));
+            }
+            _ => {}
+        }
         let mut next = manifest.clone();
         if let Some(Some(snap)) = &self.snapshot
             && snap.through_seq >= next.next_sequence()
@@ -102,19 +145,38 @@ impl ManifestEdit {
     }
 }
 
+/// A stable 64-bit FNV-1a hash.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Whether snapshot `a` sorts after `b`: it covers more, or as much under a
+/// later object name.
+fn sorts_after(a: &SnapshotPointer, b: &SnapshotPointer) -> bool {
+    (a.through_seq, a.location.as_str()) > (b.through_seq, b.location.as_str())
+}
+
 /// Applies `edit` to the manifest at `manifest_path` without claiming the
 /// log: a conditional update that keeps the epoch, retried on a fresh copy
-/// after a conflict or a transient failure within `retry`. Returns the
-/// manifest as written.
+/// after a conflict or a transient failure within `retry` (and its
+/// deadline). Returns the manifest as written (or as found, when the edit
+/// was already in effect: then nothing is written).
 ///
 /// An attempt whose outcome is unknown is simply applied again to a fresh
 /// copy: the edit is idempotent (truncating through the same sequence or
-/// setting the same pointer twice changes nothing more).
+/// setting the same pointer twice changes nothing more). An edit that makes
+/// an object referenced (a snapshot pointer) needs the object to exist, and
+/// is made only on manifest versions written within the commit window of
+/// the object's own stamp ([`super::window`]).
 ///
 /// Errors: [`ErrorKind::NotFound`] when there is no manifest (nothing is
-/// created); the errors of [`ManifestEdit::apply`]; store errors
-/// ([`ErrorKind::Unavailable`] after the retries, [`ErrorKind::Conflict`]
-/// when every attempt lost a race, `PermissionDenied`, ...);
+/// created); the errors of [`ManifestEdit::apply`]; `InvalidInput` when
+/// the referenced object does not exist; store errors
+/// ([`ErrorKind::Unavailable`] after the retries or the deadline, or when
+/// the object is older than the commit window; [`ErrorKind::Conflict`]
+/// when every attempt lost a race, `PermissionDenied`, `ReadOnly`, ...);
 /// [`ErrorKind::Corrupt`] for an unreadable manifest.
 pub async fn edit_unowned(
     store: &Arc<dyn ObjectStore>,
@@ -122,9 +184,18 @@ pub async fn edit_unowned(
     edit: &ManifestEdit,
     retry: &RetryPolicy,
 ) -> Result<Manifest> {
-    let mut backoff = retry.backoff(ChaCha8Rng::from_os_rng().random());
+    // Jitter seeded by the edit: a snapshot's name is random, so tools do
+    // not retry in lock step, and a seeded run replays.
+    let mut backoff = retry.backoff(fnv(&format!("{manifest_path} {edit:?}")));
+    let referenced = match edit.new_reference() {
+        Some(location) => Some((
+            location.to_owned(),
+            object_written_ms(store.as_ref(), location, &backoff).await?,
+        )),
+        None => None,
+    };
     loop {
-        let loaded = match read_manifest(store.as_ref(), manifest_path).await {
+        let loaded = match read_manifest_by(store.as_ref(), manifest_path, &backoff).await {
             Ok(Some(l)) => l,
             Ok(None) => {
                 return Err(Error::new(
@@ -135,16 +206,22 @@ pub async fn edit_unowned(
             Err(f) if f.outcome == Outcome::Transient && backoff.wait().await => continue,
             Err(f) => return Err(f.error.context("manifest edit")),
         };
-        let mut manifest = loaded.manifest;
+        let mut manifest = loaded.manifest.clone();
         edit.apply(&mut manifest)?;
+        if manifest == loaded.manifest {
+            return Ok(manifest);
+        }
+        if let Some((location, object_ms)) = &referenced {
+            window::check_stamps(loaded.written_ms, *object_ms, &format!("object {location}"))?;
+        }
         let bytes = manifest.to_bytes()?;
         let mode = PutMode::Update(loaded.version);
-        match store
-            .put_opts(
+        match backoff
+            .attempt(store.put_opts(
                 manifest_path,
                 PutPayload::from(bytes),
                 PutOptions::from(mode),
-            )
+            ))
             .await
         {
             Ok(_) => {
@@ -221,16 +298,35 @@ mod tests {
     }
 
     #[test]
-    fn clearing_the_pointer_and_truncating_everything_is_allowed() {
+    fn truncating_everything_is_allowed_and_the_pointer_only_moves_forward() {
         let mut m = log();
+        ManifestEdit::snapshot(snap(4), true).apply(&mut m).unwrap();
+        // The same pointer again changes nothing.
+        let before = m.clone();
+        ManifestEdit::snapshot(snap(4), true).apply(&mut m).unwrap();
+        assert_eq!(m, before);
         ManifestEdit::snapshot(snap(8), true).apply(&mut m).unwrap();
         assert!(m.is_empty());
+        assert_eq!(m.next_sequence(), 9);
+        let after = m.clone();
+        // Back to an older one, or none at all: refused, nothing changes.
+        let back = ManifestEdit::snapshot(snap(4), false).apply(&mut m);
+        assert_eq!(back.unwrap_err().kind(), ErrorKind::Conflict);
         let clear = ManifestEdit {
             truncate_through: None,
             snapshot: Some(None),
         };
-        clear.apply(&mut m).unwrap();
-        assert_eq!(m.snapshot(), None);
-        assert_eq!(m.next_sequence(), 9);
+        assert_eq!(
+            clear.apply(&mut m).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+        assert_eq!(m, after);
+        // Same coverage, a later name: forward.
+        let mut later = snap(8);
+        later.location = "snapshots/8b".into();
+        ManifestEdit::snapshot(later.clone(), false)
+            .apply(&mut m)
+            .unwrap();
+        assert_eq!(m.snapshot(), Some(&later));
     }
 }

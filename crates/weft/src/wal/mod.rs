@@ -4,7 +4,8 @@
 //! * [`producer`] — the epoch-fenced writer: group commit, concurrent
 //!   uploads, ordered manifest commits, backpressure.
 //! * `pipeline`, `flush`, `commit` — the producer's internals: shared
-//!   state, segment packing and uploads, and the manifest CAS loop.
+//!   state, segment packing and uploads, and the manifest CAS loop;
+//!   `manifest_object` reads the manifest with its CAS version.
 //! * [`replica`] — read replicas that tail the manifest and hand records
 //!   to an [`Applier`]; [`cursor`] keeps their place; [`segments`] fetches
 //!   and checks the segment an entry names, for replicas and tools alike.
@@ -12,19 +13,25 @@
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
 //! * [`gc`] — retention GC of objects no manifest references any more.
+//! * [`lease`] — the writer lease that makes a running writer visible.
+//! * [`window`] — the commit window: the rule between uploads, the CAS
+//!   that references them, and GC.
 
 pub mod applier;
 mod commit;
 pub mod cursor;
 mod flush;
 pub mod gc;
+pub mod lease;
 pub mod maintenance;
 pub mod manifest;
+mod manifest_object;
 mod pipeline;
 pub mod producer;
 pub mod replica;
 pub mod segments;
 pub mod snapshot;
+pub mod window;
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};
 pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};

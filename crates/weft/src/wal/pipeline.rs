@@ -27,6 +27,8 @@ pub(crate) struct Group {
     /// included); also its share of the in-flight budget.
     pub(crate) bytes: usize,
     pub(crate) ingestion_ms: i64,
+    /// When the append must be settled (committed or failed).
+    pub(crate) deadline: tokio::time::Instant,
     pub(crate) reply: Reply,
     pub(crate) permit: OwnedSemaphorePermit,
 }

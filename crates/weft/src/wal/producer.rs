@@ -58,6 +58,7 @@ use ulid::Ulid;
 
 use super::commit::{Committer, Maintenance, claim};
 use super::flush::{FlushSettings, SegmentNamer, run_flusher};
+use super::lease::{self, LeaseIdentity, LeaseKeeper};
 use super::maintenance::ManifestEdit;
 use super::pipeline::{Group, Halt, Shared};
 use crate::clock::{self, Clock};
@@ -85,8 +86,14 @@ pub struct ProducerConfig {
     pub max_inflight_bytes: usize,
     /// Segments coalesced into one manifest CAS, at most.
     pub manifest_batch: usize,
-    /// Retries of claims, uploads and manifest commits.
+    /// Retries of claims, uploads and manifest commits, and the deadline
+    /// of every append and edit ([`RetryPolicy::deadline`]): an append is
+    /// settled — committed, or failed — within it.
     pub retry: RetryPolicy,
+    /// How often the writer lease is renewed (see [`super::lease`]): an
+    /// opening writer that finds the lease watches it for three such
+    /// periods. At most a third of [`lease::MAX_WATCH`].
+    pub lease_renew_every: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -103,6 +110,7 @@ impl Default for ProducerConfig {
             max_inflight_bytes: 128 << 20,
             manifest_batch: 64,
             retry: RetryPolicy::default(),
+            lease_renew_every: lease::DEFAULT_RENEW_EVERY,
         }
     }
 }
@@ -125,6 +133,16 @@ impl ProducerConfig {
         if self.retry.max_attempts == 0 {
             return bad("retry.max_attempts must be at least 1");
         }
+        if self.retry.deadline.is_zero() {
+            return bad("retry.deadline must be positive");
+        }
+        if self.lease_renew_every.is_zero() || self.lease_renew_every * 3 > lease::MAX_WATCH {
+            return bad(&format!(
+                "lease_renew_every must be positive and at most {} s (a third of the longest \
+                 an opening writer watches the lease)",
+                (lease::MAX_WATCH / 3).as_secs()
+            ));
+        }
         Ok(())
     }
 }
@@ -141,9 +159,33 @@ pub struct ProducerBuilder {
     manifest_version: Option<ManifestVersion>,
     clock: Arc<dyn Clock>,
     seed: Option<u64>,
+    take_over: bool,
+    holder: Option<String>,
 }
 
 impl ProducerBuilder {
+    /// Claim the log even when its writer lease shows a live writer,
+    /// fencing it (a deliberate failover). Without it (the default),
+    /// [`open`](Self::open) waits to see whether the lease's writer is
+    /// alive and fails with `Locked` if it is (see [`super::lease`]).
+    pub fn with_take_over(mut self, take_over: bool) -> Self {
+        self.take_over = take_over;
+        self
+    }
+
+    /// How this writer names itself in its lease (shown to whoever it would
+    /// lock out); the process id is added. Default: `weft writer`.
+    pub fn with_holder(mut self, name: impl Into<String>) -> Self {
+        self.holder = Some(name.into());
+        self
+    }
+
+    /// See [`ProducerConfig::lease_renew_every`].
+    pub fn with_lease_renewal(mut self, every: Duration) -> Self {
+        self.config.lease_renew_every = every;
+        self
+    }
+
     /// Replaces all plain settings at once.
     pub fn with_config(mut self, config: ProducerConfig) -> Self {
         self.config = config;
@@ -232,7 +274,14 @@ impl ProducerBuilder {
     /// Claims the log and starts the producer's tasks. Needs a tokio
     /// runtime.
     ///
-    /// Errors: [`ErrorKind::InvalidInput`] for bad settings or paths;
+    /// Unless [taking over](Self::with_take_over), first makes sure no live
+    /// writer holds the log's lease: a lease nobody renews (its writer
+    /// crashed) costs up to three renewal periods of waiting; a released
+    /// one, nothing. After the claim it writes its own lease and renews it
+    /// until it closes or halts.
+    ///
+    /// Errors: [`ErrorKind::Locked`] when a live writer holds the lease;
+    /// [`ErrorKind::InvalidInput`] for bad settings or paths;
     /// [`ErrorKind::PermissionDenied`] when the store refuses the
     /// credentials; [`ErrorKind::NotFound`] when the bucket does not exist;
     /// [`ErrorKind::Unavailable`] when the store cannot be reached within
@@ -260,12 +309,13 @@ impl ProducerBuilder {
                 .with_source(e)
             })?;
         }
-        let seed = self
-            .seed
-            .unwrap_or_else(|| ChaCha8Rng::from_os_rng().random());
+        let seed = self.seed.unwrap_or_else(crate::random::os_seed);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let run_id = Ulid::from_parts(self.clock.now_ms(), rng.random());
 
+        if !self.take_over {
+            lease::wait_until_free(self.store.as_ref(), &manifest_path, &self.config.retry).await?;
+        }
         let claimed = claim(
             self.store.as_ref(),
             &manifest_path,
@@ -280,6 +330,26 @@ impl ProducerBuilder {
         let cfg = &self.config;
         let flush_threshold = cfg.flush_bytes.min(cfg.max_inflight_bytes);
         let shared = Arc::new(Shared::new(cfg.max_inflight_bytes, flush_threshold));
+        let holder = format!(
+            "{} (pid {})",
+            self.holder.as_deref().unwrap_or("weft writer"),
+            std::process::id()
+        );
+        let lease = LeaseKeeper::start(
+            self.store.clone(),
+            &manifest_path,
+            LeaseIdentity {
+                run: run_id,
+                epoch,
+                holder,
+                renew_every: cfg.lease_renew_every,
+            },
+            self.clock.clone(),
+            cfg.retry.clone(),
+            shared.clone(),
+        )
+        .await
+        .map_err(|e| e.context("the log was claimed, but its writer lease could not be written"))?;
         let (close_tx, close_rx) = mpsc::unbounded_channel();
         let (report_tx, report_rx) = mpsc::unbounded_channel();
         let (maintenance_tx, maintenance_rx) = mpsc::unbounded_channel();
@@ -321,6 +391,8 @@ impl ProducerBuilder {
             manifest_path,
             manifest_version,
             max_append_bytes: cfg.max_inflight_bytes,
+            deadline: cfg.retry.deadline,
+            lease,
             closed: Mutex::new(None),
         })
     }
@@ -358,6 +430,10 @@ pub struct Producer {
     manifest_path: Path,
     manifest_version: ManifestVersion,
     max_append_bytes: usize,
+    /// How long an append or edit may take ([`RetryPolicy::deadline`]).
+    deadline: Duration,
+    /// The writer lease, renewed while the producer runs.
+    lease: LeaseKeeper,
     /// What `close` returned, for repeated calls.
     closed: Mutex<Option<std::result::Result<(), Halt>>>,
 }
@@ -380,6 +456,8 @@ impl Producer {
             manifest_version: None,
             clock: clock::system(),
             seed: None,
+            take_over: false,
+            holder: None,
         }
     }
 
@@ -418,6 +496,7 @@ impl Producer {
             meta,
             bytes,
             ingestion_ms: i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX),
+            deadline: self.deadline_from_now(),
             reply,
             permit,
         })?;
@@ -458,6 +537,8 @@ impl Producer {
                     *self.lock_closed() = Some(Err(h));
                 }
             }
+            // Give the log up (unless a newer writer holds the lease).
+            self.lease.release().await;
             let mut closed = self.lock_closed();
             if closed.is_none() {
                 *closed = Some(outcome);
@@ -482,7 +563,11 @@ impl Producer {
     pub async fn edit_manifest(&self, edit: ManifestEdit) -> Result<()> {
         self.shared.check_open()?;
         let (reply, rx) = oneshot::channel();
-        let op = Maintenance { edit, reply };
+        let op = Maintenance {
+            edit,
+            deadline: self.deadline_from_now(),
+            reply,
+        };
         if self.maintenance_tx.send(op).is_err() {
             return Err(self.shared.stopped_error());
         }
@@ -515,6 +600,13 @@ impl Producer {
     pub async fn set_snapshot(&self, snapshot: SnapshotPointer, truncate: bool) -> Result<()> {
         self.edit_manifest(ManifestEdit::snapshot(snapshot, truncate))
             .await
+    }
+
+    /// When an operation started now must be over.
+    fn deadline_from_now(&self) -> tokio::time::Instant {
+        let now = crate::clock::monotonic_now();
+        now.checked_add(self.deadline)
+            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
     }
 
     /// The epoch this producer claimed the log with.

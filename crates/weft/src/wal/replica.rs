@@ -41,6 +41,7 @@ use super::segments::{check_segment, missing_segment};
 use crate::error::{Error, ErrorDetail, ErrorKind, Result};
 use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
 use crate::outage::Outage;
+use crate::store::DEFAULT_DEADLINE;
 use crate::store::outcome::{self, StoreOp};
 
 /// What one [`Replica::poll`] did.
@@ -69,9 +70,19 @@ pub struct ReplicaBuilder<A> {
     cursor_store: Arc<dyn CursorStore>,
     prefetch: usize,
     poll_interval: Duration,
+    request_timeout: Duration,
 }
 
 impl<A: Applier> ReplicaBuilder<A> {
+    /// The longest one store request (a manifest or segment read) may take
+    /// before the poll fails with `Unavailable` (default
+    /// [`DEFAULT_DEADLINE`]): a store that stops answering fails polls
+    /// instead of stalling them.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
     /// Where the replica keeps its cursor (default: in memory).
     pub fn with_cursor_store(mut self, cursor_store: impl CursorStore) -> Self {
         self.cursor_store = Arc::new(cursor_store);
@@ -100,6 +111,7 @@ impl<A: Applier> ReplicaBuilder<A> {
             cursor_store: self.cursor_store,
             prefetch: self.prefetch,
             poll_interval: self.poll_interval,
+            request_timeout: self.request_timeout,
             cursor: None,
             loaded_cursor: false,
             etag: None,
@@ -116,22 +128,45 @@ pub struct Replica<A> {
     cursor_store: Arc<dyn CursorStore>,
     prefetch: usize,
     poll_interval: Duration,
+    request_timeout: Duration,
     cursor: Option<Cursor>,
     loaded_cursor: bool,
     etag: Option<String>,
     manifest: Option<ManifestData>,
 }
 
-/// Reads one whole object.
-async fn fetch(store: Arc<dyn ObjectStore>, location: String) -> Result<Bytes> {
+/// Reads one whole object, within `timeout`.
+async fn fetch(store: Arc<dyn ObjectStore>, location: String, timeout: Duration) -> Result<Bytes> {
     let path = Path::from(location.as_str());
-    let got = store
-        .get(&path)
-        .await
-        .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))?;
-    got.bytes()
-        .await
-        .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))
+    let read = async {
+        let got = store
+            .get(&path)
+            .await
+            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))?;
+        got.bytes()
+            .await
+            .map_err(|e| outcome::to_error(StoreOp::Read, &location, e))
+    };
+    within(timeout, &location, read).await
+}
+
+/// `request` within `timeout`; `Unavailable` (nothing read) when it takes
+/// longer.
+async fn within<T>(
+    timeout: Duration,
+    what: &str,
+    request: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "reading {what} got no answer within {:.1} s",
+                timeout.as_secs_f64()
+            ),
+        )),
+    }
 }
 
 /// The cursor just past `entry`'s last record.
@@ -177,6 +212,7 @@ impl<A: Applier> Replica<A> {
             cursor_store: Arc::new(MemoryCursorStore::new()),
             prefetch: 8,
             poll_interval: Duration::from_millis(100),
+            request_timeout: DEFAULT_DEADLINE,
         }
     }
 
@@ -206,7 +242,24 @@ impl<A: Applier> Replica<A> {
             if_none_match: self.etag.clone(),
             ..GetOptions::default()
         };
-        let got = match self.store.get_opts(&self.manifest_path, opts).await {
+        let read = tokio::time::timeout(
+            self.request_timeout,
+            self.store.get_opts(&self.manifest_path, opts),
+        );
+        let got = match read.await {
+            Err(_) => {
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "reading the manifest {} got no answer within {:.1} s",
+                        self.manifest_path,
+                        self.request_timeout.as_secs_f64()
+                    ),
+                ));
+            }
+            Ok(got) => got,
+        };
+        let got = match got {
             Ok(got) => got,
             Err(object_store::Error::NotModified { .. }) => return Ok(Some(false)),
             Err(e) => {
@@ -218,10 +271,13 @@ impl<A: Applier> Replica<A> {
             }
         };
         let etag = got.meta.e_tag.clone();
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| outcome::to_error(StoreOp::Read, self.manifest_path.as_ref(), e))?;
+        let path = self.manifest_path.to_string();
+        let bytes = within(self.request_timeout, &path, async {
+            got.bytes()
+                .await
+                .map_err(|e| outcome::to_error(StoreOp::Read, &path, e))
+        })
+        .await?;
         let manifest = decode_manifest(&bytes)
             .map_err(|e| e.context(format!("manifest {}", self.manifest_path)))?;
         self.manifest = Some(manifest);
@@ -280,7 +336,7 @@ impl<A: Applier> Replica<A> {
                 return Ok(None);
             };
             let (location, through) = (snap.location.clone(), snap.through_seq);
-            match fetch(self.store.clone(), location.clone()).await {
+            match fetch(self.store.clone(), location.clone(), self.request_timeout).await {
                 Ok(bytes) => return Ok(Some((location, through, bytes))),
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     self.etag = None;
@@ -429,6 +485,7 @@ impl<A: Applier> Replica<A> {
             return Ok(outcome);
         }
         let store = self.store.clone();
+        let timeout = self.request_timeout;
         // Each fetch runs as its own task, so the segments in flight keep
         // downloading while records are being applied (a plain `buffered`
         // of fetch futures only makes progress when the stream is polled).
@@ -437,7 +494,7 @@ impl<A: Applier> Replica<A> {
         let mut segments = futures::stream::iter(pending.clone())
             .map(move |e| {
                 let store = store.clone();
-                let task = tokio::spawn(fetch(store, e.location.clone()));
+                let task = tokio::spawn(fetch(store, e.location.clone(), timeout));
                 async move {
                     task.await.unwrap_or_else(|e| {
                         Err(Error::internal(format!("segment fetch task failed: {e}")))
@@ -535,7 +592,7 @@ impl<A: Applier> Replica<A> {
             };
             tokio::select! {
                 _ = &mut shutdown => return Ok(()),
-                _ = tokio::time::sleep(wait) => {}
+                _ = crate::clock::sleep(wait) => {}
             }
         }
     }

@@ -10,9 +10,11 @@
 //!    creation time) and, by default, drops the entries the snapshot
 //!    supersedes.
 //!
-//! A crash between the steps leaves an object no manifest references;
-//! retention GC deletes it once it is older than the grace period (see
-//! [`super::gc`]). A replica with no cursor that finds the pointer restores
+//! A crash between the steps — or a failure to record the pointer — leaves
+//! an object no manifest references; retention GC deletes it (see
+//! [`super::gc`]). Nothing here deletes it: after a failure whose outcome
+//! is unknown the pointer may still be recorded later, and only GC knows
+//! when that can no longer happen ([`super::window`]). A replica with no cursor that finds the pointer restores
 //! the object through [`Applier::restore`](super::Applier::restore) and
 //! tails from `through_seq + 1`.
 //!
@@ -24,18 +26,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use ulid::Ulid;
 
 use super::Producer;
-use super::commit::read_manifest;
 use super::maintenance::{ManifestEdit, edit_unowned};
+use super::manifest_object::read_manifest_by;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;
-use crate::store::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
+use crate::store::{Outcome, RetryPolicy, StoreOp, classify, retry_store, to_error};
 
 /// The default snapshot prefix of the log whose manifest is at
 /// `manifest_path`: `snapshots` in the manifest's directory.
@@ -151,10 +153,7 @@ impl SnapshotWriter {
     }
 
     fn rng(&self) -> ChaCha8Rng {
-        match self.seed {
-            Some(seed) => ChaCha8Rng::seed_from_u64(seed),
-            None => ChaCha8Rng::from_os_rng(),
-        }
+        crate::random::rng(self.seed)
     }
 
     /// Step 1 only: stores `bytes` as a new snapshot object covering
@@ -169,62 +168,112 @@ impl SnapshotWriter {
     /// (`Unavailable` after the retries, `PermissionDenied`, `NotFound` for
     /// a missing bucket).
     pub async fn upload(&self, bytes: Bytes, through_seq: u64) -> Result<SnapshotPointer> {
+        let (pointer, seed) = self.plan(through_seq);
+        self.store_object(&pointer, bytes, seed).await?;
+        Ok(pointer)
+    }
+
+    /// The pointer a snapshot through `through_seq` will get (a fresh
+    /// object name), and a seed for its upload's retries.
+    fn plan(&self, through_seq: u64) -> (SnapshotPointer, u64) {
         let now = self.clock.now_ms();
         let mut rng = self.rng();
         let id = Ulid::from_parts(now, rng.random());
-        let path = object_path(&self.prefix, through_seq, id);
-        let mut backoff = self.retry.backoff(rng.random());
-        let mut retries = 0u32;
-        let result = retry_store(
-            &mut backoff,
-            StoreOp::CreateIfAbsent,
-            true,
-            |outcome, err| {
-                retries += 1;
-                if retries == 1 {
-                    warn!(?outcome, error = %err, %path, "snapshot upload failed; retrying");
-                } else {
-                    tracing::debug!(retries, ?outcome, error = %err, %path, "snapshot upload retry");
-                }
-            },
-            || {
-                let opts = PutOptions::from(PutMode::Create);
-                self.store
-                    .put_opts(&path, PutPayload::from(bytes.clone()), opts)
-            },
-        )
-        .await;
-        match result {
-            Ok(_) => {}
-            Err(gave_up) if gave_up.outcome == Outcome::Conflict => {
-                let existing = self
-                    .store
-                    .get(&path)
-                    .await
-                    .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?
-                    .bytes()
-                    .await
-                    .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?;
-                if existing != bytes {
+        let pointer = SnapshotPointer {
+            location: object_path(&self.prefix, through_seq, id).to_string(),
+            through_seq,
+            created_ms: i64::try_from(now).unwrap_or(i64::MAX),
+        };
+        (pointer, rng.random())
+    }
+
+    /// Refuses, before anything is stored, an edit the manifest at
+    /// `manifest_path` refuses now (a snapshot beyond the log's end, an
+    /// older one than recorded, a v1 manifest, no manifest at all). The
+    /// manifest may change before the edit is made; the edit checks again.
+    async fn precheck(&self, manifest_path: &Path, edit: &ManifestEdit) -> Result<()> {
+        let mut backoff = self.retry.backoff(0);
+        loop {
+            match read_manifest_by(self.store.as_ref(), manifest_path, &backoff).await {
+                Ok(Some(mut loaded)) => return edit.apply(&mut loaded.manifest),
+                Ok(None) => {
                     return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("snapshot object {path} already exists with other contents"),
+                        ErrorKind::NotFound,
+                        format!("no manifest at {manifest_path}: nothing to snapshot"),
                     ));
                 }
+                Err(f) if f.outcome == Outcome::Transient && backoff.wait().await => {}
+                Err(f) => return Err(f.error.context("reading the manifest")),
             }
-            Err(gave_up) => {
+        }
+    }
+
+    async fn store_object(&self, pointer: &SnapshotPointer, bytes: Bytes, seed: u64) -> Result<()> {
+        let through_seq = pointer.through_seq;
+        let path = Path::from(pointer.location.as_str());
+        let mut backoff = self.retry.backoff(seed);
+        let mut retries = 0u32;
+        loop {
+            let result = retry_store(
+                &mut backoff,
+                StoreOp::CreateIfAbsent,
+                true,
+                |outcome, err| {
+                    // One warning per upload; an outage's further retries at
+                    // debug.
+                    retries += 1;
+                    if retries == 1 {
+                        warn!(?outcome, error = %err, %path, "snapshot upload failed; retrying");
+                    } else {
+                        debug!(retries, ?outcome, error = %err, %path, "snapshot upload retry");
+                    }
+                },
+                || {
+                    let opts = PutOptions::from(PutMode::Create);
+                    self.store
+                        .put_opts(&path, PutPayload::from(bytes.clone()), opts)
+                },
+            )
+            .await;
+            let gave_up = match result {
+                Ok(_) => break,
+                Err(gave_up) => gave_up,
+            };
+            if gave_up.outcome != Outcome::Conflict {
                 return Err(
                     to_error(StoreOp::CreateIfAbsent, path.as_ref(), gave_up.error)
                         .context(format!("storing snapshot ({} attempts)", gave_up.attempts)),
                 );
             }
+            // "Already exists": an earlier attempt of ours, or a collision.
+            let existing = match backoff.attempt(self.store.get(&path)).await {
+                Ok(got) => got
+                    .bytes()
+                    .await
+                    .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?,
+                // Not there after all (a 412 that was no answer about this
+                // object): try the create again.
+                Err(e) if classify(StoreOp::Read, &e) == Outcome::NotFound => {
+                    if backoff.wait().await {
+                        continue;
+                    }
+                    return Err(
+                        to_error(StoreOp::CreateIfAbsent, path.as_ref(), gave_up.error)
+                            .context("storing snapshot"),
+                    );
+                }
+                Err(e) => return Err(to_error(StoreOp::Read, path.as_ref(), e)),
+            };
+            if existing != bytes {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("snapshot object {path} already exists with other contents"),
+                ));
+            }
+            break;
         }
         info!(%path, through_seq, bytes = bytes.len(), "snapshot stored");
-        Ok(SnapshotPointer {
-            location: path.to_string(),
-            through_seq,
-            created_ms: i64::try_from(now).unwrap_or(i64::MAX),
-        })
+        Ok(())
     }
 
     /// Stores the snapshot and records it through the log's writer, in one
@@ -233,23 +282,24 @@ impl SnapshotWriter {
     ///
     /// Errors: those of [`upload`](Self::upload) and of
     /// [`Producer::set_snapshot`] (`InvalidInput` for a `through_seq` the
-    /// log has not reached or a v1 manifest, `Fenced`, ...). When the
-    /// pointer could not be recorded, the uploaded object is deleted again
-    /// (best effort; GC collects it otherwise).
+    /// log has not reached or a v1 manifest, `Conflict` when a newer
+    /// snapshot is recorded, `Fenced`, ...). An edit the manifest refuses
+    /// already is refused before anything is stored; when the pointer could
+    /// not be recorded after the upload, the object stays for GC.
     pub async fn write(
         &self,
         producer: &Producer,
         bytes: Bytes,
         through_seq: u64,
     ) -> Result<SnapshotPointer> {
-        let pointer = self.upload(bytes, through_seq).await?;
-        match producer.set_snapshot(pointer.clone(), self.truncate).await {
-            Ok(()) => Ok(pointer),
-            Err(e) => {
-                self.discard(producer.manifest_path(), &pointer).await;
-                Err(e)
-            }
-        }
+        let (pointer, seed) = self.plan(through_seq);
+        let edit = ManifestEdit::snapshot(pointer.clone(), self.truncate);
+        self.precheck(producer.manifest_path(), &edit).await?;
+        self.store_object(&pointer, bytes, seed).await?;
+        producer
+            .set_snapshot(pointer.clone(), self.truncate)
+            .await?;
+        Ok(pointer)
     }
 
     /// Stores the snapshot and records it without a producer (for tools,
@@ -264,31 +314,12 @@ impl SnapshotWriter {
         bytes: Bytes,
         through_seq: u64,
     ) -> Result<SnapshotPointer> {
-        let pointer = self.upload(bytes, through_seq).await?;
+        let (pointer, seed) = self.plan(through_seq);
         let edit = ManifestEdit::snapshot(pointer.clone(), self.truncate);
-        match edit_unowned(&self.store, manifest_path, &edit, &self.retry).await {
-            Ok(_) => Ok(pointer),
-            Err(e) => {
-                self.discard(manifest_path, &pointer).await;
-                Err(e)
-            }
-        }
-    }
-
-    /// Deletes an object whose pointer was not recorded — only once a fresh
-    /// read of the manifest shows it is not referenced: after a failure
-    /// whose outcome was unknown, the pointer may be there after all.
-    async fn discard(&self, manifest_path: &Path, pointer: &SnapshotPointer) {
-        match read_manifest(self.store.as_ref(), manifest_path).await {
-            Ok(Some(l))
-                if l.manifest.snapshot().map(|s| &s.location) != Some(&pointer.location) => {}
-            Ok(None) => {}
-            _ => return,
-        }
-        let path = Path::from(pointer.location.as_str());
-        if let Err(e) = self.store.delete(&path).await {
-            warn!(%path, error = %e, "could not delete an unrecorded snapshot; GC will");
-        }
+        self.precheck(manifest_path, &edit).await?;
+        self.store_object(&pointer, bytes, seed).await?;
+        edit_unowned(&self.store, manifest_path, &edit, &self.retry).await?;
+        Ok(pointer)
     }
 }
 

@@ -6,11 +6,16 @@
 //! the server without seeing each other's blobs. A test that needs the
 //! server and finds no env FAILS: it never skips.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::ObjectStore;
-use weft::store::AzureSettings;
+use weft::connect::AzureSettings;
 
 /// The message every Azure test fails with when the server env is missing.
 pub const NO_SERVER: &str = "run scripts/test.sh (it starts Azurite)";
@@ -45,7 +50,7 @@ pub fn store(test: &str) -> (Arc<dyn ObjectStore>, AzureSettings) {
 /// valid base64 key that is not the account's).
 pub fn wrong_credentials(s: &AzureSettings) -> Arc<dyn ObjectStore> {
     let mut bad = s.clone();
-    bad.access_key = Some(weft::store::azure::EMULATOR_ACCOUNT_KEY.to_string());
+    bad.access_key = Some(weft::connect::EMULATOR_ACCOUNT_KEY.to_string());
     assert_ne!(
         bad.access_key, s.access_key,
         "the test server must not use the emulator's published key"

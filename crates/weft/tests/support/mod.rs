@@ -2,8 +2,15 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod append_id_cases;
 pub mod azure;
+pub mod bucket_log_cases;
+pub mod bucket_retention_cases;
+pub mod gc_cases;
 pub mod producer_cases;
 pub mod s3;
+pub mod snapshot_cases;
+pub mod stamped;
 pub mod store_cases;
 pub mod wal;
+pub mod writer_lease_cases;

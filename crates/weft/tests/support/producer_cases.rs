@@ -3,6 +3,11 @@
 //! test; `tests/producer_s3.rs` and `tests/producer_azure.rs` call them
 //! with stores under fresh prefixes.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +28,15 @@ fn retries() -> RetryPolicy {
         base_backoff: Duration::from_millis(5),
         max_backoff: Duration::from_millis(200),
         jitter: 0.5,
+        ..RetryPolicy::default()
     }
 }
 
+/// Opening fences any earlier writer at once (the failover these tests
+/// make on purpose; the writer lease has its own tests).
 fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
+        .with_take_over(true)
         .with_flush_interval(Duration::from_millis(10))
         .with_retry_policy(retries())
 }

@@ -25,6 +25,11 @@
 //!   append that was acknowledged is where it was told;
 //! * epochs and manifest history as in `sim.rs`.
 
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -385,6 +390,7 @@ async fn open_follower(plan: &Plan, store: &Arc<dyn ObjectStore>) -> Option<Buck
         let options = FollowerOptions {
             poll_interval: plan.poll_interval,
             prefetch: 3,
+            ..FollowerOptions::default()
         };
         if let Ok(f) = BucketFollower::open(store.clone(), PREFIX, options).await {
             return Some(f);
@@ -402,6 +408,8 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
             flush_interval: plan.flush_interval,
             retry: plan.retry.clone(),
             seed: Some(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1)),
+            // Failovers fence the writer before on purpose.
+            take_over: true,
             ..BucketOptions::default()
         };
         let opened = BucketStorage::open_with_clock(

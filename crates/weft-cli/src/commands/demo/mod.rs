@@ -43,11 +43,11 @@ pub(crate) struct DemoArgs {
 
 /// Runs `weft demo`.
 pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
-    let started = Instant::now();
+    let started = weft::clock::os_monotonic_now();
     // A location, not a path: `s3://bucket/x` is a bucket, never a local
     // directory named `s3:`.
     let location = location::parse(&args.log)?;
-    let log = location::open_log(&location, Create::IfMissing, store).await?;
+    let log = location::open_log(&location, Create::IfMissing, false, store).await?;
     let outcome = run_on(&log, &args, &location, started).await;
     let closed = log.close().await;
     outcome?;
@@ -58,7 +58,7 @@ pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
 async fn run_on(
     log: &Log,
     args: &DemoArgs,
-    location: &weft::store::Location,
+    location: &weft::connect::Location,
     started: Instant,
 ) -> Result<()> {
     let tags = Tags::new()?;

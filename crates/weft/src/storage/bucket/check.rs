@@ -39,7 +39,12 @@ pub struct BucketCheck {
 pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCheck> {
     let layout = BucketLayout::new(prefix);
     let path = layout.manifest();
-    match store.head(&path).await {
+    match BucketOptions::default()
+        .retry
+        .backoff(0)
+        .attempt(store.head(&path))
+        .await
+    {
         Ok(_) => {}
         Err(object_store::Error::NotFound { .. }) => {
             return Err(Error::new(
@@ -61,7 +66,6 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
         &layout,
         options.rebuild_prefetch,
         &options.retry,
-        options.seed.unwrap_or(0),
         // A check needs no append ids.
         0,
     )

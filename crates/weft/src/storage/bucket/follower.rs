@@ -43,6 +43,7 @@ use crate::outage::Outage;
 use crate::storage::cache::EntryCache;
 use crate::storage::core::CachedLog;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use crate::store::RetryPolicy;
 use crate::wal::{Applier, Record, Replica};
 
 /// How a follower tails the bucket.
@@ -52,6 +53,12 @@ pub struct FollowerOptions {
     pub poll_interval: Duration,
     /// Segments fetched concurrently while catching up.
     pub prefetch: usize,
+    /// Retries of the catch-up on open and of KV requests, and the
+    /// deadline of every operation: opening fails (`Unavailable`) once the
+    /// store has made no progress for [`RetryPolicy::deadline`], and a
+    /// store request that takes longer than it (or the policy's attempt
+    /// timeout) fails its poll, which the tailing task retries.
+    pub retry: RetryPolicy,
 }
 
 impl Default for FollowerOptions {
@@ -59,6 +66,7 @@ impl Default for FollowerOptions {
         FollowerOptions {
             poll_interval: Duration::from_millis(50),
             prefetch: 8,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -70,6 +78,41 @@ type Shared = CachedLog;
 struct FollowerApplier {
     shared: Arc<Shared>,
     assembler: BatchAssembler,
+}
+
+/// How long one store request of a replica may take under `retry`.
+pub(super) fn request_timeout(retry: &RetryPolicy) -> Duration {
+    retry
+        .attempt_timeout
+        .map_or(retry.deadline, |t| t.min(retry.deadline))
+}
+
+/// Polls until caught up, retrying transient failures within `retry`; the
+/// deadline starts over whenever a poll made progress.
+pub(super) async fn catch_up<A: crate::wal::Applier>(
+    replica: &mut Replica<A>,
+    retry: &RetryPolicy,
+) -> Result<()> {
+    let mut backoff = retry.backoff(0x666f_6c6c_6f77);
+    loop {
+        let before = replica.cursor();
+        let err = match replica.poll().await {
+            Ok(_) => return Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
+            Err(e) => return Err(e),
+        };
+        if replica.cursor() != before {
+            backoff.reset();
+        }
+        tracing::debug!(error = %err, "reading the bucket log: retrying");
+        if !backoff.wait().await {
+            return Err(err.context(format!(
+                "reading the bucket log (no progress within {:.1} s or {} attempts)",
+                retry.deadline.as_secs_f64(),
+                backoff.attempts()
+            )));
+        }
+    }
 }
 
 /// Retention, as the follower applies it to its copy.
@@ -155,7 +198,7 @@ async fn tail(
         };
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
-            _ = tokio::time::sleep(wait) => {}
+            _ = crate::clock::sleep(wait) => {}
         }
     }
 }
@@ -180,7 +223,8 @@ impl BucketFollower {
     /// tailing in the background.
     ///
     /// Errors: store errors (`NotFound` for a missing bucket,
-    /// `PermissionDenied`, `Unavailable`), `Corrupt` data.
+    /// `PermissionDenied`, `Unavailable` once the store has made no
+    /// progress for `options.retry.deadline`), `Corrupt` data.
     pub async fn open(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
@@ -198,8 +242,9 @@ impl BucketFollower {
         let mut replica = Replica::builder(store.clone(), layout.manifest(), applier)
             .with_prefetch(options.prefetch)
             .with_poll_interval(options.poll_interval)
+            .with_request_timeout(request_timeout(&options.retry))
             .build();
-        replica.poll().await?;
+        catch_up(&mut replica, &options.retry).await?;
         if let Some(m) = replica.manifest() {
             shared.honour_retention(m);
         }
@@ -218,7 +263,7 @@ impl BucketFollower {
         });
         Ok(BucketFollower {
             shared,
-            kv: Arc::new(BucketKv::new(store, layout.kv())),
+            kv: Arc::new(BucketKv::new(store, layout.kv()).with_retry_policy(options.retry)),
             stop,
             task: Mutex::new(Some(task)),
         })

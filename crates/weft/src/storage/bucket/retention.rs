@@ -17,6 +17,7 @@ use super::writer::read_log;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, SnapshotPointer, encode_log_state};
+use crate::store::RetryPolicy;
 use crate::wal::{Gc, SnapshotWriter};
 
 /// A retention GC pass over the bucket log at `prefix` in `store` (the
@@ -34,19 +35,26 @@ pub fn gc(store: Arc<dyn ObjectStore>, prefix: &str) -> Gc {
 /// new snapshot pointer, or `None` when the log is already trimmed at or
 /// past `through` (nothing is written then).
 ///
+/// Every store request is retried and bounded by `retry` (and its
+/// deadline; reading the log fails once it made no progress for that long).
+///
 /// Errors: `NotFound` when there is no log; `InvalidInput` when `through`
 /// is not a committed seqnum (at or past the log's end) or the manifest is
-/// segment-numbered; `Corrupt` data; store errors.
+/// segment-numbered; `Conflict` when a snapshot covering more is already
+/// recorded; `Corrupt` data; store errors (`Unavailable` after the retries
+/// or the deadline, `ReadOnly`, ...).
 pub async fn trim_unowned(
     store: Arc<dyn ObjectStore>,
     prefix: &str,
     through: u64,
     clock: Arc<dyn Clock>,
+    retry: &RetryPolicy,
 ) -> Result<Option<SnapshotPointer>> {
     let layout = BucketLayout::new(prefix);
     let manifest = layout.manifest();
-    if store
-        .head(&manifest)
+    if retry
+        .backoff(0)
+        .attempt(store.head(&manifest))
         .await
         .is_err_and(|e| matches!(e, object_store::Error::NotFound { .. }))
     {
@@ -55,16 +63,7 @@ pub async fn trim_unowned(
             format!("no bucket log at {manifest}: nothing to trim"),
         ));
     }
-    let cache = read_log(
-        &store,
-        &layout,
-        8,
-        &crate::store::RetryPolicy::default(),
-        0,
-        0,
-    )
-    .await?
-    .cache;
+    let cache = read_log(&store, &layout, 8, retry, 0).await?.cache;
     cache.check_trim(through)?;
     if through < cache.index().first() {
         return Ok(None);
@@ -73,6 +72,7 @@ pub async fn trim_unowned(
     let pointer = SnapshotWriter::new(store, manifest.as_ref())
         .with_prefix(layout.snapshots())
         .with_clock(clock)
+        .with_retry_policy(retry.clone())
         .write_unowned(&manifest, encode_log_state(&state)?, through)
         .await?;
     Ok(Some(pointer))

@@ -47,6 +47,7 @@ use object_store::ObjectStore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
+use super::follower::{catch_up, request_timeout};
 use super::kv::BucketKv;
 use super::records::{BatchAssembler, encode_batch};
 use crate::clock::{self, Clock};
@@ -75,10 +76,14 @@ pub struct BucketOptions {
     pub max_entry_bytes: usize,
     /// Segments fetched concurrently while rebuilding on open.
     pub rebuild_prefetch: usize,
-    /// Retries of the claim, segment uploads and manifest commits, and of
-    /// the rebuild's reads on open. When a commit runs out of them the
-    /// writer halts (see the module docs), so this bounds the store outage
-    /// a writer rides out.
+    /// Retries of the claim, segment uploads and manifest commits, of the
+    /// rebuild's reads on open and of KV requests; and the deadline of
+    /// every operation ([`RetryPolicy::deadline`]): an append is settled
+    /// (committed, or failed with `Unavailable`, or `Indeterminate` when
+    /// its outcome is unknown) within it; opening fails once the store has
+    /// made no progress for it. When a commit runs out of retries or time
+    /// the writer halts (see the module docs), so this also bounds the
+    /// store outage a writer rides out.
     pub retry: RetryPolicy,
     /// Seeds the writer's run id and backoff jitter, for reproducible tests
     /// and simulation; `None` (the default) draws it from the operating
@@ -91,6 +96,15 @@ pub struct BucketOptions {
     /// primary tag and about 120 bytes of memory. At least 1; default
     /// 65,536.
     pub append_id_window: usize,
+    /// Open even when the log's writer lease shows a live writer, fencing
+    /// it (a deliberate failover). By default opening waits to see whether
+    /// the lease's writer is alive and fails with `Locked` if it is (see
+    /// [`crate::wal::lease`]).
+    pub take_over: bool,
+    /// How often this writer renews its lease (at most 20 s).
+    pub lease_renew_every: Duration,
+    /// How this writer names itself in its lease (the process id is added).
+    pub writer_name: Option<String>,
 }
 
 impl Default for BucketOptions {
@@ -103,6 +117,9 @@ impl Default for BucketOptions {
             retry: RetryPolicy::default(),
             seed: None,
             append_id_window: 1 << 16,
+            take_over: false,
+            lease_renew_every: crate::wal::lease::DEFAULT_RENEW_EVERY,
+            writer_name: None,
         }
     }
 }
@@ -203,7 +220,6 @@ pub(super) async fn read_log(
     layout: &BucketLayout,
     prefetch: usize,
     retry: &RetryPolicy,
-    seed: u64,
     id_window: usize,
 ) -> Result<Rebuilt> {
     let rebuild = Rebuild {
@@ -215,8 +231,9 @@ pub(super) async fn read_log(
     };
     let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
         .with_prefetch(prefetch)
+        .with_request_timeout(request_timeout(retry))
         .build();
-    read_with_retries(&mut replica, retry, seed).await?;
+    catch_up(&mut replica, retry).await?;
     if let Some(m) = replica.manifest() {
         check_weft_log(&layout.manifest(), m)?;
     }
@@ -261,35 +278,6 @@ pub(super) async fn read_log(
     })
 }
 
-/// Reads the whole log into the rebuild applier. A transient failure
-/// (one segment fetch of many) is retried within `policy`, resuming where
-/// the failed step stopped; the budget starts over whenever a step made
-/// progress, so a long log is read on a flaky store as long as the store
-/// answers now and then. (On open, giving up fails the open after the
-/// claim: the previous writer is fenced either way.)
-async fn read_with_retries(
-    replica: &mut Replica<Rebuild>,
-    policy: &RetryPolicy,
-    seed: u64,
-) -> Result<()> {
-    let mut backoff = policy.backoff(seed ^ 0x0072_6562_7569_6c64);
-    loop {
-        let before = replica.cursor();
-        let err = match replica.poll().await {
-            Ok(_) => return Ok(()),
-            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
-            Err(e) => return Err(e),
-        };
-        if replica.cursor() != before {
-            backoff.reset();
-        }
-        tracing::debug!(error = %err, "reading the bucket log: retrying");
-        if !backoff.wait().await {
-            return Err(err.context("reading the bucket log"));
-        }
-    }
-}
-
 /// A weft log's manifest numbers records (v3/v4) and every entry has
 /// records; segment-numbered entries (v1/v2, or legacy entries of a
 /// converted v1/v2 manifest) mean a WAL some other writer keeps.
@@ -309,8 +297,10 @@ fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<(
 async fn refuse_foreign_wal(
     store: &dyn ObjectStore,
     path: &object_store::path::Path,
+    retry: &RetryPolicy,
 ) -> Result<()> {
-    let got = match store.get(path).await {
+    let read = retry.backoff(0).attempt(store.get(path)).await;
+    let got = match read {
         Ok(got) => got,
         Err(object_store::Error::NotFound { .. }) => return Ok(()),
         // The claim reads the manifest again and reports store errors.
@@ -341,9 +331,12 @@ pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<Log
 
 impl BucketStorage {
     /// Opens the writer of the log at `prefix` in `store`, creating the log
-    /// if absent and fencing any previous writer.
+    /// if absent and fencing any previous writer — unless its writer lease
+    /// shows it alive and `options.take_over` is off (see
+    /// [`crate::wal::lease`]).
     ///
-    /// Errors: `PermissionDenied` (credentials), `NotFound` (bucket),
+    /// Errors: `Locked` (a live writer holds the log's lease; nothing was
+    /// written), `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
     /// manifest is not a record-numbered (v3/v4) weft log — refused before
     /// anything is written. A WAL whose records are not entry frames is
@@ -368,7 +361,7 @@ impl BucketStorage {
         if options.append_id_window == 0 {
             return Err(Error::invalid_input("append_id_window must be at least 1"));
         }
-        refuse_foreign_wal(store.as_ref(), &layout.manifest()).await?;
+        refuse_foreign_wal(store.as_ref(), &layout.manifest(), &options.retry).await?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
         let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
@@ -376,9 +369,14 @@ impl BucketStorage {
             .with_flush_bytes(options.flush_bytes)
             .with_manifest_version(ManifestVersion::V4)
             .with_retry_policy(options.retry.clone())
+            .with_lease_renewal(options.lease_renew_every)
+            .with_take_over(options.take_over)
             .with_clock(clock.clone());
         if let Some(seed) = options.seed {
             builder = builder.with_seed(seed);
+        }
+        if let Some(name) = &options.writer_name {
+            builder = builder.with_holder(name.clone());
         }
         let producer = builder.open().await?;
         let Rebuilt {
@@ -390,7 +388,6 @@ impl BucketStorage {
             &layout,
             options.rebuild_prefetch,
             &options.retry,
-            options.seed.unwrap_or(0),
             options.append_id_window,
         )
         .await?;
@@ -411,7 +408,9 @@ impl BucketStorage {
             ids: std::sync::Mutex::new(ids),
             in_flight,
             shared,
-            kv: Arc::new(BucketKv::new(store, layout.kv())),
+            kv: Arc::new(
+                BucketKv::new(store, layout.kv()).with_retry_policy(options.retry.clone()),
+            ),
             clock,
             options,
         })

@@ -72,6 +72,44 @@ pub struct DirOptions {
     /// costs its bytes, its entry's primary tag and about 120 bytes of
     /// memory. At least 1; default 65,536.
     pub append_id_window: usize,
+    /// The memory the backend may use for what it keeps besides the write
+    /// groups in flight: the log index (its in-memory tail, its store's
+    /// cache and write buffers), recently committed entries kept for
+    /// readers, and the streams' next versions the writer holds. Whatever
+    /// the log's length, the backend stays within about this much. At
+    /// least 32 MiB; default 256 MiB. See [`MemorySplit`].
+    pub memory_budget: usize,
+}
+
+/// How a [`DirOptions::memory_budget`] is divided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemorySplit {
+    /// The index store's block cache: 3/8 of the budget.
+    pub index_cache: usize,
+    /// The index's in-memory tail (entries not yet in its store): 1/8.
+    pub index_tail: usize,
+    /// The index store's write buffers: 1/4 (fjall's memtables).
+    pub index_write_buffers: usize,
+    /// Recently committed entries, payloads included, kept for readers
+    /// that follow the log: 1/8.
+    pub recent_entries: usize,
+    /// Streams whose next version the writer holds (about 128 bytes each):
+    /// 1/8 of the budget.
+    pub sequencer_streams: usize,
+}
+
+impl MemorySplit {
+    /// The split of `budget` bytes.
+    pub fn of(budget: usize) -> MemorySplit {
+        let eighth = budget / 8;
+        MemorySplit {
+            index_cache: 3 * eighth,
+            index_tail: eighth,
+            index_write_buffers: 2 * eighth,
+            recent_entries: eighth,
+            sequencer_streams: (eighth / 128).max(1024),
+        }
+    }
 }
 
 impl Default for DirOptions {
@@ -85,9 +123,13 @@ impl Default for DirOptions {
             spin_micros: 50,
             max_entry_bytes: MAX_ENTRY_BYTES,
             append_id_window: 1 << 16,
+            memory_budget: 256 << 20,
         }
     }
 }
+
+/// The smallest memory budget accepted.
+pub const MIN_MEMORY_BUDGET: usize = 32 << 20;
 
 /// The smallest segment size accepted.
 pub const MIN_SEGMENT_BYTES: u64 = 4 << 10;
@@ -96,6 +138,22 @@ pub const MIN_SEGMENT_BYTES: u64 = 4 << 10;
 pub const MAX_SEGMENT_BYTES: u64 = 1 << 30;
 
 impl DirOptions {
+    /// How [`memory_budget`](DirOptions::memory_budget) is divided.
+    pub fn memory_split(&self) -> MemorySplit {
+        MemorySplit::of(self.memory_budget)
+    }
+
+    /// The settings of the log index this backend keeps, from its budget.
+    pub fn index_options(&self) -> crate::index::IndexOptions {
+        let split = self.memory_split();
+        crate::index::IndexOptions {
+            cache_bytes: split.index_cache,
+            tail_bytes: split.index_tail,
+            write_buffer_bytes: split.index_write_buffers,
+            ..crate::index::IndexOptions::default()
+        }
+    }
+
     /// Checks the settings.
     ///
     /// Errors: `InvalidInput` naming the first setting out of range.
@@ -126,6 +184,12 @@ impl DirOptions {
         }
         if self.append_id_window == 0 {
             return Err(Error::invalid_input("append_id_window must be at least 1"));
+        }
+        if self.memory_budget < MIN_MEMORY_BUDGET {
+            return Err(Error::invalid_input(format!(
+                "memory_budget {} is below {MIN_MEMORY_BUDGET} bytes",
+                self.memory_budget
+            )));
         }
         if self.linger_micros > 1_000_000 {
             return Err(Error::invalid_input(format!(

@@ -109,15 +109,17 @@ impl<T> Queue<T> {
         spin: Duration,
         out: &mut VecDeque<T>,
     ) {
-        let spin_until = deadline.min(Instant::now() + spin);
-        while self.queued.load(Ordering::Acquire) < n && Instant::now() < spin_until {
+        let spin_until = deadline.min(crate::clock::os_monotonic_now() + spin);
+        while self.queued.load(Ordering::Acquire) < n
+            && crate::clock::os_monotonic_now() < spin_until
+        {
             for _ in 0..64 {
                 std::hint::spin_loop();
             }
         }
         let mut state = self.lock();
         while state.items.len() < n && !state.senders_gone {
-            let now = Instant::now();
+            let now = crate::clock::os_monotonic_now();
             if now >= deadline {
                 break;
             }
@@ -168,7 +170,7 @@ mod tests {
         let q = Queue::new();
         q.send(1).unwrap();
         let mut buf = VecDeque::new();
-        let start = Instant::now();
+        let start = crate::clock::os_monotonic_now();
         q.recv_until(
             3,
             start + Duration::from_millis(20),
@@ -194,7 +196,7 @@ mod tests {
         let mut buf = VecDeque::new();
         q.recv_until(
             3,
-            Instant::now() + Duration::from_secs(30),
+            crate::clock::os_monotonic_now() + Duration::from_secs(30),
             Duration::ZERO,
             &mut buf,
         );

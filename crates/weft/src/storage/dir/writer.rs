@@ -230,7 +230,7 @@ impl Writer {
         let linger = Duration::from_micros(self.options.linger_micros);
         // Appenders answered by the last group, and when.
         let mut answered = 0usize;
-        let mut answered_at = Instant::now();
+        let mut answered_at = crate::clock::os_monotonic_now();
         loop {
             if self.inbox.is_empty() && !self.queue.recv_all(&mut self.inbox) {
                 break;
@@ -252,7 +252,7 @@ impl Writer {
                     self.gather(&mut group, answered, answered_at + linger);
                     answered = group.len();
                     self.commit(group);
-                    answered_at = Instant::now();
+                    answered_at = crate::clock::os_monotonic_now();
                 }
                 Command::Trim { through, reply } => {
                     let _ = reply.send(self.trim(through));
@@ -309,7 +309,7 @@ impl Writer {
                 || group.len() >= expect
                 || entries >= self.options.max_batch_entries
                 || bytes >= self.options.max_batch_bytes
-                || Instant::now() >= deadline
+                || crate::clock::os_monotonic_now() >= deadline
             {
                 return;
             }

@@ -16,7 +16,7 @@
 //! code path serves Azure and an emulator with its own account.
 //!
 //! What differs between Azure and S3 once the store is built is decided in
-//! [`outcome`](super::outcome), never here.
+//! [`store::outcome`](crate::store::outcome), never here.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,8 +27,11 @@ use object_store::ObjectStore;
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use serde::{Deserialize, Serialize};
 
-use super::config::{client_options, parse_bool, retry_config, with_prefix};
+use super::env::{self, Env};
+use super::http;
+use super::location::{validate_container, validate_prefix};
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::with_prefix;
 
 /// The account Azurite (and the older Azure Storage Emulator) creates by
 /// default.
@@ -86,10 +89,14 @@ pub struct AzureSettings {
     pub use_emulator: bool,
     /// Allow plain `http://` endpoints (`AZURE_ALLOW_HTTP`).
     pub allow_http: bool,
-    /// Further object_store Azure configuration keys (lower-case
-    /// `AzureConfigKey` names such as `azure_federated_token_file` or
-    /// `azure_msi_endpoint`), applied before the fields above. `from_env`
-    /// copies `AZURE_FEDERATED_TOKEN_FILE`, `AZURE_AUTHORITY_HOST`,
+    /// Further object_store Azure configuration keys for the credential
+    /// sources that have no field here (lower-case `AzureConfigKey` names:
+    /// `azure_federated_token_file`, `azure_authority_host`,
+    /// `azure_msi_endpoint`, `azure_object_id`, `azure_msi_resource_id`,
+    /// `azure_use_azure_cli`, and `azure_skip_signature`,
+    /// `azure_disable_tagging`), applied before the fields above; a key
+    /// that has a field, or any other key, is refused. `from_env` copies
+    /// `AZURE_FEDERATED_TOKEN_FILE`, `AZURE_AUTHORITY_HOST`,
     /// `AZURE_MSI_ENDPOINT`, `AZURE_OBJECT_ID`, `AZURE_MSI_RESOURCE_ID` and
     /// `AZURE_USE_AZURE_CLI` here.
     pub options: BTreeMap<String, String>,
@@ -151,12 +158,13 @@ impl AzureSettings {
     }
 
     /// Settings for `container`/`prefix` from the process environment (the
-    /// variables named on each field).
+    /// variables named on each field). Empty variables count as unset.
     ///
     /// Errors: [`ErrorKind::InvalidInput`] when `AZURE_STORAGE_USE_EMULATOR`
-    /// or `AZURE_ALLOW_HTTP` is not a boolean.
+    /// or `AZURE_ALLOW_HTTP` is not a boolean. The other values are checked
+    /// by [`Self::build`].
     pub fn from_env(container: impl Into<String>, prefix: impl Into<String>) -> Result<Self> {
-        AzureSettings::from_lookup(container, prefix, |key| std::env::var(key).ok())
+        AzureSettings::from_lookup(container, prefix, env::process)
     }
 
     /// Like [`AzureSettings::from_env`], reading variables through `lookup`
@@ -166,105 +174,116 @@ impl AzureSettings {
         prefix: impl Into<String>,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self> {
-        let get = |key: &str| lookup(key).filter(|v| !v.is_empty());
-        let first = |keys: &[&str]| keys.iter().find_map(|k| get(k));
-        let flag = |key: &str| -> Result<bool> {
-            match get(key) {
-                None => Ok(false),
-                Some(v) => parse_bool(&v)
-                    .ok_or_else(|| Error::invalid_input(format!("{key}={v:?} is not true/false"))),
-            }
-        };
-        let use_emulator = flag("AZURE_STORAGE_USE_EMULATOR")?;
-        let account = get("AZURE_STORAGE_ACCOUNT_NAME");
-        let mut endpoint = first(&["AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"]);
+        let env = Env::new(lookup);
+        let use_emulator = env.flag("AZURE_STORAGE_USE_EMULATOR")?;
+        let account = env.get("AZURE_STORAGE_ACCOUNT_NAME");
+        let mut endpoint = env.first(&["AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"]);
         if endpoint.is_none() && use_emulator {
             // object_store's variable for the emulator's blob URL (without
             // the account); kept so existing Azurite setups keep working.
-            if let Some(url) = get("AZURITE_BLOB_STORAGE_URL") {
+            if let Some(url) = env.get("AZURITE_BLOB_STORAGE_URL") {
                 let account = account.as_deref().unwrap_or(EMULATOR_ACCOUNT);
                 endpoint = Some(format!("{}/{account}", url.trim_end_matches('/')));
             }
         }
         let options = PASSTHROUGH
             .iter()
-            .filter_map(|(var, key)| get(var).map(|v| (key.to_string(), v)))
+            .filter_map(|(var, key)| env.get(var).map(|v| (key.to_string(), v)))
             .collect();
         Ok(AzureSettings {
             account,
-            access_key: first(&[
+            access_key: env.first(&[
                 "AZURE_STORAGE_ACCOUNT_KEY",
                 "AZURE_STORAGE_ACCESS_KEY",
                 "AZURE_STORAGE_MASTER_KEY",
             ]),
-            sas_token: first(&["AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_SAS_KEY"]),
-            bearer_token: get("AZURE_STORAGE_TOKEN"),
-            client_id: first(&["AZURE_STORAGE_CLIENT_ID", "AZURE_CLIENT_ID"]),
-            client_secret: first(&["AZURE_STORAGE_CLIENT_SECRET", "AZURE_CLIENT_SECRET"]),
-            tenant_id: first(&["AZURE_STORAGE_TENANT_ID", "AZURE_TENANT_ID"]),
+            sas_token: env.first(&["AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_SAS_KEY"]),
+            bearer_token: env.get("AZURE_STORAGE_TOKEN"),
+            client_id: env.first(&["AZURE_STORAGE_CLIENT_ID", "AZURE_CLIENT_ID"]),
+            client_secret: env.first(&["AZURE_STORAGE_CLIENT_SECRET", "AZURE_CLIENT_SECRET"]),
+            tenant_id: env.first(&["AZURE_STORAGE_TENANT_ID", "AZURE_TENANT_ID"]),
             endpoint,
             use_emulator,
-            allow_http: flag("AZURE_ALLOW_HTTP")?,
+            allow_http: env.flag("AZURE_ALLOW_HTTP")?,
             options,
             ..AzureSettings::new(container, prefix)
         })
     }
 
-    /// The account URL requests go to (see the module docs).
+    /// The account URL requests go to (see the module docs), checked and
+    /// normalized.
     ///
     /// Errors: [`ErrorKind::InvalidInput`] when there is no account and no
-    /// emulator.
+    /// emulator, for an account name that is not 1 to 64 letters, digits,
+    /// `-`, `_` or `.`, and for an endpoint that is not an
+    /// `http(s)://host[:port][/path]` URL or is plain `http://` without
+    /// [`Self::allow_http`] (the emulator allows it).
     pub fn account_url(&self) -> Result<String> {
-        if let Some(endpoint) = &self.endpoint {
-            return Ok(endpoint.trim_end_matches('/').to_string());
-        }
         let account = self.effective_account()?;
-        Ok(if self.use_emulator {
-            format!("{EMULATOR_BLOB_URL}/{account}")
-        } else {
-            format!("https://{account}.blob.core.windows.net")
-        })
+        let url = match &self.endpoint {
+            Some(endpoint) => endpoint.clone(),
+            None if self.use_emulator => format!("{EMULATOR_BLOB_URL}/{account}"),
+            None => format!("https://{account}.blob.core.windows.net"),
+        };
+        let allow = "allow_http or AZURE_ALLOW_HTTP=true";
+        http::endpoint(
+            "Azure endpoint",
+            &url,
+            self.allow_http || self.use_emulator,
+            allow,
+        )
     }
 
     fn effective_account(&self) -> Result<&str> {
-        match (&self.account, self.use_emulator) {
-            (Some(account), _) => Ok(account),
-            (None, true) => Ok(EMULATOR_ACCOUNT),
-            (None, false) => Err(Error::invalid_input(
-                "no Azure storage account (set AZURE_STORAGE_ACCOUNT_NAME, or the emulator flag)",
-            )),
-        }
+        let account = match (&self.account, self.use_emulator) {
+            (Some(account), _) => account,
+            (None, true) => EMULATOR_ACCOUNT,
+            (None, false) => {
+                return Err(Error::invalid_input(
+                    "no Azure storage account (set AZURE_STORAGE_ACCOUNT_NAME, or the emulator \
+                     flag)",
+                ));
+            }
+        };
+        http::name("Azure storage account", account)?;
+        Ok(account)
     }
 
     /// Builds the store, rooted at [`Self::prefix`] when it is not empty
     /// (every path the caller uses is relative to the prefix).
     ///
     /// No request is sent; wrong credentials or an unreachable endpoint show
-    /// up on the first request. Errors: [`ErrorKind::InvalidInput`] for an
-    /// invalid container name, no account, an endpoint that is not an
-    /// `http(s)://` URL, an `http://` endpoint without [`Self::allow_http`]
-    /// (the emulator allows it), a client secret without a client id and
-    /// tenant, an unknown key in [`Self::options`], or settings object_store
-    /// rejects (an account key that is not base64, for example).
+    /// up on the first request. Errors: as [`Self::to_builder`].
     pub fn build(&self) -> Result<Arc<dyn ObjectStore>> {
+        let azure = self.to_builder()?.build().map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("cannot configure Azure container {:?}", self.container),
+            )
+            .with_source(e)
+        })?;
+        let store: Arc<dyn ObjectStore> = Arc::new(azure);
+        Ok(with_prefix(store, &self.prefix))
+    }
+
+    /// Checks the settings and returns object_store's builder configured
+    /// with them, for a caller that adds what these settings do not cover
+    /// (an HTTP connector, say) before building. The prefix is not applied:
+    /// wrap the built store with [`with_prefix`].
+    ///
+    /// Errors: [`ErrorKind::InvalidInput`] for an invalid container name or
+    /// prefix, no account or a bad one, a bad endpoint (see
+    /// [`Self::account_url`]), a bearer token that is not printable ASCII,
+    /// a client or tenant id that is not a plain name, a client secret
+    /// without a client id and tenant, an unknown key in [`Self::options`],
+    /// or settings object_store rejects when building (an account key that
+    /// is not base64, for example).
+    pub fn to_builder(&self) -> Result<MicrosoftAzureBuilder> {
         validate_container(&self.container)?;
+        validate_prefix(&self.prefix)?;
         let account = self.effective_account()?;
         let url = self.account_url()?;
         let allow_http = self.allow_http || self.use_emulator;
-        match url.split_once("://") {
-            Some(("https", rest)) if !rest.is_empty() => {}
-            Some(("http", rest)) if !rest.is_empty() && allow_http => {}
-            Some(("http", _)) => {
-                return Err(Error::invalid_input(format!(
-                    "Azure endpoint {url:?} is plain http; set allow_http (AZURE_ALLOW_HTTP=true)"
-                )));
-            }
-            _ => {
-                return Err(Error::invalid_input(format!(
-                    "Azure endpoint {url:?} is not an http(s) URL"
-                )));
-            }
-        }
         if self.client_secret.is_some() && (self.client_id.is_none() || self.tenant_id.is_none()) {
             return Err(Error::invalid_input(
                 "an Azure client secret needs a client id and a tenant id",
@@ -273,21 +292,20 @@ impl AzureSettings {
 
         let mut builder = MicrosoftAzureBuilder::new();
         for (key, value) in &self.options {
-            let parsed: AzureConfigKey = key.parse().map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("unknown Azure option {key:?}"),
-                )
-                .with_source(e)
-            })?;
-            builder = builder.with_config(parsed, value);
+            builder = builder.with_config(option(key, value, self.allow_http)?, value);
         }
         // `with_client_options` replaces the whole ClientOptions, allow_http
         // included, so the client options go first and allow_http after.
         builder = builder
-            .with_client_options(client_options(self.request_timeout, self.connect_timeout))
+            .with_client_options(http::client_options(
+                self.request_timeout,
+                self.connect_timeout,
+            ))
             .with_allow_http(allow_http)
-            .with_retry(retry_config(self.http_retries, self.http_retry_timeout))
+            .with_retry(http::retry_config(
+                self.http_retries,
+                self.http_retry_timeout,
+            ))
             .with_container_name(&self.container)
             .with_account(account)
             .with_endpoint(url);
@@ -304,49 +322,70 @@ impl AzureSettings {
             builder = builder.with_config(AzureConfigKey::SasKey, sas);
         }
         if let Some(token) = &self.bearer_token {
+            http::header_token("the Azure bearer token", token)?;
             builder = builder.with_bearer_token_authorization(token);
         }
         if let Some(id) = &self.client_id {
+            http::name("Azure client id", id)?;
             builder = builder.with_client_id(id);
         }
         if let Some(secret) = &self.client_secret {
             builder = builder.with_client_secret(secret);
         }
         if let Some(tenant) = &self.tenant_id {
+            http::name("Azure tenant id", tenant)?;
             builder = builder.with_tenant_id(tenant);
         }
-        let azure = builder.build().map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidInput,
-                format!("cannot configure Azure container {:?}", self.container),
-            )
-            .with_source(e)
-        })?;
-        let store: Arc<dyn ObjectStore> = Arc::new(azure);
-        Ok(with_prefix(store, &self.prefix))
+        Ok(builder)
     }
 }
 
-/// Checks Azure's container naming rules: 3 to 63 characters, lowercase
-/// letters, digits and single hyphens, starting and ending with a letter or
-/// digit.
-pub(crate) fn validate_container(container: &str) -> Result<()> {
-    if container.is_empty() {
-        return Err(Error::invalid_input(
-            "azure location has no container (az://container/prefix)",
-        ));
+/// Checks one of [`AzureSettings::options`]: a key weft passes through,
+/// and a value that object_store will not choke on (the token endpoints
+/// become request URLs, which panic in object_store's client when they do
+/// not parse).
+fn option(key: &str, value: &str, allow_http: bool) -> Result<AzureConfigKey> {
+    let parsed: AzureConfigKey = key.parse().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidInput,
+            format!("unknown Azure option {key:?}"),
+        )
+        .with_source(e)
+    })?;
+    match parsed {
+        // The instance metadata service answers plain http by design.
+        AzureConfigKey::MsiEndpoint => {
+            http::endpoint("Azure option azure_msi_endpoint", value, true, "")?;
+        }
+        AzureConfigKey::AuthorityHost => {
+            let allow = "allow_http or AZURE_ALLOW_HTTP=true";
+            http::endpoint(
+                "Azure option azure_authority_host",
+                value,
+                allow_http,
+                allow,
+            )?;
+        }
+        AzureConfigKey::ObjectId => http::name("Azure option azure_object_id", value)?,
+        AzureConfigKey::FederatedTokenFile
+        | AzureConfigKey::MsiResourceId
+        | AzureConfigKey::UseAzureCli
+        | AzureConfigKey::SkipSignature
+        | AzureConfigKey::DisableTagging => {
+            if value.chars().any(char::is_control) {
+                return Err(Error::invalid_input(format!(
+                    "Azure option {key:?} has a control character in its value"
+                )));
+            }
+        }
+        _ => {
+            return Err(Error::invalid_input(format!(
+                "Azure option {key:?} is not passed through: set the matching field of \
+                 AzureSettings, if there is one"
+            )));
+        }
     }
-    let chars_ok = container
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    let ends_ok = !container.starts_with('-') && !container.ends_with('-');
-    if !chars_ok || !ends_ok || container.contains("--") || !(3..=63).contains(&container.len()) {
-        return Err(Error::invalid_input(format!(
-            "container name {container:?} is not valid (3 to 63 lowercase letters, digits and \
-             single '-', starting and ending with a letter or digit)"
-        )));
-    }
-    Ok(())
+    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -482,30 +521,6 @@ mod tests {
                 s.build().unwrap_err().kind(),
                 ErrorKind::InvalidInput,
                 "{s:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn container_names_follow_azure_rules() {
-        for ok in ["abc", "weft-test", "a1-b2-c3", &"a".repeat(63)] {
-            validate_container(ok).unwrap();
-        }
-        for bad in [
-            "",
-            "ab",
-            "-abc",
-            "abc-",
-            "a--b",
-            "ABC",
-            "a_b",
-            "a.b",
-            &"a".repeat(64),
-        ] {
-            assert_eq!(
-                validate_container(bad).unwrap_err().kind(),
-                ErrorKind::InvalidInput,
-                "{bad:?}"
             );
         }
     }

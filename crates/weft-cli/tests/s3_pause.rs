@@ -1,0 +1,121 @@
+//! The S3 server stops answering without going away (SIGSTOP): the `weft`
+//! command fails with `unavailable` (exit 9) at its `--deadline` instead of
+//! stalling for minutes, and works again once the server resumes.
+//!
+//! The only test in its binary, so no other test talks to the server while
+//! it is paused; a guard resumes it however the test ends. Fails (never
+//! skips) without the server's env.
+
+// Tests wait and measure in real (or tokio's paused) time and name their
+// objects with fresh ULIDs: the determinism rules of clippy.toml are for
+// library code.
+#![allow(clippy::disallowed_methods)]
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const BIN: &str = env!("CARGO_BIN_EXE_weft");
+
+fn required(key: &str) -> String {
+    match std::env::var(key) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!("{key} is not set: run scripts/test.sh (it starts SeaweedFS)"),
+    }
+}
+
+fn weft(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .args([
+            "--endpoint",
+            &required("WEFT_TEST_S3_ENDPOINT"),
+            "--allow-http",
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run weft")
+}
+
+fn server_pid() -> u32 {
+    let state = std::env::var("WEFT_TEST_S3_STATE_DIR").unwrap_or_default();
+    let pid = std::fs::read_to_string(std::path::Path::new(&state).join("pid"))
+        .unwrap_or_else(|_| required("WEFT_TEST_S3_PID"));
+    pid.trim().parse().expect("the server pid is a number")
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {sig} {pid} failed");
+}
+
+struct Paused(u32);
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+#[test]
+fn commands_fail_at_their_deadline_when_the_server_is_paused() {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let url = format!(
+        "s3://{}/weft-cli-tests/pause/{}-{nanos}",
+        required("WEFT_TEST_S3_BUCKET"),
+        std::process::id()
+    );
+    let out = weft(&["append", &url, "--create", "--tag", "orders", "before"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let pid = server_pid();
+    {
+        signal(pid, "-STOP");
+        let _paused = Paused(pid);
+        for args in [
+            vec![
+                "append",
+                &url,
+                "--deadline",
+                "3",
+                "--tag",
+                "orders",
+                "during",
+            ],
+            vec!["read", &url, "--deadline", "3"],
+            vec!["gc", &url, "--deadline", "3", "--dry-run"],
+            vec!["snapshot", &url, "--deadline", "3", "--through", "0"],
+        ] {
+            let started = Instant::now();
+            let out = weft(&args);
+            let took = started.elapsed();
+            let err = String::from_utf8_lossy(&out.stderr);
+            eprintln!("s3_pause: {} took {took:?}: {err}", args[0]);
+            assert_eq!(out.status.code(), Some(9), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.trim_end().ends_with("(unavailable)")
+                    || err.trim_end().ends_with("(indeterminate)"),
+                "{err}"
+            );
+            // The stall this replaces lasted about four minutes.
+            assert!(took < Duration::from_secs(30), "{args:?} took {took:?}");
+        }
+    }
+    let out = weft(&["append", &url, "--tag", "orders", "after"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,770 @@
+//! The persistent log index: what a backend needs to find entries without
+//! holding the log in memory or scanning it on open.
+//!
+//! A log of months is far larger than memory, and most of its streams are
+//! idle. The index keeps, in an embedded store on local disk (see
+//! [`store`] for which one and why):
+//!
+//! * per tag, the seqnums that carry it (reads by tag from a seqnum, and
+//!   the last entry before a seqnum);
+//! * per primary tag, the seqnum of each version (reads by version) and
+//!   the stream's next version (what a sequencer checks a conditional
+//!   append against: looked up on demand through a bounded cache,
+//!   [`IndexVersions`], so ten million streams cost disk, not memory);
+//! * where entries live, as backend-defined *locators* (a segment file and
+//!   offset for `dir`; a segment object and record for a bucket), sparse:
+//!   one per run of entries the backend reads together;
+//! * exactly-once append ids (a table reserved for them);
+//! * how far it covers the log, the trim point and the version floors a
+//!   trim leaves, and the identity of the log it describes.
+//!
+//! ## Derived state
+//!
+//! The log is the truth; the index is a cache of it. It is never trusted
+//! beyond its covered point: on open the backend replays what lies after
+//! it ([`Index::covered`]) into the index, and a missing, damaged, foreign
+//! (another log's [identity](Index::open)) or inconsistent index is thrown
+//! away and rebuilt from the log. The backend also checks the index's
+//! [tip](Index::tip) — the check value it recorded for the last covered
+//! entry — against the log, which catches an index left over from a log
+//! that was since replaced or cut back.
+//!
+//! ## Tail and flusher
+//!
+//! [`Index::push`] records entries in an in-memory *tail*, indexed the
+//! same ways; a background thread moves the tail into the store in batches
+//! (one store transaction per batch, not per append, not synced: losing
+//! the last batches to a crash only means replaying them on open). Reads
+//! merge the store (below the covered point) with the tail. The tail's
+//! memory is bounded ([`IndexOptions::tail_bytes`]): when the flusher falls
+//! that far behind, `push` waits for it, which slows the appender rather
+//! than growing without bound.
+
+pub mod store;
+mod tail;
+mod versions;
+
+pub use versions::IndexVersions;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tracing::{debug, warn};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::LogTag;
+
+use store::{FlushBatch, Store};
+use tail::Tail;
+
+/// Settings of an [`Index`]: plain values, loadable with serde.
+///
+/// A backend derives them from its own memory budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexOptions {
+    /// Memory for the store's page cache. Default 64 MiB.
+    pub cache_bytes: usize,
+    /// Memory for the in-memory tail; `push` waits for the flusher beyond
+    /// it. Default 32 MiB.
+    pub tail_bytes: usize,
+    /// Memory for the store's write buffers (fjall's memtables, all tables
+    /// together). Default 64 MiB.
+    pub write_buffer_bytes: usize,
+    /// The flusher writes a batch once this many entries wait. Default 8192.
+    pub flush_entries: usize,
+    /// ... or once the oldest waited this long, in milliseconds. Default 200.
+    pub flush_interval_ms: u64,
+    /// Every this many batches, one is synced (so a crash replays at most
+    /// about this many batches on open). Default 16.
+    pub sync_every: u32,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions {
+            cache_bytes: 64 << 20,
+            tail_bytes: 32 << 20,
+            write_buffer_bytes: 64 << 20,
+            flush_entries: 8192,
+            flush_interval_ms: 200,
+            sync_every: 16,
+        }
+    }
+}
+
+impl IndexOptions {
+    /// Checks the settings.
+    ///
+    /// Errors: `InvalidInput` naming the first setting out of range.
+    pub fn validate(&self) -> Result<()> {
+        if self.tail_bytes < 1 << 16 {
+            return Err(Error::invalid_input(format!(
+                "index tail_bytes {} is below 64 KiB",
+                self.tail_bytes
+            )));
+        }
+        if self.write_buffer_bytes < 4 << 20 {
+            return Err(Error::invalid_input(format!(
+                "index write_buffer_bytes {} is below 4 MiB",
+                self.write_buffer_bytes
+            )));
+        }
+        if self.flush_entries == 0 {
+            return Err(Error::invalid_input(
+                "index flush_entries must be at least 1",
+            ));
+        }
+        if self.flush_interval_ms == 0 || self.flush_interval_ms > 60_000 {
+            return Err(Error::invalid_input(format!(
+                "index flush_interval_ms {} is outside 1..=60000",
+                self.flush_interval_ms
+            )));
+        }
+        if self.sync_every == 0 {
+            return Err(Error::invalid_input("index sync_every must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// One entry as the index records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Its seqnum.
+    pub seqnum: u64,
+    /// Its tags, primary first.
+    pub tags: Vec<LogTag>,
+    /// Its version in its primary tag's stream.
+    pub version: u64,
+    /// Where the backend reads it (and the entries after it, up to the
+    /// next locator) from; `None` for an entry the backend finds from an
+    /// earlier locator.
+    pub locator: Option<Bytes>,
+    /// A check value of the entry the backend can recompute from the log
+    /// (for `dir`, its frame checksum); see [`Index::tip`].
+    pub check: u64,
+}
+
+/// Why [`Index::open`] started from an empty index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fresh {
+    /// There was no index.
+    Missing,
+    /// The index could not be read (damaged, or of an unknown format).
+    Damaged(String),
+    /// The index describes another log.
+    OtherLog,
+    /// The backend found it inconsistent with the log ([`Index::reset`]).
+    Reset(String),
+}
+
+struct State {
+    tail: Tail,
+    /// The first live seqnum.
+    first: u64,
+}
+
+struct Inner {
+    /// `None` only while [`Index::reset`] replaces it.
+    store: RwLock<Option<Store>>,
+    dir: std::path::PathBuf,
+    identity: Vec<u8>,
+    state: RwLock<State>,
+    /// Signalled when the tail shrinks or the flusher stops.
+    drained: Condvar,
+    drained_lock: Mutex<()>,
+    /// Signalled when the flusher has work.
+    work: Condvar,
+    work_lock: Mutex<bool>,
+    stop: AtomicBool,
+    /// Set once a read found the store damaged.
+    damaged: AtomicBool,
+    options: IndexOptions,
+    /// Why the last flush failed (the flusher retries).
+    failure: Mutex<Option<(ErrorKind, String)>>,
+}
+
+/// The persistent index of one log.
+///
+/// Cheap to share (`Arc` inside); every method takes `&self`. Reads may
+/// block briefly on disk: call them from a blocking context or accept a
+/// short stall of an async task (they read a few store pages).
+pub struct Index {
+    inner: Arc<Inner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    fresh: Option<Fresh>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("path", &self.inner.dir)
+            .field("covered", &self.covered())
+            .finish()
+    }
+}
+
+impl Index {
+    /// Opens the index in directory `dir` (created if absent) for the log
+    /// whose identity is `identity`.
+    ///
+    /// An index that is missing, cannot be read, or belongs to another log
+    /// is replaced by an empty one ([`Index::fresh`] says which); the
+    /// caller then replays its log from [`Index::covered`] on.
+    ///
+    /// Errors: `InvalidInput` for bad options; I/O kinds when the
+    /// directory cannot be used at all.
+    pub fn open(dir: &std::path::Path, identity: &[u8], options: IndexOptions) -> Result<Index> {
+        options.validate()?;
+        let (store, fresh) = Store::open_or_create(dir, identity, &options)?;
+        let meta = store.meta()?;
+        let inner = Arc::new(Inner {
+            state: RwLock::new(State {
+                tail: Tail::starting_at(meta.covered),
+                first: meta.first,
+            }),
+            store: RwLock::new(Some(store)),
+            dir: dir.to_path_buf(),
+            identity: identity.to_vec(),
+            drained: Condvar::new(),
+            drained_lock: Mutex::new(()),
+            work: Condvar::new(),
+            work_lock: Mutex::new(false),
+            stop: AtomicBool::new(false),
+            damaged: AtomicBool::new(false),
+            options,
+            failure: Mutex::new(None),
+        });
+        let flusher = {
+            let inner = Arc::clone(&inner);
+            std::thread::Builder::new()
+                .name("weft-index-flush".into())
+                .spawn(move || flush_loop(&inner))
+                .map_err(|e| Error::io("start the index flusher", e))?
+        };
+        debug!(dir = %dir.display(), covered = meta.covered, ?fresh, "opened log index");
+        Ok(Index {
+            inner,
+            flusher: Mutex::new(Some(flusher)),
+            fresh,
+        })
+    }
+
+    /// Why the index started empty on open, if it did.
+    pub fn fresh(&self) -> Option<&Fresh> {
+        self.fresh.as_ref()
+    }
+
+    fn read_state(&self) -> RwLockReadGuard<'_, State> {
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_state(&self) -> RwLockWriteGuard<'_, State> {
+        self.inner.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every entry below this seqnum is in the store; the caller replays
+    /// its log from here on open.
+    pub fn covered(&self) -> u64 {
+        self.read_state().tail.start()
+    }
+
+    /// The seqnum after the last entry recorded (in the store or the tail).
+    pub fn next(&self) -> u64 {
+        self.read_state().tail.end()
+    }
+
+    /// The first live seqnum (the trim point plus one).
+    pub fn first(&self) -> u64 {
+        self.read_state().first
+    }
+
+    /// The seqnum and check value of the last entry the store covers, as
+    /// recorded by [`push`](Index::push); `None` while it covers nothing.
+    ///
+    /// Errors: `Corrupt` when the store's record is damaged.
+    pub fn tip(&self) -> Result<Option<(u64, u64)>> {
+        self.read(|s| s.meta()).map(|m| m.tip)
+    }
+
+    /// Throws the index away and starts an empty one whose log begins at
+    /// `first`, with the version `floors` a trim left (each tag's next
+    /// version as of `first`). The caller replays its log from `first`.
+    ///
+    /// Errors: I/O kinds.
+    pub fn reset(&mut self, first: u64, floors: &[(LogTag, u64)], why: &str) -> Result<()> {
+        warn!(reason = why, first, "rebuilding the log index");
+        self.stop_flusher();
+        let mut state = self.write_state();
+        {
+            // A new store in place of the old, whatever state that is in
+            // (a store that met damage may refuse every write): the old
+            // one is closed before its files are removed.
+            let mut slot = self.inner.store.write().unwrap_or_else(|p| p.into_inner());
+            drop(slot.take());
+            *slot = Some(Store::recreate(
+                &self.inner.dir,
+                &self.inner.identity,
+                &self.inner.options,
+                first,
+                floors,
+            )?);
+        }
+        state.tail = Tail::starting_at(first);
+        state.first = first;
+        drop(state);
+        self.fresh = Some(Fresh::Reset(why.to_owned()));
+        self.inner.damaged.store(false, Ordering::Release);
+        self.inner.stop.store(false, Ordering::Release);
+        let inner = Arc::clone(&self.inner);
+        let handle = std::thread::Builder::new()
+            .name("weft-index-flush".into())
+            .spawn(move || flush_loop(&inner))
+            .map_err(|e| Error::io("start the index flusher", e))?;
+        *self.flusher.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        Ok(())
+    }
+
+    /// Records entries that continue the log (the first must be
+    /// [`next`](Index::next)). Waits while the tail is over its budget.
+    ///
+    /// Errors: `Internal` for an entry out of order; `Closed` once the
+    /// index was closed.
+    pub fn push(&self, entries: &[IndexEntry]) -> Result<()> {
+        self.wait_for_room()?;
+        let mut state = self.write_state();
+        for entry in entries {
+            state.tail.push(entry)?;
+        }
+        if state.tail.len() >= self.inner.options.flush_entries {
+            drop(state);
+            self.wake_flusher();
+        }
+        Ok(())
+    }
+
+    fn wait_for_room(&self) -> Result<()> {
+        let limit = self.inner.options.tail_bytes;
+        let mut guard = self
+            .inner
+            .drained_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        loop {
+            if self.inner.stop.load(Ordering::Acquire) {
+                return Err(Error::closed("the log index is closed"));
+            }
+            if self.read_state().tail.bytes() < limit {
+                return Ok(());
+            }
+            self.wake_flusher();
+            guard = self
+                .inner
+                .drained
+                .wait_timeout(guard, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    fn wake_flusher(&self) {
+        wake(&self.inner);
+    }
+
+    /// Records a trim: entries below `first` are gone, and `floors` gives
+    /// the next version of each primary tag as of `first` (only tags whose
+    /// floor is not implied by the index's own rows need to be listed).
+    ///
+    /// Errors: I/O kinds.
+    pub fn trim(&self, first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
+        let mut state = self.write_state();
+        if first <= state.first {
+            return Ok(());
+        }
+        with_store(&self.inner, |s| s.trim(first, floors))?;
+        state.first = first;
+        Ok(())
+    }
+
+    /// Up to `max` seqnums `>= from` (and `>=` [`first`](Index::first)),
+    /// carrying `tag` when given, in order.
+    ///
+    /// Errors: `Corrupt` for a damaged store; I/O kinds.
+    pub fn seqnums(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<u64>> {
+        let (covered, first, tail) = {
+            let state = self.read_state();
+            let from = from.max(state.first);
+            (
+                state.tail.start(),
+                state.first,
+                state.tail.seqnums(tag, from, max),
+            )
+        };
+        let from = from.max(first);
+        if from >= covered {
+            return Ok(tail);
+        }
+        let mut out = match tag {
+            None => (from..covered).take(max).collect(),
+            Some(tag) => match self.read(|s| s.tag_row(tag))? {
+                None => Vec::new(),
+                Some(row) => self.read(|s| s.postings(row.id, from, covered, max))?,
+            },
+        };
+        let room = max - out.len();
+        out.extend(tail.into_iter().take(room));
+        Ok(out)
+    }
+
+    /// Up to `max` seqnums of `tag`'s versions `>= from_version`, in order.
+    ///
+    /// Errors: `Trimmed` when `from_version` was trimmed away; `Corrupt`;
+    /// I/O kinds.
+    pub fn version_seqnums(&self, tag: &LogTag, from_version: u64, max: usize) -> Result<Vec<u64>> {
+        let (covered, first, tail_first, tail) = {
+            let state = self.read_state();
+            (
+                state.tail.start(),
+                state.first,
+                state.tail.first_version(tag),
+                state.tail.version_seqnums(tag, from_version, max),
+            )
+        };
+        let row = self.read(|s| s.tag_row(tag))?;
+        let floor = row.map_or(0, |r| r.floor);
+        if from_version < floor {
+            return Err(trimmed_version(tag, from_version, floor));
+        }
+        // The store holds the versions before the tail's first one.
+        let mut out = Vec::new();
+        if let Some(row) = row
+            && tail_first.is_none_or(|t| from_version < t)
+        {
+            let rows = self.read(|s| s.versions(row.id, from_version, max))?;
+            if let Some(&(v, _)) = rows.first()
+                && v != from_version
+            {
+                // Versions the index never recorded: trimmed before it
+                // learnt of them.
+                return Err(trimmed_version(tag, from_version, v));
+            }
+            for (version, seqnum) in rows {
+                if seqnum >= covered {
+                    break;
+                }
+                if seqnum < first {
+                    return Err(trimmed_version(tag, version, version + 1));
+                }
+                out.push(seqnum);
+            }
+        }
+        if out.is_empty()
+            && let Some(&s) = tail.first()
+        {
+            if s < first {
+                return Err(trimmed_version(tag, from_version, from_version + 1));
+            }
+            if tail_first.is_some_and(|t| from_version < t) && row.is_none() {
+                return Err(trimmed_version(tag, from_version, tail_first.unwrap_or(0)));
+            }
+        }
+        let room = max - out.len();
+        out.extend(tail.into_iter().take(room));
+        Ok(out)
+    }
+
+    /// The last seqnum `< before` (and live), carrying `tag` when given.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<u64>> {
+        let (covered, first, in_tail) = {
+            let state = self.read_state();
+            (
+                state.tail.start(),
+                state.first,
+                state.tail.prev(tag, before),
+            )
+        };
+        if let Some(s) = in_tail {
+            return Ok((s >= first).then_some(s));
+        }
+        let before = before.min(covered);
+        if before <= first {
+            return Ok(None);
+        }
+        match tag {
+            None => Ok(Some(before - 1)),
+            Some(tag) => match self.read(|s| s.tag_row(tag))? {
+                None => Ok(None),
+                Some(row) => Ok(self
+                    .read(|s| s.last_posting_before(row.id, before))?
+                    .filter(|&s| s >= first)),
+            },
+        }
+    }
+
+    /// The version `tag`'s next entry as a primary tag gets (0 for a
+    /// stream never written), trimmed entries included.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn next_version(&self, tag: &LogTag) -> Result<u64> {
+        if let Some(v) = self.read_state().tail.next_version(tag) {
+            return Ok(v);
+        }
+        Ok(self.read(|s| s.tag_row(tag))?.map_or(0, |r| r.next_version))
+    }
+
+    /// The nearest locator at or before `seqnum`: the seqnum it belongs to
+    /// and its bytes.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn locate(&self, seqnum: u64) -> Result<Option<(u64, Bytes)>> {
+        let (covered, in_tail) = {
+            let state = self.read_state();
+            (state.tail.start(), state.tail.locate(seqnum))
+        };
+        if in_tail.is_some() {
+            return Ok(in_tail);
+        }
+        if covered == 0 {
+            return Ok(None);
+        }
+        self.read(|s| s.locate(seqnum.min(covered - 1)))
+    }
+
+    /// The seqnum an exactly-once append id was committed at, if any.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn append_id(&self, id: &[u8]) -> Result<Option<u64>> {
+        self.read(|s| s.append_id(id))
+    }
+
+    /// Every tag the index knows, with its next version as a primary tag,
+    /// in tag-key order, at most `max` (for `inspect`). Flushes the tail
+    /// first; reads the tag table, so its cost grows with the number of
+    /// tags, not entries.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn tags(&self, max: usize) -> Result<Vec<(LogTag, u64)>> {
+        self.flush()?;
+        let rows = self.read(|s| s.tags(max, |_| true))?;
+        Ok(rows.into_iter().map(|(t, r)| (t, r.next_version)).collect())
+    }
+
+    /// The primary tags none of whose entries lies after `through`, with
+    /// their next versions: what a trim through `through` must remember
+    /// outside the index, since no live entry will carry their numbering.
+    /// Flushes the tail first; reads the whole tag table (a trim costs
+    /// time in the number of streams, not entries).
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn streams_ending_by(&self, through: u64) -> Result<Vec<(LogTag, u64)>> {
+        self.flush()?;
+        let rows =
+            self.read(|s| s.tags(usize::MAX, |r| r.next_version > 0 && r.last <= through))?;
+        Ok(rows.into_iter().map(|(t, r)| (t, r.next_version)).collect())
+    }
+
+    /// Moves the whole tail into the store and syncs it.
+    ///
+    /// Errors: the store's error when the flush fails.
+    pub fn flush(&self) -> Result<()> {
+        let target = self.next();
+        loop {
+            if self.covered() >= target {
+                return with_store(&self.inner, Store::sync);
+            }
+            if self.inner.stop.load(Ordering::Acquire) {
+                return Err(Error::closed("the log index is closed"));
+            }
+            if let Some((kind, why)) = self
+                .inner
+                .failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                return Err(Error::new(kind, format!("flushing the log index: {why}")));
+            }
+            self.wake_flusher();
+            let guard = self
+                .inner
+                .drained_lock
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let _ = self
+                .inner
+                .drained
+                .wait_timeout(guard, Duration::from_millis(20));
+        }
+    }
+
+    /// Flushes and stops the flusher. Later pushes fail with `Closed`.
+    ///
+    /// Errors: the final flush's error.
+    pub fn close(&self) -> Result<()> {
+        let flushed = self.flush();
+        self.stop_flusher();
+        flushed?;
+        // Leave nothing for the next open to replay.
+        with_store(&self.inner, |s| {
+            s.compact_journal(true)?;
+            s.sync()
+        })
+    }
+
+    fn stop_flusher(&self) {
+        self.inner.stop.store(true, Ordering::Release);
+        wake(&self.inner);
+        let handle = self
+            .flusher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = handle
+            && h.join().is_err()
+        {
+            warn!("the log index flusher panicked");
+        }
+        self.inner.drained.notify_all();
+    }
+
+    /// Runs a read of the store. A damaged store (a `Corrupt` answer, or a
+    /// panic inside the store) marks the index damaged: its next open
+    /// starts afresh, and [`damaged`](Index::damaged) tells the caller to
+    /// stop trusting it now.
+    fn read<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| with_store(&self.inner, f)))
+                .unwrap_or_else(|_| Err(Error::corrupt("the log index store panicked on a read")));
+        if let Err(e) = &result
+            && e.kind() == ErrorKind::Corrupt
+            && !self.inner.damaged.swap(true, Ordering::AcqRel)
+        {
+            warn!(error = %e, "the log index is damaged; it will be rebuilt");
+            if let Err(e) = with_store(&self.inner, Store::mark_damaged) {
+                warn!(error = %e, "could not mark the log index damaged");
+            }
+        }
+        result
+    }
+
+    /// True once a read found the store damaged: the caller should answer
+    /// from its log instead and [`reset`](Index::reset) the index.
+    pub fn damaged(&self) -> bool {
+        self.inner.damaged.load(Ordering::Acquire)
+    }
+
+    /// Approximate bytes the tail holds now.
+    pub fn tail_bytes(&self) -> usize {
+        self.read_state().tail.bytes()
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+fn trimmed_version(tag: &LogTag, version: u64, first_live: u64) -> Error {
+    Error::new(
+        ErrorKind::Trimmed,
+        format!(
+            "version {version} of {tag} was trimmed; versions from {first_live} on may be live"
+        ),
+    )
+}
+
+/// Runs `f` on the store.
+fn with_store<T>(inner: &Inner, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+    let slot = inner.store.read().unwrap_or_else(|p| p.into_inner());
+    match slot.as_ref() {
+        Some(store) => f(store),
+        None => Err(Error::closed("the log index is being rebuilt")),
+    }
+}
+
+fn wake(inner: &Inner) {
+    let mut pending = inner.work_lock.lock().unwrap_or_else(|p| p.into_inner());
+    *pending = true;
+    inner.work.notify_one();
+}
+
+/// The flusher: moves the tail's oldest entries into the store, one
+/// transaction per batch, until told to stop; then once more.
+fn flush_loop(inner: &Inner) {
+    let interval = Duration::from_millis(inner.options.flush_interval_ms);
+    let mut batches: u32 = 0;
+    loop {
+        let stopping = inner.stop.load(Ordering::Acquire);
+        {
+            let mut pending = inner.work_lock.lock().unwrap_or_else(|p| p.into_inner());
+            if !*pending && !stopping {
+                pending = inner
+                    .work
+                    .wait_timeout(pending, interval)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            *pending = false;
+        }
+        // Drain everything that is waiting, batch by batch.
+        loop {
+            batches = batches.wrapping_add(1);
+            let sync = batches.is_multiple_of(inner.options.sync_every);
+            match flush_once(inner, sync) {
+                Ok(0) => break,
+                Ok(_) => {
+                    *inner.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    inner.drained.notify_all();
+                }
+                Err(e) => {
+                    warn!(error = %e, "writing the log index failed; retrying");
+                    *inner.failure.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some((e.kind(), e.message().to_owned()));
+                    inner.drained.notify_all();
+                    if inner.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(interval);
+                    break;
+                }
+            }
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// Writes one batch of the tail's oldest entries; the number written.
+fn flush_once(inner: &Inner, sync: bool) -> Result<usize> {
+    let batch = {
+        let state = inner.state.read().unwrap_or_else(|p| p.into_inner());
+        let n = state.tail.len().min(inner.options.flush_entries.max(1) * 4);
+        if n == 0 {
+            return Ok(0);
+        }
+        FlushBatch {
+            entries: state.tail.front(n).map(|(s, e)| (s, e.clone())).collect(),
+        }
+    };
+    let n = batch.entries.len();
+    let upto = batch.entries.last().map_or(0, |(s, _)| s + 1);
+    with_store(inner, |s| {
+        s.write(&batch, sync)?;
+        if sync {
+            s.compact_journal(false)?;
+        }
+        Ok(())
+    })?;
+    let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());
+    state.tail.drop_before(upto);
+    Ok(n)
+}

@@ -1,0 +1,154 @@
+//! Scenario bodies of the shared log on a bucket that run on every store:
+//! the in-memory store (`tests/bucket_log.rs`) and the real servers
+//! (`tests/bucket_log_s3.rs`, `tests/bucket_log_azure.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use object_store::ObjectStore;
+use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position};
+
+/// Opening fences any earlier writer at once (failovers on purpose; the
+/// writer lease has its own tests).
+pub fn options() -> BucketOptions {
+    BucketOptions {
+        take_over: true,
+        flush_interval: Duration::from_millis(2),
+        ..BucketOptions::default()
+    }
+}
+
+pub fn follower_options() -> FollowerOptions {
+    FollowerOptions {
+        poll_interval: Duration::from_millis(10),
+        prefetch: 4,
+        ..FollowerOptions::default()
+    }
+}
+
+pub async fn writer(store: Arc<dyn ObjectStore>) -> Log {
+    Log::new(BucketStorage::open(store, "log", options()).await.unwrap())
+}
+
+pub async fn everything(log: &Log) -> Vec<LogEntry> {
+    log.read_log(Position::Beginning, usize::MAX).await.unwrap()
+}
+
+pub async fn wait_caught_up(follower: &Log, next: u64) {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while follower.tip().await.unwrap().next < next {
+            weft::clock::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("follower caught up within 30 s");
+}
+
+pub async fn write_some(log: &Log, from: usize, n: usize) {
+    for i in from..from + n {
+        let primary: LogTag = format!("acct:{}", i % 3).parse().unwrap();
+        let req = AppendRequest::new(primary, format!("op{i}")).with_tag("all".parse().unwrap());
+        log.append(req).await.unwrap();
+    }
+}
+
+pub async fn follower_sees_the_writers_log(store: Arc<dyn ObjectStore>) {
+    let w1 = writer(store.clone()).await;
+    write_some(&w1, 0, 20).await;
+    w1.append_batch(vec![
+        AppendRequest::new("batch".parse().unwrap(), "b0"),
+        AppendRequest::new("batch".parse().unwrap(), "b1"),
+    ])
+    .await
+    .unwrap();
+    let follower = Log::new(
+        BucketFollower::open(store.clone(), "log", follower_options())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(everything(&follower).await, everything(&w1).await);
+    let all: LogTag = "all".parse().unwrap();
+    let mut live = follower.subscribe(&all, Position::At(15));
+
+    // Writes on a follower are refused.
+    let err = follower
+        .append(AppendRequest::new(all.clone(), "nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ReadOnly);
+
+    // Failover: a new writer fences the first.
+    let w2 = writer(store.clone()).await;
+    let fenced = w1
+        .append(AppendRequest::new(all.clone(), "zombie"))
+        .await
+        .unwrap_err();
+    assert_eq!(fenced.kind(), ErrorKind::Fenced);
+    assert_eq!(w2.latest_seqnum().await.unwrap(), Some(21));
+    assert_eq!(
+        w2.next_version(&"acct:0".parse().unwrap()).await.unwrap(),
+        7
+    );
+    write_some(&w2, 20, 10).await;
+    wait_caught_up(&follower, 32).await;
+    let want = everything(&w2).await;
+    assert_eq!(everything(&follower).await, want);
+    assert!(!want.iter().any(|e| &e.data[..] == b"zombie"));
+    // The subscription crossed the failover without a gap.
+    let mut got = Vec::new();
+    while got.len() < 15 {
+        let e = tokio::time::timeout(Duration::from_secs(30), live.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        got.push(e.seqnum);
+    }
+    let want_all: Vec<u64> = w2
+        .read_from(&all, Position::At(15), 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seqnum)
+        .collect();
+    assert_eq!(got, want_all);
+    // A restarted follower sees the same log.
+    follower.close().await.unwrap();
+    let again = Log::new(
+        BucketFollower::open(store, "log", follower_options())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(everything(&again).await, want);
+    assert_eq!(
+        again
+            .latest_version(&"acct:1".parse().unwrap())
+            .await
+            .unwrap(),
+        w2.latest_version(&"acct:1".parse().unwrap()).await.unwrap()
+    );
+}
+
+pub async fn reopened_writer_resumes_counters_and_kv_holds_across_handles(
+    store: Arc<dyn ObjectStore>,
+) {
+    let w1 = writer(store.clone()).await;
+    write_some(&w1, 0, 7).await;
+    let kv1 = w1.kv("lease:x".parse().unwrap()).unwrap();
+    assert!(kv1.set_if_absent("owner", "a").await.unwrap());
+    w1.close().await.unwrap();
+    let w2 = writer(store.clone()).await;
+    assert_eq!(w2.latest_seqnum().await.unwrap(), Some(6));
+    let r = w2
+        .append_if(AppendRequest::new("acct:0".parse().unwrap(), "x"), 3)
+        .await
+        .unwrap();
+    assert_eq!((r.seqnum, r.stream_version), (7, 3));
+    let kv2 = w2.kv("lease:x".parse().unwrap()).unwrap();
+    assert!(!kv2.set_if_absent("owner", "b").await.unwrap());
+    assert!(!kv2.delete_if("owner", b"b").await.unwrap());
+    assert!(kv2.delete_if("owner", b"a").await.unwrap());
+    assert!(kv2.set_if_absent("owner", "b").await.unwrap());
+}
