@@ -652,7 +652,25 @@ fn append_with_an_id_is_exactly_once() {
             "placed",
         ],
     );
-    assert_eq!(again, first);
+    assert_eq!(first, serde_json::json!({"seqnum": 0, "stream_version": 0}));
+    assert_eq!(
+        again,
+        serde_json::json!({"seqnum": 0, "stream_version": 0, "duplicate": true})
+    );
+    // Without --json it says so too, with the original seqnum.
+    let text = ok(weft(&[
+        "append",
+        &log,
+        "-t",
+        "orders",
+        "--id",
+        "order-1/placed",
+        "placed",
+    ]));
+    assert!(
+        text.contains("already in the log") && text.contains("seqnum 0"),
+        "{text}"
+    );
     let out = ok(weft(&["read", &log, "--json"]));
     assert_eq!(out.lines().count(), 2, "{out}");
     // A malformed id is refused, nothing written.

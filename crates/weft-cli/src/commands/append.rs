@@ -31,11 +31,11 @@ pub(crate) struct AppendArgs {
     #[arg(long, value_name = "N")]
     if_version: Option<u64>,
 
-    /// An append id (exactly-once appends): when an entry with this id is
-    /// already in the log, nothing is written and its original seqnum is
-    /// printed. Retry an append that failed with an unknown outcome (exit
-    /// code of `indeterminate`) with the same id. A dir or bucket log
-    /// remembers the ids of its newest 65,536 appends that carry one.
+    /// An append id (exactly-once appends, on backends that keep ids):
+    /// when an entry with this id is already in the log, nothing is
+    /// written, and the command says so and prints the original seqnum
+    /// (`"duplicate": true` with --json). Retry an append that failed with
+    /// an unknown outcome (exit code of `indeterminate`) with the same id.
     #[arg(long, value_name = "ID")]
     id: Option<String>,
 
@@ -64,6 +64,10 @@ pub(crate) struct AppendArgs {
 struct AppendLine {
     seqnum: u64,
     stream_version: u64,
+    /// True when `--id` named an entry already in the log: nothing was
+    /// written, and the numbers are the original's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    duplicate: bool,
 }
 
 /// Parses `--tag` values into tags, primary first.
@@ -112,23 +116,41 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
     };
     let log = location::open_log(&location, create, args.take_over, store).await?;
     let mut request = AppendRequest::with_tags(tags, data);
-    if let Some(id) = args.id {
+    // With an id, the log's end before the append tells a duplicate: an
+    // entry numbered below it was in the log before this command started.
+    // (One more round trip on PostgreSQL; free on the other backends.)
+    let mut before = None;
+    if let Some(id) = args.id.clone() {
         request = request.with_id(id);
+        before = Some(log.tip().await);
     }
-    let appended = match args.if_version {
-        Some(v) => log.append_if(request, v).await,
-        None => log.append(request).await,
+    let appended = match &before {
+        Some(Err(e)) => Err(e.clone()),
+        _ => match args.if_version {
+            Some(v) => log.append_if(request, v).await,
+            None => log.append(request).await,
+        },
     };
     // Close in every case, so the lock is released and nothing is left
     // half-flushed; the append's own error wins over a close error.
     let closed = log.close().await;
     let result = appended?;
     closed?;
+    let duplicate = matches!(before, Some(Ok(tip)) if result.seqnum < tip.next);
     if args.json {
         output::json(&AppendLine {
             seqnum: result.seqnum,
             stream_version: result.stream_version,
+            duplicate,
         })?;
+    } else if duplicate {
+        output::line(&format!(
+            "already in the log: append id {:?} is seqnum {} ({} v{}); nothing written",
+            args.id.as_deref().unwrap_or_default(),
+            result.seqnum,
+            result.primary_tag,
+            result.stream_version
+        ))?;
     } else {
         output::line(&format!(
             "appended seqnum {} ({} v{})",
