@@ -13,7 +13,8 @@ use weft::format::kv_bucket::{decode_kv_bucket, encode_kv_bucket};
 use weft::format::replica_cursor::{decode_cursor, encode_cursor};
 use weft::format::trim_point::TrimPoint;
 use weft::format::{
-    decode_manifest, decode_segment, decode_segment_with_limit, encode_manifest, encode_segment,
+    decode_manifest, decode_page, decode_segment, decode_segment_with_limit, encode_manifest,
+    encode_page, encode_segment,
 };
 use weft::wal::Manifest;
 use weft::{Error, ErrorKind};
@@ -59,6 +60,23 @@ pub fn manifest_decode(data: &[u8]) -> bool {
         mem.to_bytes().expect("a loaded manifest must serialize"),
         again
     );
+    true
+}
+
+/// Fuzz body for a v5 manifest's history pages. Returns whether `data`
+/// decoded.
+pub fn history_page_decode(data: &[u8]) -> bool {
+    let page = match decode_page(data) {
+        Ok(page) => page,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            return false;
+        }
+    };
+    assert!(page.range().is_some(), "a decoded page has items");
+    let again = encode_page(&page).expect("a decoded page must re-encode");
+    // The layout has one spelling per page.
+    assert_eq!(&again[..], data);
     true
 }
 

@@ -62,6 +62,23 @@ struct Args {
     /// List the workloads and exit.
     #[arg(long)]
     list: bool,
+    /// Soak: seconds of load (default 600, 30 with --quick).
+    #[arg(long)]
+    soak_secs: Option<u64>,
+    /// Soak: entries per second the appenders are paced to.
+    #[arg(long, default_value_t = 3_000)]
+    soak_rate: u64,
+    /// Internal: open a follower or writer on the soak log at
+    /// --probe-prefix, print one JSON line of timings and RSS, and exit
+    /// (the soak workload runs this in child processes).
+    #[arg(long, hide = true)]
+    probe: Option<workloads::soak::ProbeKind>,
+    #[arg(long, hide = true)]
+    probe_prefix: Option<String>,
+    #[arg(long, hide = true)]
+    probe_cache: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    probe_catch_up: bool,
 }
 
 fn parse_flag(v: &str) -> std::result::Result<bool, String> {
@@ -72,11 +89,36 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// `--probe`: one open of the soak log, measured in a process of its own.
+fn run_probe(args: &Args, kind: workloads::soak::ProbeKind) -> Result<()> {
+    let prefix = args
+        .probe_prefix
+        .as_deref()
+        .context("--probe needs --probe-prefix")?;
+    let s3 = env::S3Env::discover(args.s3_env.as_deref())?;
+    let store = s3.store(prefix)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(workloads::soak::probe(
+        store,
+        kind,
+        args.probe_cache.as_deref(),
+        args.probe_catch_up,
+    ))?;
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(())
+}
+
 fn main() -> Result<()> {
     if let Ok(dir) = std::env::var(workloads::dir_soak::REOPEN_ENV) {
         return workloads::dir_soak::reopen_child(&dir);
     }
     let args = Args::parse();
+    if let Some(kind) = args.probe {
+        return run_probe(&args, kind);
+    }
     if args.list {
         for w in Workload::ALL {
             println!("{:<14} {}", w.name(), w.describe());
@@ -118,6 +160,11 @@ fn main() -> Result<()> {
     let runs = if args.quick { 1 } else { args.runs.max(1) };
     let mut ctx = Ctx::new(args.quick, runs, data_dir, s3, args.out.clone());
     ctx.case_filter = args.case.clone();
+    ctx.soak = workloads::soak::SoakSettings {
+        secs: args.soak_secs,
+        rate: args.soak_rate,
+    };
+    ctx.s3_env_file = args.s3_env.clone();
     let mut report = Report::new(args.quick, runs);
     println!(
         "weft-bench: {} mode, {} run(s) per case, workloads: {}",

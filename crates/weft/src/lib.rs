@@ -68,6 +68,7 @@ pub mod format;
 pub mod index;
 pub mod kv;
 pub mod log;
+mod lru;
 pub mod model;
 mod outage;
 mod random;

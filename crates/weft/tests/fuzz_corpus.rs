@@ -68,6 +68,11 @@ fn cursor_decode_target_over_its_corpus() {
 }
 
 #[test]
+fn history_page_decode_target_over_its_corpus() {
+    run("history_page_decode", fuzz_bodies::history_page_decode);
+}
+
+#[test]
 fn dir_segment_header_decode_target_over_its_corpus() {
     run(
         "dir_segment_header_decode",
@@ -388,10 +393,72 @@ fn bucket_log_seeds() -> (Seeds, Seeds) {
     )
 }
 
+/// A v5 manifest whose older entries moved into history pages (three
+/// levels), the pages themselves, and damaged copies of both.
+fn history_seeds() -> (Seeds, Seeds) {
+    use weft::format::{ManifestVersion, Metadata};
+    use weft::wal::{CheckpointPolicy, Manifest};
+    let policy = CheckpointPolicy {
+        max_recent_entries: 3,
+        max_recent_bytes: 1 << 20,
+        leaf_entries: 2,
+        leaf_bytes: 1 << 19,
+        fanout: 2,
+        max_pages_per_commit: 8,
+    };
+    let mut m = Manifest::new(ManifestVersion::V5);
+    m.bump_epoch().unwrap();
+    let run = "log/segments/01J00000000000000000000000";
+    let mut leaf = Vec::new();
+    let mut inner = Vec::new();
+    for i in 0..12u64 {
+        let meta = (i % 3 == 0).then(|| Metadata {
+            start_index: 0,
+            ingestion_ms: 1_700_000_000_000,
+            payload: bytes::Bytes::from_static(b"g"),
+        });
+        let committed = m.next_sequence();
+        m.append(format!("{run}/{i:016x}"), meta.into_iter().collect(), 2)
+            .unwrap();
+        for up in m
+            .checkpoint(&policy, committed, |l, f, e| {
+                format!("log/history/{l:02x}-{f:016x}-{e:016x}-01J00000000000000000000000")
+            })
+            .unwrap()
+        {
+            if up.location.contains("/00-") && leaf.is_empty() {
+                leaf = up.bytes.to_vec();
+            } else if up.location.contains("/01-") && inner.is_empty() {
+                inner = up.bytes.to_vec();
+            }
+        }
+    }
+    m.truncate_through(2);
+    assert!(m.history().is_some_and(|h| h.levels.len() >= 2));
+    let manifest = m.to_bytes().unwrap().to_vec();
+    let mut flipped_manifest = manifest.clone();
+    flipped_manifest[manifest.len() - 40] ^= 0x10;
+    let mut flipped_leaf = leaf.clone();
+    flipped_leaf[12] ^= 0x01;
+    (
+        vec![
+            ("manifest_v5_history.bin", manifest),
+            ("bad_manifest_v5_flipped.bin", flipped_manifest),
+        ],
+        vec![
+            ("page_leaf.bin", leaf.clone()),
+            ("page_interior.bin", inner.clone()),
+            ("bad_page_flipped.bin", flipped_leaf),
+            ("bad_page_truncated.bin", inner[..inner.len() - 1].to_vec()),
+        ],
+    )
+}
+
 #[test]
 fn generated_seed_inputs_are_in_the_corpus() {
     let write = std::env::var("WEFT_WRITE_CORPUS").is_ok_and(|v| v == "1");
     let (manifests, segments) = bucket_log_seeds();
+    let (v5_manifests, pages) = history_seeds();
     for (target, seeds) in [
         ("frame_decode", frame_seeds()),
         ("cursor_decode", cursor_seeds()),
@@ -399,7 +466,9 @@ fn generated_seed_inputs_are_in_the_corpus() {
         ("trim_point_decode", trim_point_seeds()),
         ("kv_bucket_decode", kv_bucket_seeds()),
         ("manifest_decode", manifests),
+        ("manifest_decode", v5_manifests),
         ("segment_decode", segments),
+        ("history_page_decode", pages),
     ] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../fuzz/corpus")

@@ -8,6 +8,7 @@ mod follower;
 mod peer;
 mod raw;
 mod replica;
+pub mod soak;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,13 +49,17 @@ pub enum Workload {
     /// Follower lag behind a steadily writing primary.
     #[value(name = "follower-lag")]
     FollowerLag,
+    /// A bucket log growing at a fixed load; its manifest, memory, commit
+    /// latency and open times as it ages.
+    #[value(name = "soak")]
+    Soak,
     /// A dir log grown to a few GiB, then reopened: RSS and open time.
     #[value(name = "dir-soak")]
     DirSoak,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -62,6 +67,7 @@ impl Workload {
         Workload::BucketWrite,
         Workload::Replica,
         Workload::FollowerLag,
+        Workload::Soak,
         Workload::DirSoak,
     ];
 
@@ -74,6 +80,7 @@ impl Workload {
             Workload::BucketWrite => "bucket-write",
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
+            Workload::Soak => "soak",
             Workload::DirSoak => "dir-soak",
         }
     }
@@ -91,6 +98,9 @@ impl Workload {
                 "replica catch-up vs raw parallel GET; opendata Consumer read-back"
             }
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
+            Workload::Soak => {
+                "bucket log at a fixed load for minutes: commit latency, RSS, manifest size, opens"
+            }
             Workload::DirSoak => {
                 "a dir log grown to a few GiB (WEFT_BENCH_SOAK_GIB), then reopened: RSS, open time"
             }
@@ -100,7 +110,11 @@ impl Workload {
     pub fn needs_s3(self) -> bool {
         matches!(
             self,
-            Workload::S3Raw | Workload::BucketWrite | Workload::Replica | Workload::FollowerLag
+            Workload::S3Raw
+                | Workload::BucketWrite
+                | Workload::Replica
+                | Workload::FollowerLag
+                | Workload::Soak
         )
     }
 
@@ -113,6 +127,7 @@ impl Workload {
             Workload::BucketWrite => bucket::run(ctx, report).await,
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
+            Workload::Soak => soak::run(ctx, report).await,
             Workload::DirSoak => dir_soak::run(ctx, report).await,
         }?;
         ctx.cleanup().await;
@@ -132,6 +147,10 @@ pub struct Ctx {
     pub raw: Option<RawS3>,
     /// Only cases whose name contains this text run (where supported).
     pub case_filter: Option<String>,
+    /// Settings of the soak workload.
+    pub soak: soak::SoakSettings,
+    /// The S3 env file, passed on to probe processes.
+    pub s3_env_file: Option<PathBuf>,
     run_prefix: String,
     next_prefix: u64,
 }
@@ -153,6 +172,8 @@ impl Ctx {
             plots: Vec::new(),
             raw: None,
             case_filter: None,
+            soak: soak::SoakSettings::default(),
+            s3_env_file: None,
             run_prefix: format!("weft-bench/{}", ulid::Ulid::new()),
             next_prefix: 0,
         }
@@ -182,9 +203,15 @@ impl Ctx {
 
     /// A store rooted at a fresh, unused prefix of this run.
     pub fn fresh_store(&mut self, name: &str) -> Result<Arc<dyn ObjectStore>> {
-        self.next_prefix += 1;
-        let prefix = format!("{}/{name}-{}", self.run_prefix, self.next_prefix);
+        let prefix = self.fresh_prefix(name);
         self.s3()?.store(&prefix)
+    }
+
+    /// A fresh, unused prefix of this run (for a store another process
+    /// opens too).
+    pub fn fresh_prefix(&mut self, name: &str) -> String {
+        self.next_prefix += 1;
+        format!("{}/{name}-{}", self.run_prefix, self.next_prefix)
     }
 
     /// A fresh directory under the data dir.

@@ -51,7 +51,9 @@ use weft::wal::Manifest;
 use weft::{AppendRequest, ErrorDetail, ErrorKind, Log, LogEntry, LogTag, Position, Storage};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore};
 
-use super::sim::{Profile, Recorder, check_manifest_history, faults, ms};
+use super::sim::{
+    Profile, Recorder, check_manifest_history, expand, faults, load_pages, ms, tiny_checkpoints,
+};
 
 const PREFIX: &str = "log";
 const TAGS: [&str; 3] = ["acct:0", "acct:1", "acct:2"];
@@ -72,6 +74,7 @@ pub struct LogRun {
     pub retried_landed: usize,
     pub writers: usize,
     pub stats: FaultStats,
+    pub pages: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -260,7 +263,14 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
             });
 
     let inner: Arc<dyn ObjectStore> = memory;
-    let final_log = match final_log(&inner).await {
+    let pages = match load_pages(&inner, &format!("{PREFIX}/history")).await {
+        Ok(pages) => pages,
+        Err(e) => {
+            world.violation(format!("the history pages cannot be read: {e}"));
+            HashMap::new()
+        }
+    };
+    let final_log = match final_log(&inner, &pages).await {
         Ok(log) => log,
         Err(e) => {
             world.violation(format!("the final log cannot be read: {e}"));
@@ -300,7 +310,7 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
     let manifests = recorder.history();
     let mut violations = std::mem::take(&mut *world.violations.lock().unwrap());
     violations.extend(check(&ops, &final_log));
-    violations.extend(check_manifest_history(&manifests, &runs));
+    violations.extend(check_manifest_history(&manifests, &pages, &runs));
     let appends = || {
         ops.iter()
             .filter(|o| matches!(o.kind, OpKind::Append { .. }))
@@ -336,6 +346,7 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
         retried_landed,
         writers: world.writer_count(),
         stats: faults.stats(),
+        pages: pages.len(),
     }
 }
 
@@ -408,6 +419,7 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
             flush_interval: plan.flush_interval,
             retry: plan.retry.clone(),
             seed: Some(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1)),
+            checkpoint: tiny_checkpoints(seed),
             // Failovers fence the writer before on purpose.
             take_over: true,
             ..BucketOptions::default()
@@ -680,7 +692,10 @@ async fn read_follower(interval: Duration, world: Arc<World>, follower: Arc<Buck
 }
 
 /// The final log, decoded from the store below the faults.
-async fn final_log(store: &Arc<dyn ObjectStore>) -> Result<Vec<LogEntry>, String> {
+async fn final_log(
+    store: &Arc<dyn ObjectStore>,
+    pages: &HashMap<String, weft::format::HistoryPage>,
+) -> Result<Vec<LogEntry>, String> {
     let path = Path::from(format!("{PREFIX}/manifest"));
     let bytes = match store.get(&path).await {
         Ok(got) => got.bytes().await.map_err(|e| e.to_string())?,
@@ -688,8 +703,12 @@ async fn final_log(store: &Arc<dyn ObjectStore>) -> Result<Vec<LogEntry>, String
         Err(e) => return Err(e.to_string()),
     };
     let m = Manifest::from_bytes(&bytes).map_err(|e| e.to_string())?;
+    let (entries, _) = expand(&m, pages)?;
     let mut out = Vec::new();
-    for e in m.entries() {
+    for e in entries
+        .iter()
+        .filter(|e| e.end_sequence() > m.first_sequence())
+    {
         let seg = store
             .get(&Path::from(e.location.as_str()))
             .await
