@@ -117,7 +117,8 @@ impl AppendRequest {
     /// * dir and the bucket writer: the ids of the newest 65,536 entries
     ///   appended with one (`DirOptions::append_id_window`,
     ///   `BucketOptions::append_id_window`), across reopens and, on a
-    ///   bucket, writer failover; never past a trim.
+    ///   bucket, writer failover (a bucket writer with a `cache_dir`
+    ///   rebuilds only the ids its open reads); never past a trim.
     ///
     /// A backend that cannot honour ids (a read-only follower) refuses
     /// them with [`Unsupported`](crate::ErrorKind::Unsupported).
