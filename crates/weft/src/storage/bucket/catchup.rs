@@ -340,6 +340,9 @@ pub(crate) fn request_timeout(retry: &RetryPolicy) -> Duration {
 ///
 /// Errors: `Corrupt` for damaged objects or a log with a gap; store errors
 /// once the patience runs out; the index's.
+// The fill's inputs are independent settings of one read; a struct would
+// only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn fill(
     store: Arc<dyn ObjectStore>,
     layout: BucketLayout,
@@ -410,6 +413,7 @@ pub(crate) async fn fill(
 
 /// A replica that reads from `from` (or, with `None`, from the log's first
 /// live entry, restoring its trim state) up to `until`.
+#[allow(clippy::too_many_arguments)]
 async fn start(
     store: &Arc<dyn ObjectStore>,
     layout: &BucketLayout,
