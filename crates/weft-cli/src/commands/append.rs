@@ -114,6 +114,12 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
     } else {
         Create::No
     };
+    // An append id is answered from the ids the writer rebuilds on open,
+    // which takes reading the live log, not just what a cache lacks.
+    let store = match &args.id {
+        Some(_) => &store.without_cache(),
+        None => store,
+    };
     let log = location::open_log(&location, create, args.take_over, store).await?;
     let mut request = AppendRequest::with_tags(tags, data);
     // With an id, the log's end before the append tells a duplicate: an
