@@ -112,16 +112,23 @@ pub fn frame_decode(data: &[u8]) -> bool {
     let entry = f.to_entry();
     assert_eq!(&entry.data[..], f.data);
     let mut again = Vec::new();
-    frame::encode(&mut again, &entry, f.meta.group_offset, f.meta.batch_end)
-        .expect("a decoded frame must re-encode");
+    frame::encode_with_id(
+        &mut again,
+        &entry,
+        f.append_id,
+        f.meta.group_offset,
+        f.meta.batch_end,
+    )
+    .expect("a decoded frame must re-encode");
     assert_eq!(again, &data[..f.frame_len], "re-encoding changed the bytes");
     assert_eq!(
         again.len(),
-        frame::encoded_len(&entry.tags, entry.data.len())
+        frame::encoded_len_with_id(&entry.tags, f.append_id, entry.data.len())
     );
     let back = frame::decode(&again).expect("a re-encoded frame must decode");
     assert_eq!(back.to_entry(), entry);
     assert_eq!(back.meta, f.meta);
+    assert_eq!(back.append_id, f.append_id);
     true
 }
 

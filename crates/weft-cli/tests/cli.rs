@@ -731,6 +731,54 @@ fn append_prints_exactly_one_json_line() {
 }
 
 #[test]
+fn append_with_an_id_is_exactly_once() {
+    let (_tmp, log) = tmp_log();
+    let first = append_json(&log, &["-t", "orders", "--id", "order-1/placed", "placed"]);
+    append_json(&log, &["-t", "orders", "other"]);
+    // The retry, even as a stale conditional append: the original.
+    let again = append_json(
+        &log,
+        &[
+            "-t",
+            "orders",
+            "--id",
+            "order-1/placed",
+            "--if-version",
+            "0",
+            "placed",
+        ],
+    );
+    assert_eq!(first, serde_json::json!({"seqnum": 0, "stream_version": 0}));
+    assert_eq!(
+        again,
+        serde_json::json!({"seqnum": 0, "stream_version": 0, "duplicate": true})
+    );
+    // Without --json it says so too, with the original seqnum.
+    let text = ok(weft(&[
+        "append",
+        &log,
+        "-t",
+        "orders",
+        "--id",
+        "order-1/placed",
+        "placed",
+    ]));
+    assert!(
+        text.contains("already in the log") && text.contains("seqnum 0"),
+        "{text}"
+    );
+    let out = ok(weft(&["read", &log, "--json"]));
+    assert_eq!(out.lines().count(), 2, "{out}");
+    // A malformed id is refused, nothing written.
+    fails(
+        weft(&["append", &log, "-t", "orders", "--id", "", "x"]),
+        4,
+        "invalid_input",
+    );
+    assert_eq!(ok(weft(&["read", &log, "--json"])).lines().count(), 2);
+}
+
+#[test]
 fn read_prints_entries_as_json_lines_in_seqnum_order() {
     let (_tmp, log) = tmp_log();
     append_json(&log, &["-t", "orders", "-t", "orders:o-1", "placed"]);

@@ -420,6 +420,21 @@ async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
     ok(weft(&["verify", &file_url]));
 }
 
+/// Each `append` is a new writer (it claims the log): a retry with the
+/// same `--id` is answered by the next one with the original.
+#[test]
+fn append_with_an_id_is_exactly_once_across_writers() {
+    let (_settings, url) = bucket("append_id");
+    let first = append(&url, &["--create", "-t", "orders", "--id", "o-1", "placed"]);
+    append(&url, &["-t", "orders", "other"]);
+    let again = append(&url, &["-t", "orders", "--id", "o-1", "placed"]);
+    assert_eq!(again["seqnum"], first["seqnum"]);
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(first.get("duplicate"), None);
+    let read = ok(weft(&["read", &url, "--json"]));
+    assert_eq!(read.lines().count(), 2, "{read}");
+}
+
 #[test]
 fn snapshot_trims_and_gc_collects_what_it_superseded() {
     let (_, url) = bucket("snapshot_gc");

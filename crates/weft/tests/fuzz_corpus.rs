@@ -119,6 +119,20 @@ fn frame_of(seqnum: u64, tags: &[&str], data: &[u8], offset: u32, end: bool) -> 
     out
 }
 
+/// [`frame_of`] with an append id.
+fn frame_with_id(seqnum: u64, tags: &[&str], id: &str, data: &[u8]) -> Vec<u8> {
+    let e = LogEntry {
+        seqnum,
+        stream_version: seqnum / 2,
+        tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
+        data: bytes::Bytes::copy_from_slice(data),
+        timestamp_ms: 1_700_000_000_000,
+    };
+    let mut out = Vec::new();
+    frame::encode_with_id(&mut out, &e, Some(id), 0, true).unwrap();
+    out
+}
+
 /// Recomputes a frame's CRC after a deliberate edit, so the edit is what
 /// the decoder must reject, not the checksum.
 fn reseal_frame(mut f: Vec<u8>) -> Vec<u8> {
@@ -142,7 +156,23 @@ fn frame_seeds() -> Vec<(&'static str, Vec<u8>)> {
     bad_offset[32] = 5;
     let mut tiny = tags.clone();
     tiny[..4].copy_from_slice(&3u32.to_le_bytes());
+    // The one tag "a" ends at byte 43, where the id's length byte is.
+    let with_id = frame_with_id(9, &["a"], "order-42/placed", b"x");
+    let mut empty_id = frame_with_id(9, &["a"], "i", b"x");
+    empty_id[43] = 0;
+    let mut control_id = with_id.clone();
+    control_id[44] = 0x1b;
+    let mut long_id = with_id.clone();
+    long_id[43] = 0xff;
     vec![
+        ("frame_append_id.bin", with_id.clone()),
+        (
+            "frame_append_id_longest.bin",
+            frame_with_id(3, &["a", "b:c"], &"i".repeat(255), b"payload"),
+        ),
+        ("bad_frame_empty_append_id.bin", reseal_frame(empty_id)),
+        ("bad_frame_control_append_id.bin", reseal_frame(control_id)),
+        ("bad_frame_append_id_overrun.bin", reseal_frame(long_id)),
         ("frame_min.bin", frame_of(0, &["a"], b"", 0, true)),
         ("frame_tags.bin", tags.clone()),
         ("frame_many_tags.bin", frame_of(7, &many, b"x", 7, true)),
@@ -223,25 +253,23 @@ fn reseal_trailing_crc(mut b: Vec<u8>) -> Vec<u8> {
 
 fn dir_header_seeds() -> Seeds {
     use weft::format::dir_segment::SegmentHeader;
-    let durable = SegmentHeader {
-        first_seqnum: 0,
-        relaxed: false,
-    }
-    .encode();
-    let relaxed = SegmentHeader {
-        first_seqnum: 175,
-        relaxed: true,
+    let durable = SegmentHeader::new(0, false).encode();
+    let relaxed = SegmentHeader::new(175, true).encode();
+    let v1 = SegmentHeader {
+        version: weft::format::dir_segment::SEGMENT_V1,
+        ..SegmentHeader::new(0, false)
     }
     .encode();
     let mut reserved = durable.clone();
     reserved[5] |= 0x80;
     let mut version = durable.clone();
-    version[4] = 2;
+    version[4] = 3;
     let mut with_frame = relaxed.clone();
     with_frame.extend(frame_of(175, &["a"], b"x", 0, true));
     vec![
         ("dir_header_durable.bin", durable.clone()),
         ("dir_header_relaxed.bin", relaxed.clone()),
+        ("dir_header_v1.bin", v1),
         ("dir_header_then_frame.bin", with_frame),
         ("bad_dir_header_short.bin", durable[..19].to_vec()),
         ("bad_dir_header_flipped.bin", flipped(durable.clone(), 9)),

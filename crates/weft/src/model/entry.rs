@@ -97,11 +97,46 @@ impl AppendRequest {
     /// Gives the append a caller-chosen id, for exactly-once appends: when
     /// an entry with this id is already in the log, the append writes
     /// nothing and returns that entry's original result, so an append
-    /// whose outcome was `Indeterminate` can be retried safely. How long a
-    /// backend remembers ids is its own (the PostgreSQL backend: as long as
-    /// the entry is in the log, i.e. until it is trimmed); a backend that
-    /// cannot honour ids refuses them with
-    /// [`Unsupported`](crate::ErrorKind::Unsupported).
+    /// whose outcome was `Indeterminate` can be retried safely. The id is
+    /// 1 to [`MAX_APPEND_ID_BYTES`] bytes without control characters (a
+    /// UUID, `"order-42/placed"`), stored in the entry.
+    ///
+    /// A known id answers with its original result whatever the retry
+    /// carries: a conditional append is not checked again (the retry of an
+    /// `append_if` that won gets its result, not a conflict), and tags and
+    /// payload are not compared. In a batch, entries with known ids are
+    /// answered with their originals and the others are written; an id
+    /// repeated within one batch is
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput).
+    ///
+    /// How long ids are remembered is the backend's window; a retry older
+    /// than it is appended again:
+    ///
+    /// * memory and PostgreSQL: as long as the entry is in the log (until
+    ///   it is trimmed);
+    /// * dir and the bucket writer: the ids of the newest 65,536 entries
+    ///   appended with one (`DirOptions::append_id_window`,
+    ///   `BucketOptions::append_id_window`), across reopens and, on a
+    ///   bucket, writer failover (a bucket writer with a `cache_dir`
+    ///   rebuilds only the ids its open reads); never past a trim.
+    ///
+    /// A backend that cannot honour ids (a read-only follower) refuses
+    /// them with [`Unsupported`](crate::ErrorKind::Unsupported).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> weft::Result<()> {
+    /// use weft::{AppendRequest, Log, LogTag};
+    ///
+    /// let log = Log::memory();
+    /// let orders = LogTag::new("orders")?;
+    /// let placed = || AppendRequest::new(orders.clone(), "placed").with_id("order-42/placed");
+    /// let first = log.append(placed()).await?;
+    /// // The reply was lost (say): the retry answers with the original.
+    /// assert_eq!(log.append(placed()).await?, first);
+    /// assert_eq!(log.read_all(&orders).await?.len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.append_id = Some(id.into());
         self

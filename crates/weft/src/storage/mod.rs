@@ -15,8 +15,9 @@
 //! processes share). Each one passes the conformance suite of the
 //! `weft-testkit` crate unchanged. What they share (lifecycle, publishing
 //! under one lock, serving from an entry cache) is in [`core`];
-//! single-writer numbering is the [`sequencer`]. The design and what each
-//! kind of backend promises are in `docs/STORAGE_SEAM.md`.
+//! single-writer numbering is the [`sequencer`], and exactly-once appends
+//! on it are [`append_ids`]. The design and what each kind of backend
+//! promises are in `docs/STORAGE_SEAM.md`.
 //!
 //! ## Tip queries and freshness
 //!
@@ -35,6 +36,7 @@
 //! reads (`read_versions`, `latest_version`) look at the entries for which
 //! the tag is primary.
 
+pub mod append_ids;
 pub mod bucket;
 pub mod cache;
 pub mod core;

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod append_id_cases;
 pub mod azure;
 pub mod bucket_cache_cases;
 pub mod bucket_log_cases;

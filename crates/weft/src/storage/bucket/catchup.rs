@@ -30,6 +30,8 @@ use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, ManifestData, decode_manifest};
 use crate::index::IndexOptions;
+use crate::storage::append_ids::AppendIds;
+use crate::storage::core::result_of;
 use crate::storage::index::LogIndex;
 use crate::store::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
 use crate::wal::{Applier, Cursor, CursorStore, HistoryReader, MemoryCursorStore, Record, Replica};
@@ -243,6 +245,7 @@ pub(crate) async fn read_numbers(
         until,
         prefetch,
         patience,
+        None,
     )
     .await?;
     let numbers = log.visible().write().take_numbers();
@@ -256,7 +259,12 @@ pub(crate) async fn read_numbers(
 struct FillApplier {
     shared: Arc<LocalLog>,
     assembler: BatchAssembler,
+    /// A writer's append-id window, fed the ids of the entries read.
+    ids: Option<SharedIds>,
 }
+
+/// An append-id window a fill feeds (the writer's open).
+pub(crate) type SharedIds = Arc<std::sync::Mutex<AppendIds>>;
 
 #[async_trait]
 impl Applier for FillApplier {
@@ -269,12 +277,27 @@ impl Applier for FillApplier {
             .write()
             .restore_history(first, state.next_versions)?;
         self.assembler = BatchAssembler::starting_at(first);
+        if let Some(ids) = &self.ids {
+            ids.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .forget_through(through_seq);
+        }
         Ok(())
     }
 
     async fn apply(&mut self, record: &Record) -> Result<()> {
-        if let Some(batch) = self.assembler.push(record)? {
-            self.shared.add_history(&batch)?;
+        if let Some(batch) = self.assembler.push_with_ids(record)? {
+            if let Some(ids) = &self.ids {
+                let mut ids = ids
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                for (entry, id) in batch.entries.iter().zip(&batch.ids) {
+                    if let Some(id) = id {
+                        ids.observe(id, result_of(entry));
+                    }
+                }
+            }
+            self.shared.add_history(&batch.entries)?;
         }
         Ok(())
     }
@@ -313,10 +336,13 @@ pub(crate) fn request_timeout(retry: &RetryPolicy) -> Duration {
 }
 
 /// Reads the committed entries from `from` up to `until` and adds their
-/// numbers to `shared`'s state.
+/// numbers to `shared`'s state (and, given `ids`, their append ids to it).
 ///
 /// Errors: `Corrupt` for damaged objects or a log with a gap; store errors
 /// once the patience runs out; the index's.
+// The fill's inputs are independent settings of one read; a struct would
+// only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn fill(
     store: Arc<dyn ObjectStore>,
     layout: BucketLayout,
@@ -325,6 +351,7 @@ pub(crate) async fn fill(
     until: u64,
     prefetch: usize,
     patience: Patience,
+    ids: Option<SharedIds>,
 ) -> Result<()> {
     let mut from = Some(from);
     let mut backoff = match &patience {
@@ -341,6 +368,7 @@ pub(crate) async fn fill(
             until,
             prefetch,
             timeout,
+            ids.clone(),
         )
         .await?;
         loop {
@@ -385,6 +413,7 @@ pub(crate) async fn fill(
 
 /// A replica that reads from `from` (or, with `None`, from the log's first
 /// live entry, restoring its trim state) up to `until`.
+#[allow(clippy::too_many_arguments)]
 async fn start(
     store: &Arc<dyn ObjectStore>,
     layout: &BucketLayout,
@@ -393,6 +422,7 @@ async fn start(
     until: u64,
     prefetch: usize,
     request_timeout: Duration,
+    ids: Option<SharedIds>,
 ) -> Result<Replica<FillApplier>> {
     let manifest = shared.reader().manifest();
     let cursors = MemoryCursorStore::new();
@@ -418,6 +448,7 @@ async fn start(
     let applier = FillApplier {
         shared: shared.clone(),
         assembler,
+        ids,
     };
     Ok(Replica::builder(store.clone(), layout.manifest(), applier)
         .with_cursor_store(cursors)

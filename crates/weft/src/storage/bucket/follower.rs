@@ -311,6 +311,7 @@ impl BucketFollower {
                     live_from,
                     prefetch,
                     patience,
+                    None,
                 );
                 if let Err(e) = filled.await {
                     // Every read that waits for the fill gets this error

@@ -19,6 +19,14 @@
 //! conflict would have been false, and the answer is the writer's failure
 //! instead.
 //!
+//! Append ids ([`crate::storage::append_ids`]) are checked in the same
+//! step as the numbers. A retry whose original is still in flight waits for
+//! it the same way, and answers with the original's result once it is
+//! committed (or with the writer's failure if it is not). A new writer
+//! rebuilds the ids of the newest [`BucketOptions::append_id_window`]
+//! entries from the bucket when it opens, so a retry after a failover is
+//! answered too.
+//!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
@@ -49,7 +57,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
 use super::budget::Budget;
-use super::catchup::{Patience, fill, open_numbers, read_start};
+use super::catchup::{Patience, SharedIds, fill, open_numbers, read_start};
 use super::follower::close_index;
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
@@ -63,7 +71,7 @@ use crate::format::{
 };
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
-use crate::storage::core::results_of;
+use crate::storage::append_ids::{AppendIds, check_batch_ids};
 use crate::storage::sequencer::{MemoryVersions, Sequencer};
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::store::RetryPolicy;
@@ -93,6 +101,15 @@ pub struct BucketOptions {
     /// and simulation; `None` (the default) draws it from the operating
     /// system, which keeps run ids unique across processes.
     pub seed: Option<u64>,
+    /// How many append ids the writer remembers: the ids of the newest
+    /// this many entries appended with one, rebuilt from what a writer reads
+    /// when it opens (so they survive a failover; with a
+    /// [`cache_dir`](Self::cache_dir), only the ids of entries committed
+    /// since that directory was last current). A retry whose original is
+    /// older is appended again. Each id costs its bytes, its entry's
+    /// primary tag and about 120 bytes of memory. At least 1; default
+    /// 65,536.
+    pub append_id_window: usize,
     /// When the manifest moves older entries into history pages (which
     /// keeps it, and the cost of each commit, bounded).
     pub checkpoint: CheckpointPolicy,
@@ -129,6 +146,7 @@ impl Default for BucketOptions {
             rebuild_prefetch: 32,
             retry: RetryPolicy::default(),
             seed: None,
+            append_id_window: 1 << 16,
             checkpoint: CheckpointPolicy::default(),
             memory_budget: 256 << 20,
             cache_dir: None,
@@ -163,6 +181,9 @@ pub struct BucketStorage {
     /// One trim at a time, so trim points (and snapshots) only move forward.
     trim_lock: tokio::sync::Mutex<()>,
     sequencer: tokio::sync::Mutex<Sequencer<WriterVersions>>,
+    /// The append ids of the newest entries; changed only while the
+    /// sequencer is held.
+    ids: std::sync::Mutex<AppendIds>,
     /// Batches in planning order; the visibility task makes them readable
     /// in that order, whether or not their callers are still waiting.
     in_flight: mpsc::UnboundedSender<InFlight>,
@@ -260,6 +281,9 @@ impl BucketStorage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
+        if options.append_id_window == 0 {
+            return Err(Error::invalid_input("append_id_window must be at least 1"));
+        }
         refuse_foreign_wal(store.as_ref(), &layout.manifest(), &options.retry).await?;
         // Taken before the claim: a writer that cannot have its directory
         // must not fence the one that has it.
@@ -315,6 +339,9 @@ impl BucketStorage {
             LocalState::new(numbers, budget.recent),
             reader,
         ));
+        let ids: SharedIds = Arc::new(std::sync::Mutex::new(AppendIds::bounded(
+            options.append_id_window,
+        )));
         let patience = Patience::Bounded(options.retry.clone(), options.seed.unwrap_or(0));
         fill(
             store.clone(),
@@ -324,8 +351,13 @@ impl BucketStorage {
             next,
             options.rebuild_prefetch,
             patience,
+            Some(ids.clone()),
         )
         .await?;
+        let ids = Arc::into_inner(ids)
+            .ok_or_else(|| Error::internal("the rebuild kept a handle on the append ids"))?
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let sequencer = {
             let state = log.visible().read();
             match state.numbers() {
@@ -357,6 +389,7 @@ impl BucketStorage {
             snapshots,
             trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
+            ids: std::sync::Mutex::new(ids),
             in_flight,
             shared,
             kv: Arc::new(
@@ -388,6 +421,11 @@ impl BucketStorage {
 
     fn check_failed(&self) -> Result<()> {
         self.shared.log.gate().check_writable()
+    }
+
+    /// The append ids (held only under the sequencer's lock, briefly).
+    fn ids(&self) -> std::sync::MutexGuard<'_, AppendIds> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -447,11 +485,13 @@ async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFli
 impl Storage for BucketStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         self.check_failed()?;
+        check_batch_ids(&batch)?;
         let now = self.clock.now_ms();
         let (planned, durability) = {
             let mut sequencer = self.sequencer.lock().await;
             self.check_failed()?;
-            let planned = match sequencer.plan(batch, now) {
+            let plan = self.ids().plan(&mut sequencer, batch, now, |_| Ok(None));
+            let planned = match plan {
                 Ok(planned) => planned,
                 Err(e) if e.kind() == ErrorKind::Conflict => {
                     // The check ran against every planned batch, committed
@@ -465,37 +505,56 @@ impl Storage for BucketStorage {
                 }
                 Err(e) => return Err(e),
             };
-            let handed = match encode_batch(&planned) {
-                Ok(records) => self.producer.append(records, None).await,
-                Err(e) => Err(e),
-            };
-            let durability = match handed {
-                Ok(d) => d,
-                Err(e) => {
-                    // Not handed over: the numbers go back, and the writer
-                    // stops unless only this batch was at fault.
-                    sequencer.unplan(&planned)?;
-                    if e.kind() != ErrorKind::InvalidInput {
-                        self.shared.fail(&e);
+            if planned.entries.is_empty() {
+                // Every entry is a retry: nothing to write.
+                (planned, None)
+            } else {
+                let handed = match encode_batch(&planned.entries, &planned.ids) {
+                    Ok(records) => self.producer.append(records, None).await,
+                    Err(e) => Err(e),
+                };
+                let durability = match handed {
+                    Ok(d) => d,
+                    Err(e) => {
+                        // Not handed over: the numbers and ids go back, and
+                        // the writer stops unless only this batch was at
+                        // fault.
+                        sequencer.unplan(&planned.entries)?;
+                        self.ids().forget_from(planned.entries[0].seqnum);
+                        if e.kind() != ErrorKind::InvalidInput {
+                            self.shared.fail(&e);
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
+                };
+                let (reply, answer) = oneshot::channel();
+                let in_flight = InFlight {
+                    planned: planned.entries.clone(),
+                    durability,
+                    reply,
+                };
+                if self.in_flight.send(in_flight).is_err() {
+                    return Err(Error::closed("the bucket writer is closed"));
                 }
-            };
-            let (reply, answer) = oneshot::channel();
-            let in_flight = InFlight {
-                planned: planned.clone(),
-                durability,
-                reply,
-            };
-            if self.in_flight.send(in_flight).is_err() {
+                (planned, Some(answer))
+            }
+        };
+        if let Some(durability) = durability {
+            durability
+                .await
+                .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
+        }
+        // A retried id whose original is still in flight is answered once
+        // the original is committed (batches commit in planning order, so
+        // this waits only when nothing of this call was written).
+        if let Some(through) = planned.known_through {
+            self.shared.settle(through + 1).await;
+            if self.shared.log.visible().read().tip().next <= through {
+                self.check_failed()?;
                 return Err(Error::closed("the bucket writer is closed"));
             }
-            (planned, answer)
-        };
-        durability
-            .await
-            .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
-        Ok(results_of(&planned))
+        }
+        Ok(planned.results)
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
@@ -555,6 +614,8 @@ impl Storage for BucketStorage {
             .visible()
             .write()
             .trim(through, &floors_kept)?;
+        let _numbering = self.sequencer.lock().await;
+        self.ids().forget_through(through);
         Ok(())
     }
 
@@ -573,6 +634,10 @@ impl Storage for BucketStorage {
             max_entry_bytes: self.options.max_entry_bytes,
             freshness: Freshness::SingleWriter,
         }
+    }
+
+    fn supports_append_ids(&self) -> bool {
+        true
     }
 
     async fn close(&self) -> Result<()> {

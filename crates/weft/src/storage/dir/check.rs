@@ -112,13 +112,13 @@ pub async fn check(path: impl AsRef<Path>) -> Result<DirCheck> {
 
 fn check_blocking(dir: &Path) -> Result<DirCheck> {
     require_log(dir)?;
-    let mut outcome = scan::survey(dir, Access::ReadOnly);
+    let mut outcome = scan::survey(dir, Access::ReadOnly, 0);
     for _ in 1..LOOKS {
         if settled(&outcome) {
             break;
         }
         std::thread::sleep(PAUSE);
-        let again = scan::survey(dir, Access::ReadOnly);
+        let again = scan::survey(dir, Access::ReadOnly, 0);
         let same = match (&outcome, &again) {
             (Ok(a), Ok(b)) => torn(a) == torn(b),
             (Err(a), Err(b)) => a.message() == b.message(),

@@ -233,7 +233,7 @@ impl DirFollower {
 /// Judges the directory and builds the follower's first state.
 fn open_blocking(dir: &Path) -> Result<(Arc<Shared>, Tailer)> {
     require_log(dir)?;
-    let survey = scan::survey(dir, Access::ReadOnly)?;
+    let survey = scan::survey(dir, Access::ReadOnly, 0)?;
     let versions = survey.versions();
     let tailer = Tailer {
         dir: dir.to_path_buf(),

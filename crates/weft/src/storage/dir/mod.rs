@@ -56,6 +56,14 @@
 //! is synced, so only the last group can be torn, and a valid frame of a
 //! later group behind damaged bytes proves the damage was synced data.
 //!
+//! ## Append ids
+//!
+//! An entry appended with an id carries it in its frame. The writer
+//! remembers the ids of the newest [`DirOptions::append_id_window`] such
+//! entries (rebuilt by the scan on open), and answers a retry whose id it
+//! remembers with the original result instead of writing again; see
+//! [`crate::storage::append_ids`].
+//!
 //! ## Reads
 //!
 //! The tag and version indexes ([`LogIndex`](crate::storage::index::LogIndex))
@@ -204,7 +212,7 @@ impl DirStorage {
         }
         let lock = DirLock::acquire(&dir)?;
         let kv = DirKv::open(&dir.join("kv"), lock.identity().clone())?;
-        let recovered = recovery::recover(&dir)?;
+        let recovered = recovery::recover(&dir, options.append_id_window)?;
         let sequencer = Sequencer::resume(
             recovered.next_seqnum,
             recovered.versions.iter().map(|(t, v)| (t.clone(), *v)),
@@ -227,6 +235,7 @@ impl DirStorage {
             options.clone(),
             clock,
             sequencer,
+            recovered.ids,
             lock,
         );
         let thread = std::thread::Builder::new()
@@ -361,6 +370,10 @@ impl Storage for DirStorage {
             max_entry_bytes: self.options.max_entry_bytes,
             freshness: Freshness::SingleWriter,
         }
+    }
+
+    fn supports_append_ids(&self) -> bool {
+        true
     }
 
     async fn close(&self) -> Result<()> {

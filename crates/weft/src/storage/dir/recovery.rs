@@ -14,6 +14,7 @@ use super::scan::{self, Access, Repair};
 use super::segment::Segment;
 use crate::error::{Error, Result};
 use crate::model::LogTag;
+use crate::storage::append_ids::AppendIds;
 use crate::storage::index::LogIndex;
 
 /// What a directory holds after recovery.
@@ -25,14 +26,16 @@ pub(super) struct Recovered {
     /// Next version of every primary tag ever written (trimmed ones too).
     pub(super) versions: HashMap<LogTag, u64>,
     pub(super) next_seqnum: u64,
+    /// The append ids of the newest live entries (the writer's window).
+    pub(super) ids: AppendIds,
 }
 
 /// Recovers the log in `dir` (which the caller has locked).
 ///
 /// Errors: `Corrupt` for damaged data that is not a torn tail, and for
 /// missing segments (the files are left untouched); I/O kinds.
-pub(super) fn recover(dir: &Path) -> Result<Recovered> {
-    let survey = scan::survey(dir, Access::ReadWrite)?;
+pub(super) fn recover(dir: &Path, id_window: usize) -> Result<Recovered> {
+    let survey = scan::survey(dir, Access::ReadWrite, id_window)?;
     let versions = survey.versions();
     let mut removed = false;
     for repair in &survey.repairs {
@@ -83,5 +86,6 @@ pub(super) fn recover(dir: &Path) -> Result<Recovered> {
         index: survey.index,
         versions,
         next_seqnum: survey.next_seqnum,
+        ids: survey.ids,
     })
 }

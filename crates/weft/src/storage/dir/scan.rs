@@ -60,12 +60,16 @@ use super::trim::{self, TrimPoint};
 use crate::error::{Error, Result};
 use crate::format::dir_segment::SegmentHeader;
 use crate::format::frame::{self, FIXED_LEN, FrameError, FrameMeta, MIN_FRAME_LEN};
-use crate::model::{LogTag, MAX_ENTRY_BYTES, MAX_TAG_PART_BYTES, MAX_TAGS_PER_ENTRY};
+use crate::model::{AppendResult, LogTag, MAX_ENTRY_BYTES, MAX_TAG_PART_BYTES, MAX_TAGS_PER_ENTRY};
+use crate::storage::append_ids::AppendIds;
 use crate::storage::index::LogIndex;
 
 /// The longest frame any writer can have produced.
-const MAX_FRAME_LEN: usize =
-    FIXED_LEN + MAX_TAGS_PER_ENTRY * (4 + 2 * MAX_TAG_PART_BYTES) + MAX_ENTRY_BYTES;
+const MAX_FRAME_LEN: usize = FIXED_LEN
+    + MAX_TAGS_PER_ENTRY * (4 + 2 * MAX_TAG_PART_BYTES)
+    + 1
+    + frame::MAX_FRAME_APPEND_ID
+    + MAX_ENTRY_BYTES;
 
 /// How much of a segment the scan reads at once.
 const CHUNK: usize = 4 << 20;
@@ -260,6 +264,9 @@ pub(super) struct Accepted {
     pub(super) seqnum: u64,
     pub(super) tags: Rc<[LogTag]>,
     pub(super) version: u64,
+    pub(super) timestamp_ms: u64,
+    /// Its append id, if its frame carries one.
+    pub(super) append_id: Option<Box<str>>,
     /// Where its frame starts in the segment.
     pub(super) offset: u32,
     /// Where its frame ends (for the last entry of a batch: where the
@@ -311,6 +318,10 @@ pub(super) struct Survey {
     pub(super) repairs: Vec<Repair>,
     /// The state to scan on from (a follower keeps it).
     pub(super) scan: Scan,
+    /// The append ids of the newest live entries that carry one, with
+    /// their results, in seqnum order (at most the window the survey was
+    /// asked for).
+    pub(super) ids: AppendIds,
 }
 
 impl Survey {
@@ -354,11 +365,13 @@ pub(super) fn below_trim(firsts: &[u64], live_from: u64) -> usize {
     firsts.windows(2).take_while(|w| w[1] <= live_from).count()
 }
 
-/// Judges the log in `dir` (see the module docs). Changes nothing.
+/// Judges the log in `dir` (see the module docs), keeping the append ids
+/// of the newest `id_window` live entries that carry one (a writer's
+/// window; readers pass 0). Changes nothing.
 ///
 /// Errors: `Corrupt` for damage that is not a torn tail and for missing
 /// segments; I/O kinds.
-pub(super) fn survey(dir: &Path, access: Access) -> Result<Survey> {
+pub(super) fn survey(dir: &Path, access: Access, id_window: usize) -> Result<Survey> {
     // The listing comes before the trim file: a trim replaces the trim
     // file before it deletes segments, so a listing that misses deleted
     // segments is always read with the trim point that deleted them.
@@ -380,6 +393,7 @@ pub(super) fn survey(dir: &Path, access: Access) -> Result<Survey> {
 
     let mut scan = Scan::new(dir, access, trim.as_ref());
     let mut index = LogIndex::starting_at(live_from);
+    let mut ids = AppendIds::bounded(id_window);
     let mut segments = Vec::with_capacity(firsts.len());
     for (i, &first) in firsts.iter().enumerate() {
         let last = i + 1 == firsts.len();
@@ -397,6 +411,11 @@ pub(super) fn survey(dir: &Path, access: Access) -> Result<Survey> {
             relaxed: seg.relaxed,
         };
         let scanned = scan.segment(seg_ref, HEADER_LEN, last, |a| {
+            if a.live
+                && let Some(id) = &a.append_id
+            {
+                ids.observe(id, a.result());
+            }
             seg_push(&mut seg, &mut index, &a)
         })?;
         seg.end = scanned.end;
@@ -416,7 +435,20 @@ pub(super) fn survey(dir: &Path, access: Access) -> Result<Survey> {
         trim,
         repairs,
         scan,
+        ids,
     })
+}
+
+impl Accepted {
+    /// The answer its append got.
+    pub(super) fn result(&self) -> AppendResult {
+        AppendResult {
+            seqnum: self.seqnum,
+            stream_version: self.version,
+            primary_tag: self.tags[0].clone(),
+            timestamp_ms: self.timestamp_ms,
+        }
+    }
 }
 
 /// Adds an accepted entry to `seg` and, if live, to `index`.
@@ -547,6 +579,7 @@ impl Scan {
             offsets: Vec::new(),
             end: HEADER_LEN,
             relaxed: header.relaxed,
+            append_ids: header.allows_append_ids(),
         }))
     }
 
@@ -581,7 +614,14 @@ impl Scan {
                     .then(|| (pos, "the file ends inside a batch".to_owned()));
             }
             match reader.frame(pos, &mut self.tags).map_err(io)? {
-                Ok((meta, (tags, primary), frame_len)) => {
+                Ok(framed) => {
+                    let Framed {
+                        meta,
+                        tags,
+                        primary,
+                        len: frame_len,
+                        append_id,
+                    } = framed;
                     let want = self.next + pending.len() as u64;
                     if meta.seqnum != want {
                         return Err(corrupt(format!(
@@ -593,6 +633,7 @@ impl Scan {
                         meta,
                         tags,
                         primary,
+                        append_id,
                         offset: pos,
                         end: pos + frame_len as u64,
                     });
@@ -671,6 +712,8 @@ impl Scan {
             seqnum,
             tags: entry.tags,
             version,
+            timestamp_ms: entry.meta.timestamp_ms,
+            append_id: entry.append_id,
             offset,
             end: entry.end,
             live,
@@ -697,8 +740,20 @@ struct Pending {
     tags: Rc<[LogTag]>,
     /// Stream number of the primary tag in the [`TagCache`].
     primary: usize,
+    append_id: Option<Box<str>>,
     offset: u64,
     end: u64,
+}
+
+/// A frame as the scan reads it: fixed fields, tags, length and append id
+/// (the payload is not kept).
+struct Framed {
+    meta: FrameMeta,
+    tags: Rc<[LogTag]>,
+    /// Stream number of the primary tag in the [`TagCache`].
+    primary: usize,
+    len: usize,
+    append_id: Option<Box<str>>,
 }
 
 /// Reads a segment in large chunks and hands out frames.
@@ -740,14 +795,12 @@ impl<'f> Chunks<'f> {
         Ok(self.buf.get((at - self.start) as usize..).unwrap_or(&[]))
     }
 
-    /// The frame at `at`: its fixed fields, tags and length, or why the
-    /// bytes there are not a frame.
-    #[allow(clippy::type_complexity)]
+    /// The frame at `at`, or why the bytes there are not a frame.
     fn frame(
         &mut self,
         at: u64,
         cache: &mut TagCache,
-    ) -> std::io::Result<Result<(FrameMeta, (Rc<[LogTag]>, usize), usize), FrameError>> {
+    ) -> std::io::Result<Result<Framed, FrameError>> {
         let head = self.window(at, FIXED_LEN)?;
         let need = frame::claimed_len(head).unwrap_or(FIXED_LEN);
         if at.saturating_add(need as u64) > self.len {
@@ -761,7 +814,13 @@ impl<'f> Chunks<'f> {
         };
         Ok(cache
             .get(head.raw_tags, head.tag_count)
-            .map(|tags| (head.meta, tags, head.frame_len)))
+            .map(|(tags, primary)| Framed {
+                meta: head.meta,
+                tags,
+                primary,
+                len: head.frame_len,
+                append_id: head.append_id.map(Box::from),
+            }))
     }
 
     /// The offset of a valid frame after `damage` whose group started after
@@ -787,7 +846,7 @@ impl<'f> Chunks<'f> {
                 _ => false,
             };
             if plausible
-                && matches!(self.frame(p, cache)?, Ok((meta, _, _)) if meta.group_first() > torn_from)
+                && matches!(self.frame(p, cache)?, Ok(f) if f.meta.group_first() > torn_from)
             {
                 return Ok(Some(p));
             }

@@ -61,11 +61,7 @@ pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<Segment> {
         .create_new(true)
         .open(&path)
         .map_err(|e| io("create", e))?;
-    let header = SegmentHeader {
-        first_seqnum: first,
-        relaxed,
-    }
-    .encode();
+    let header = SegmentHeader::new(first, relaxed).encode();
     file.write_all_at(&header, 0)
         .map_err(|e| io("write header of", e))?;
     file.sync_data().map_err(|e| io("sync", e))?;
@@ -77,6 +73,7 @@ pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<Segment> {
         offsets: Vec::new(),
         end: HEADER_LEN,
         relaxed,
+        append_ids: true,
     })
 }
 
@@ -95,6 +92,8 @@ pub(super) struct Segment {
     pub(super) end: u64,
     /// Written in relaxed mode (see [`Header::relaxed`]).
     pub(super) relaxed: bool,
+    /// Its format allows frames with append ids (segment version 2).
+    pub(super) append_ids: bool,
 }
 
 impl Segment {

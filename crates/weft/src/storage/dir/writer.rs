@@ -51,7 +51,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
-use crate::storage::core::{Gate, results_of};
+use crate::storage::append_ids::{AppendIds, Planned, check_batch_ids};
+use crate::storage::core::Gate;
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
@@ -144,10 +145,12 @@ struct Active {
     /// Seqnum after its last entry.
     next: u64,
     relaxed: bool,
+    /// Its format allows frames with append ids.
+    append_ids: bool,
 }
 
-/// An append's reply channel with its numbered entries (or why not).
-type Planned = (Reply<Vec<AppendResult>>, Result<Vec<LogEntry>>);
+/// An append's reply channel with its plan (or why it has none).
+type Answer = (Reply<Vec<AppendResult>>, Result<Planned>);
 
 struct Pending {
     batch: Vec<NewEntry>,
@@ -164,6 +167,8 @@ pub(super) struct Writer {
     options: DirOptions,
     clock: Arc<dyn Clock>,
     sequencer: Sequencer,
+    /// The append ids of the newest entries (see `DirOptions::append_id_window`).
+    ids: AppendIds,
     active: Option<Active>,
     /// The group being written: copied bytes...
     buf: Vec<u8>,
@@ -184,6 +189,7 @@ impl Writer {
         options: DirOptions,
         clock: Arc<dyn Clock>,
         sequencer: Sequencer,
+        ids: AppendIds,
         lock: DirLock,
     ) -> Self {
         let active = {
@@ -194,6 +200,7 @@ impl Writer {
                 end: s.end,
                 next: s.next(),
                 relaxed: s.relaxed,
+                append_ids: s.append_ids,
             })
         };
         Writer {
@@ -203,6 +210,7 @@ impl Writer {
             options,
             clock,
             sequencer,
+            ids,
             active,
             buf: Vec::new(),
             large: Vec::new(),
@@ -361,24 +369,41 @@ impl Writer {
         self.buf.clear();
         self.large.clear();
         let mut referenced = 0usize;
-        let mut planned: Vec<Planned> = Vec::with_capacity(group.len());
+        let mut planned: Vec<Answer> = Vec::with_capacity(group.len());
         let mut frame_starts: Vec<usize> = Vec::new();
+        let mut writes_ids = false;
         for p in group {
             // `DirStorage::append` validated the batch before sending it.
-            let outcome = self.sequencer.plan(p.batch, timestamp_ms);
-            if let Ok(entries) = &outcome {
-                for (i, entry) in entries.iter().enumerate() {
+            // Every id numbered before this group is committed (the writer
+            // stops when a group fails), and an id numbered earlier in this
+            // group is answered only if the group commits.
+            let outcome = self
+                .ids
+                .plan(&mut self.sequencer, p.batch, timestamp_ms, |_| Ok(None));
+            if let Ok(plan) = &outcome {
+                writes_ids |= plan.writes_ids();
+                // The appender's payload checksums are by batch position,
+                // which retried entries shifted: without them large
+                // payloads are copied instead.
+                let crcs: &[u32] = if p.data_crcs.len() == plan.entries.len() {
+                    &p.data_crcs
+                } else {
+                    &[]
+                };
+                for (i, entry) in plan.entries.iter().enumerate() {
                     frame_starts.push(self.buf.len() + referenced);
                     let offset = (entry.seqnum - group_first) as u32;
-                    let end = i + 1 == entries.len();
-                    let encoded = match p.data_crcs.get(i) {
+                    let end = i + 1 == plan.entries.len();
+                    let id = plan.id(i);
+                    let encoded = match crcs.get(i) {
                         Some(&crc) if entry.data.len() >= LARGE_PAYLOAD => {
-                            frame::encode_head(&mut self.buf, entry, offset, end, crc).map(|()| {
-                                self.large.push((self.buf.len(), entry.data.clone()));
-                                referenced += entry.data.len();
-                            })
+                            frame::encode_head_with_id(&mut self.buf, entry, id, offset, end, crc)
+                                .map(|()| {
+                                    self.large.push((self.buf.len(), entry.data.clone()));
+                                    referenced += entry.data.len();
+                                })
                         }
-                        _ => frame::encode(&mut self.buf, entry, offset, end),
+                        _ => frame::encode_with_id(&mut self.buf, entry, id, offset, end),
                     };
                     if let Err(e) = encoded {
                         // Validation makes this unreachable; never write a
@@ -397,18 +422,27 @@ impl Writer {
         }
         self.group_len = self.buf.len() + referenced;
         if self.group_len == 0 {
+            // Nothing to write: conflicts, and retries of committed appends.
             for (reply, outcome) in planned {
-                let _ = reply.send(outcome.map(|_| Vec::new()));
+                let _ = reply.send(outcome.map(|plan| plan.results));
             }
             return;
         }
 
-        let (first, base) = match self.write_group(group_first) {
+        let (first, base) = match self.write_group(group_first, writes_ids) {
             Ok(placed) => placed,
             Err(e) => {
                 self.stop(&e);
                 for (reply, outcome) in planned {
                     let answer = match outcome {
+                        // A retry of an append committed before this group
+                        // has its answer whatever became of the group.
+                        Ok(plan)
+                            if plan.entries.is_empty()
+                                && plan.known_through.is_none_or(|s| s < group_first) =>
+                        {
+                            Ok(plan.results)
+                        }
                         Ok(_) => Err(Error::new(
                             ErrorKind::Indeterminate,
                             "the write or sync of this append failed; it may or may not be durable",
@@ -428,10 +462,10 @@ impl Writer {
         let mut appends = 0u64;
         for (reply, outcome) in planned {
             match outcome {
-                Ok(entries) => {
+                Ok(plan) => {
                     appends += 1;
-                    answers.push((reply, Ok(results_of(&entries))));
-                    committed.extend(entries);
+                    answers.push((reply, Ok(plan.results)));
+                    committed.extend(plan.entries);
                 }
                 Err(e) => answers.push((reply, Err(e))),
             }
@@ -473,7 +507,9 @@ impl Writer {
 
     /// Places the encoded group in a segment, writes and (durable mode)
     /// syncs it. Returns the segment's first seqnum and the write offset.
-    fn write_group(&mut self, group_first: u64) -> Result<(u64, u64)> {
+    /// A group with append ids never goes into a segment whose format
+    /// predates them.
+    fn write_group(&mut self, group_first: u64, writes_ids: bool) -> Result<(u64, u64)> {
         let len = self.group_len as u64;
         let relaxed = self.relaxed();
         let roll = match &self.active {
@@ -481,6 +517,7 @@ impl Writer {
             Some(a) => {
                 a.next != group_first
                     || a.relaxed != relaxed
+                    || (writes_ids && !a.append_ids)
                     || (a.next > a.first && a.end + len > self.options.segment_bytes)
             }
         };
@@ -518,6 +555,7 @@ impl Writer {
             end: HEADER_LEN,
             next: first,
             relaxed: seg.relaxed,
+            append_ids: seg.append_ids,
         });
         self.shared.write_state().segments.insert(first, seg);
         Ok(())
@@ -612,6 +650,7 @@ impl Writer {
         let doomed: Vec<Segment> = {
             let mut state = self.shared.write_state();
             state.index.trim(through);
+            self.ids.forget_through(through);
             let firsts: Vec<u64> = state.segments.keys().copied().collect();
             let n = firsts
                 .windows(2)
@@ -681,6 +720,7 @@ pub(super) fn validate(batch: &[NewEntry], max_entry_bytes: usize) -> Result<()>
             "an append batch needs at least one entry",
         ));
     }
+    check_batch_ids(batch)?;
     let mut total = 0usize;
     for entry in batch {
         if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
@@ -702,7 +742,8 @@ pub(super) fn validate(batch: &[NewEntry], max_entry_bytes: usize) -> Result<()>
                 )));
             }
         }
-        total += frame::encoded_len(&entry.tags, entry.data.len());
+        total +=
+            frame::encoded_len_with_id(&entry.tags, entry.append_id.as_deref(), entry.data.len());
     }
     if total > MAX_BATCH_FRAME_BYTES {
         return Err(Error::invalid_input(format!(
