@@ -80,16 +80,6 @@ async fn append_ids_return_the_original_result() {
     assert_eq!(log.read_all(&t).await.unwrap().len(), 3);
 }
 
-#[tokio::test]
-async fn backends_without_append_ids_refuse_them() {
-    let log = Log::memory();
-    let err = log
-        .append(AppendRequest::new(tag("t"), "x").with_id("id-1"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unsupported);
-}
-
 /// With one transaction in flight, concurrent appends share transactions;
 /// the conditional ones that lose get `Conflict` and their neighbours are
 /// written.
