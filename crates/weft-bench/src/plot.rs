@@ -28,6 +28,13 @@ pub enum Plot {
         y_label: String,
         series: Vec<(String, Vec<(f64, f64)>)>,
     },
+    /// Lines through (seconds, y) points, both axes linear.
+    TimeSeries {
+        file: String,
+        title: String,
+        y_label: String,
+        series: Vec<(String, Vec<(f64, f64)>)>,
+    },
 }
 
 const COLORS: [RGBColor; 6] = [
@@ -54,6 +61,12 @@ pub fn write_all(_report: &Report, plots: &[Plot], out: &Path) -> Result<()> {
                 y_label,
                 series,
             } => lines(&out.join(file), title, x_label, y_label, series)?,
+            Plot::TimeSeries {
+                file,
+                title,
+                y_label,
+                series,
+            } => time_series(&out.join(file), title, y_label, series)?,
         }
     }
     Ok(())
@@ -196,6 +209,61 @@ fn lines(
             });
         chart
             .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+fn time_series(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<()> {
+    let pts = || series.iter().flat_map(|(_, p)| p.iter());
+    if pts().next().is_none() {
+        return Ok(());
+    }
+    let xmax = pts().map(|p| p.0).fold(0.0, f64::max).max(1.0);
+    let ymax = pts()
+        .map(|p| p.1)
+        .filter(|y| y.is_finite())
+        .fold(0.0, f64::max);
+    let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..xmax * 1.02, 0f64..(ymax * 1.15).max(1.0))
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time, s")
+        .y_desc(y_label)
+        .x_labels(10)
+        .draw()
+        .map_err(err)?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
             .map_err(err)?;
     }
     chart

@@ -14,6 +14,7 @@ use weft::format::{
     Compression, DecodedSegment, ManifestData, ManifestEntry, SegmentVersion, decode_manifest,
 };
 use weft::store::{StoreOp, to_error};
+use weft::wal::HistoryReader;
 use weft::{Error, ErrorKind, Result};
 
 /// Where a weft bucket log keeps its manifest, relative to the log's
@@ -88,6 +89,67 @@ pub(crate) async fn load_manifest(
         size: bytes.len(),
         data,
     })
+}
+
+/// Every live entry of a manifest, a chunk at a time: first those its
+/// history pages hold (v5; read through a small page cache), then its own.
+/// Memory stays at one chunk and the cache, however long the log.
+pub(crate) struct EntryWalk<'a> {
+    reader: HistoryReader,
+    data: &'a ManifestData,
+    next: u64,
+    done: bool,
+}
+
+/// Entries one chunk of an [`EntryWalk`] holds at most.
+const WALK_CHUNK: usize = 1024;
+
+impl<'a> EntryWalk<'a> {
+    /// A walk over `data`'s live entries, reading pages from `store`.
+    pub(crate) fn new(store: &Arc<dyn ObjectStore>, data: &'a ManifestData) -> Self {
+        EntryWalk {
+            reader: HistoryReader::new(store.clone(), 4 << 20),
+            data,
+            next: data.first_sequence(),
+            done: false,
+        }
+    }
+
+    /// The next chunk of entries, `None` after the last.
+    ///
+    /// Errors: `NotFound` for a history page that is gone, `Corrupt` for a
+    /// damaged one, and the store's kinds.
+    pub(crate) async fn next_chunk(&mut self) -> Result<Option<Vec<ManifestEntry>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let chunk = self
+            .reader
+            .entries_from(
+                self.data.history.as_ref(),
+                &self.data.entries,
+                self.next,
+                WALK_CHUNK,
+            )
+            .await?;
+        match chunk.last() {
+            Some(last) => self.next = last.end_sequence(),
+            None => self.done = true,
+        }
+        Ok((!chunk.is_empty()).then_some(chunk))
+    }
+
+    /// Skips the history pages: the walk goes on with the manifest's own
+    /// entries (after a page could not be read).
+    pub(crate) fn skip_history(&mut self) {
+        self.next = self.next.max(self.data.recent_from());
+    }
+}
+
+/// How many entries a manifest holds, its history pages included (those
+/// before the first live sequence in a straddling page too).
+pub(crate) fn entry_count(data: &ManifestData) -> u64 {
+    data.history.as_ref().map_or(0, |h| h.entries()) + data.entries.len() as u64
 }
 
 /// Reads, decodes and counts the segment an entry of the manifest at

@@ -34,12 +34,92 @@ pub(crate) struct StoreArgs {
     #[arg(long, global = true)]
     allow_http: bool,
 
+    /// Where a bucket log's numbers are kept between runs, so that
+    /// `append`, `read` and `tail` read only what changed since the last
+    /// run instead of the whole log (one subdirectory per log and role;
+    /// default: $XDG_CACHE_HOME/weft, else ~/.cache/weft). `none` keeps
+    /// nothing. A directory another weft process is using is skipped.
+    #[arg(long, global = true, env = "WEFT_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<String>,
+
     /// The longest a bucket operation may go on without progress, in
     /// seconds (default 30, at most a day): a store that stops answering
     /// fails the command with `unavailable` (exit 9) after this, or
     /// `indeterminate` for a write whose outcome is unknown.
     #[arg(long, global = true, value_name = "SECS", value_parser = crate::seconds::parse_deadline)]
     deadline: Option<Duration>,
+}
+
+impl StoreArgs {
+    /// These flags without a cache directory: a bucket writer then reads
+    /// the whole live log on open, which is what rebuilds its append ids
+    /// (a writer opened from a current cache reads only what changed, and
+    /// so knows no ids from before).
+    pub(crate) fn without_cache(&self) -> StoreArgs {
+        StoreArgs {
+            cache_dir: Some("none".to_owned()),
+            ..self.clone()
+        }
+    }
+}
+
+/// What a command does with a bucket log, for its cache subdirectory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Writer,
+    Reader,
+}
+
+impl StoreArgs {
+    /// The cache directory for `role` on the log at `location`, if any.
+    fn cache_for(&self, location: &Location, role: Role) -> Option<std::path::PathBuf> {
+        let base = match self.cache_dir.as_deref() {
+            Some("none") => return None,
+            Some(dir) => std::path::PathBuf::from(dir),
+            None => match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+                Some(xdg) => std::path::PathBuf::from(xdg).join("weft"),
+                None => std::path::PathBuf::from(std::env::var_os("HOME")?)
+                    .join(".cache")
+                    .join("weft"),
+            },
+        };
+        let text = location.to_string();
+        let readable: String = text
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(80)
+            .collect();
+        let name = format!("{readable}-{:08x}", crc32c::crc32c(text.as_bytes()));
+        let role = match role {
+            Role::Writer => "writer",
+            Role::Reader => "reader",
+        };
+        Some(base.join(name).join(role))
+    }
+}
+
+/// `dir`, unless another weft process uses it or it cannot be used: then
+/// nothing (the command reads what it needs from the bucket instead of
+/// failing; a cache is never needed for correctness).
+fn usable_cache(dir: Option<PathBuf>) -> Option<PathBuf> {
+    let dir = dir?;
+    match weft::storage::bucket::cache_dir_in_use(&dir) {
+        Ok(false) => Some(dir),
+        Ok(true) => {
+            tracing::warn!(dir = %dir.display(), "the cache directory is in use; going without it");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot use the cache directory; going without it");
+            None
+        }
+    }
 }
 
 impl StoreArgs {
@@ -166,10 +246,12 @@ pub(crate) async fn open_log(
             if create == Create::No {
                 require_bucket_log(&store, location).await?;
             }
+            let cache_dir = usable_cache(args.cache_for(location, Role::Writer));
             let options = BucketOptions {
                 retry: args.retry(),
                 take_over,
                 writer_name: Some("the weft command".to_owned()),
+                cache_dir,
                 ..BucketOptions::default()
             };
             let storage = BucketStorage::open(store, "", options).await?;
@@ -227,17 +309,42 @@ pub(crate) async fn follow(
     }
     let store = open_store(location, args)?;
     require_bucket_log(&store, location).await?;
+    let cache_dir = usable_cache(args.cache_for(location, Role::Reader));
     let options = FollowerOptions {
         poll_interval: poll,
+        cache_dir,
         retry: args.retry(),
         ..FollowerOptions::default()
     };
-    let follower = Arc::new(BucketFollower::open(store, "", options).await?);
+    let follower = BucketFollower::open(store, "", options).await?;
+    let follower = Arc::new(follower);
     let watched = Arc::clone(&follower);
     Ok(Followed {
         log: Log::from_arc(follower),
         stop_error: Box::new(move || watched.stop_error()),
     })
+}
+
+/// Opens a follower of the `LOG` argument `text`: a PostgreSQL log through
+/// its backend (any number of handles may be open, nothing is locked or
+/// fenced; `poll` is its fallback when a notification is lost), any other
+/// location as [`follow`] does.
+///
+/// Errors: `InvalidInput` for a bad location; as [`follow`] or
+/// PostgreSQL's open.
+pub(crate) async fn follow_arg(
+    text: &str,
+    args: &StoreArgs,
+    poll: std::time::Duration,
+) -> Result<Followed> {
+    if let Some(pg) = crate::pg::location(text) {
+        let log = crate::pg::open_log(pg?, poll).await?;
+        return Ok(Followed {
+            log,
+            stop_error: Box::new(|| None),
+        });
+    }
+    follow(&parse(text)?, args, poll).await
 }
 
 /// `NotFound` unless the store holds a bucket log's manifest.

@@ -20,6 +20,7 @@ mod index_cache;
 mod location;
 mod observe;
 mod output;
+mod pg;
 mod seconds;
 
 use std::process::ExitCode;
@@ -41,7 +42,9 @@ use crate::location::StoreArgs;
         AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ALLOW_HTTP, or the flags below)\n  \
         az://container/prefix  an Azure Blob container (AZURE_STORAGE_ACCOUNT_NAME,\n                         \
         AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_ENDPOINT, AZURE_ALLOW_HTTP, ...)\n  \
-        file:///abs/path       a bucket laid out as files in a local directory (read-only)",
+        file:///abs/path       a bucket laid out as files in a local directory (read-only)\n  \
+        postgres://USER@HOST/DB?log=NAME\n                         \
+        a PostgreSQL log (any number of processes, on any hosts)",
     after_help = exit::EXIT_CODES_HELP
 )]
 struct Cli {

@@ -50,6 +50,11 @@ fn weft_at(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
         .args(["--endpoint", endpoint, "--allow-http"])
         .envs(env.iter().copied())
         .env_remove("RUST_LOG")
+        // Never the user's own cache directory.
+        .env(
+            "WEFT_CACHE_DIR",
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("weft-cli-cache"),
+        )
         .stdin(Stdio::null())
         .output()
         .expect("run weft")

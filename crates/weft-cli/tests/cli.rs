@@ -28,6 +28,8 @@ fn weft_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
         .env("WEFT_INDEX_CACHE", INDEX_CACHE)
         .args(args)
         .env_remove("RUST_LOG")
+        // Never the user's own cache directory.
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -42,6 +44,11 @@ fn weft_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
         pipe.write_all(data).expect("write stdin");
     }
     child.wait_with_output().expect("wait for weft")
+}
+
+/// The cache directory the tests' `weft` runs keep bucket logs' numbers in.
+fn cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("weft-cli-cache")
 }
 
 fn stdout(out: &Output) -> String {
@@ -431,6 +438,95 @@ fn write_v4_bucket(dir: &Path) {
     std::fs::write(dir.join("manifest"), m.to_bytes().unwrap()).unwrap();
 }
 
+/// A v5 manifest whose older entries moved into history pages (tiny
+/// checkpoint policy), one record per segment, written with weft's own
+/// encoders into `dir`: `records` entries in all.
+fn write_v5_bucket_with_history(dir: &Path, records: usize) {
+    use weft::format::{Compression, ManifestVersion, SegmentVersion, encode_segment};
+    use weft::wal::{CheckpointPolicy, Manifest};
+    let policy = CheckpointPolicy {
+        max_recent_entries: 4,
+        max_recent_bytes: 1 << 20,
+        leaf_entries: 3,
+        leaf_bytes: 1 << 19,
+        fanout: 2,
+        max_pages_per_commit: 4,
+    };
+    std::fs::create_dir_all(dir.join("segments/run")).unwrap();
+    std::fs::create_dir_all(dir.join("history")).unwrap();
+    let mut m = Manifest::new(ManifestVersion::V5);
+    for i in 0..records {
+        let loc = format!("segments/run/{i:016x}");
+        let text = format!("r{i}");
+        let seg =
+            encode_segment(&[text.as_bytes()], Compression::None, SegmentVersion::V2).unwrap();
+        std::fs::write(dir.join(&loc), &seg).unwrap();
+        let committed = m.next_sequence();
+        m.append(loc, vec![], 1).unwrap();
+        let pages = m
+            .checkpoint(&policy, committed, |l, f, e| {
+                format!("history/{l:02x}-{f:016x}-{e:016x}-01J00000000000000000000000")
+            })
+            .unwrap();
+        for p in pages {
+            std::fs::write(dir.join(&p.location), &p.bytes).unwrap();
+        }
+    }
+    std::fs::write(dir.join("manifest"), m.to_bytes().unwrap()).unwrap();
+}
+
+#[test]
+fn inspect_verify_and_dump_read_a_v5_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_v5_bucket_with_history(tmp.path(), 40);
+    let url = file_url(tmp.path());
+    let v: Value = serde_json::from_str(ok(weft(&["inspect", &url, "--json"])).trim()).unwrap();
+    assert_eq!(v["format_version"], 5);
+    assert_eq!(
+        (v["first_sequence"].as_u64(), v["next_sequence"].as_u64()),
+        (Some(0), Some(40))
+    );
+    // Inspect lists only what the manifest holds itself, and sums up the
+    // pages: its cost does not grow with the log.
+    let listed = v["entries"].as_array().unwrap().len() as u64;
+    assert!(listed <= 5, "{listed} entries listed");
+    assert_eq!(v["history"]["entries"].as_u64().unwrap() + listed, 40);
+    assert_eq!(v["history"]["first_sequence"], 0);
+    // Verify and dump walk every entry, pages included (its records are
+    // opaque bytes, not entry frames: a WAL, so --manifest).
+    let out = ok(weft(&["verify", &url, "--manifest", "manifest"]));
+    assert!(out.contains("40 segments, 40 records"), "{out}");
+    let dump = ok(weft(&[
+        "wal",
+        "dump",
+        &url,
+        "--manifest",
+        "manifest",
+        "--json",
+    ]));
+    let lines = json_lines(&dump);
+    assert_eq!(lines.len(), 40);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["sequence"].as_u64(), Some(i as u64));
+        assert_eq!(l["data"], b64(format!("r{i}").as_bytes()));
+    }
+    // A page that is gone is a problem verify reports (and goes on).
+    let page = std::fs::read_dir(tmp.path().join("history"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::remove_file(&page).unwrap();
+    let out = weft(&["verify", &url, "--manifest", "manifest"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("history cannot be read"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn verify_checks_segment_checksums_of_a_v4_log() {
     let tmp = tempfile::tempdir().unwrap();
@@ -639,6 +735,54 @@ fn append_prints_exactly_one_json_line() {
 }
 
 #[test]
+fn append_with_an_id_is_exactly_once() {
+    let (_tmp, log) = tmp_log();
+    let first = append_json(&log, &["-t", "orders", "--id", "order-1/placed", "placed"]);
+    append_json(&log, &["-t", "orders", "other"]);
+    // The retry, even as a stale conditional append: the original.
+    let again = append_json(
+        &log,
+        &[
+            "-t",
+            "orders",
+            "--id",
+            "order-1/placed",
+            "--if-version",
+            "0",
+            "placed",
+        ],
+    );
+    assert_eq!(first, serde_json::json!({"seqnum": 0, "stream_version": 0}));
+    assert_eq!(
+        again,
+        serde_json::json!({"seqnum": 0, "stream_version": 0, "duplicate": true})
+    );
+    // Without --json it says so too, with the original seqnum.
+    let text = ok(weft(&[
+        "append",
+        &log,
+        "-t",
+        "orders",
+        "--id",
+        "order-1/placed",
+        "placed",
+    ]));
+    assert!(
+        text.contains("already in the log") && text.contains("seqnum 0"),
+        "{text}"
+    );
+    let out = ok(weft(&["read", &log, "--json"]));
+    assert_eq!(out.lines().count(), 2, "{out}");
+    // A malformed id is refused, nothing written.
+    fails(
+        weft(&["append", &log, "-t", "orders", "--id", "", "x"]),
+        4,
+        "invalid_input",
+    );
+    assert_eq!(ok(weft(&["read", &log, "--json"])).lines().count(), 2);
+}
+
+#[test]
 fn read_prints_entries_as_json_lines_in_seqnum_order() {
     let (_tmp, log) = tmp_log();
     append_json(&log, &["-t", "orders", "-t", "orders:o-1", "placed"]);
@@ -810,6 +954,7 @@ fn spawn(args: &[&str]) -> std::process::Child {
         .env("WEFT_INDEX_CACHE", INDEX_CACHE)
         .args(args)
         .env_remove("RUST_LOG")
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

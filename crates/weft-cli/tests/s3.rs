@@ -58,9 +58,16 @@ fn weft(args: &[&str]) -> Output {
             "--allow-http",
         ])
         .env_remove("RUST_LOG")
+        // Never the user's own cache directory.
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(Stdio::null())
         .output()
         .expect("run weft")
+}
+
+/// The cache directory the tests' `weft` runs keep bucket logs' numbers in.
+fn cache_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("weft-cli-cache")
 }
 
 fn ok(out: Output) -> String {
@@ -266,6 +273,7 @@ fn store_failures_are_one_line_errors() {
             "--allow-http",
         ])
         .env("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -284,6 +292,7 @@ fn store_failures_are_one_line_errors() {
             &format!("http://127.0.0.1:{port}"),
             "--allow-http",
         ])
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -360,6 +369,7 @@ async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
             &required("WEFT_TEST_S3_ENDPOINT"),
             "--allow-http",
         ])
+        .env("WEFT_CACHE_DIR", cache_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -377,7 +387,7 @@ async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
 
     // The default manifest is the bucket log's own.
     let v: Value = serde_json::from_str(ok(weft(&["inspect", &url, "--json"])).trim()).unwrap();
-    assert_eq!(v["format_version"], 4);
+    assert_eq!(v["format_version"], 5);
     assert_eq!(v["next_sequence"], 4);
     assert!(
         v["epoch"].as_u64().unwrap() >= 4,
@@ -408,6 +418,21 @@ async fn a_bucket_log_is_written_read_tailed_and_checked_through_the_cli() {
     assert_eq!(from_files.lines().count(), 4);
     assert!(from_files.starts_with(&read), "{from_files}");
     ok(weft(&["verify", &file_url]));
+}
+
+/// Each `append` is a new writer (it claims the log): a retry with the
+/// same `--id` is answered by the next one with the original.
+#[test]
+fn append_with_an_id_is_exactly_once_across_writers() {
+    let (_settings, url) = bucket("append_id");
+    let first = append(&url, &["--create", "-t", "orders", "--id", "o-1", "placed"]);
+    append(&url, &["-t", "orders", "other"]);
+    let again = append(&url, &["-t", "orders", "--id", "o-1", "placed"]);
+    assert_eq!(again["seqnum"], first["seqnum"]);
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(first.get("duplicate"), None);
+    let read = ok(weft(&["read", &url, "--json"]));
+    assert_eq!(read.lines().count(), 2, "{read}");
 }
 
 #[test]
@@ -475,6 +500,51 @@ fn snapshot_trims_and_gc_collects_what_it_superseded() {
     assert_eq!(done["deleted"].as_array().unwrap().len(), would);
     ok(weft(&["verify", &url]));
     assert_eq!(ok(weft(&["read", &url, "--json"])).lines().count(), 3);
+}
+
+#[test]
+fn append_read_and_tail_keep_the_logs_numbers_in_the_cache_dir() {
+    let (_, url) = bucket("cache_dir");
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().to_str().unwrap();
+    for i in 0..3 {
+        let v = append(
+            &url,
+            &["-t", "t", &format!("e{i}"), "--create", "--cache-dir", dir],
+        );
+        assert_eq!(v["seqnum"], i);
+    }
+    let read = ok(weft(&[
+        "read",
+        &url,
+        "--tag",
+        "t",
+        "--json",
+        "--cache-dir",
+        dir,
+    ]));
+    assert_eq!(read.lines().count(), 3);
+    // One directory for the log, a writer's and a reader's index in it.
+    let logs: Vec<_> = std::fs::read_dir(cache.path()).unwrap().flatten().collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    for role in ["writer", "reader"] {
+        assert!(logs[0].path().join(role).join("index").is_dir(), "{role}");
+    }
+    // `none` keeps nothing.
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["read", &url, "--json", "--cache-dir", "none"])
+        .args([
+            "--endpoint",
+            &required("WEFT_TEST_S3_ENDPOINT"),
+            "--allow-http",
+        ])
+        .env("XDG_CACHE_HOME", empty.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(ok(out).lines().count(), 3);
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
 
 /// A service is writing the log (a library writer in this process, renewing
@@ -571,6 +641,7 @@ fn demo_runs_on_a_bucket_and_resumes_there() {
             ])
             .current_dir(cwd.path())
             .env_remove("RUST_LOG")
+            .env("WEFT_CACHE_DIR", cache_dir())
             .stdin(Stdio::null())
             .output()
             .expect("run weft demo")

@@ -20,7 +20,8 @@
 //! versions under concurrent appenders, exactly one winner among concurrent
 //! conditional appends, atomic batches, multi-tag reads, trim, subscription
 //! hand-over from backlog to live under concurrent appends, lagging
-//! subscribers, views, typed views, input validation and the KV.
+//! subscribers, views, typed views, input validation, the KV, and
+//! exactly-once appends with append ids (or their refusal).
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -80,6 +81,8 @@ macro_rules! conformance_suite {
                 typed_view_decode_failure_names_seqnum,
                 invalid_input_writes_nothing,
                 kv_compare_and_set_is_atomic,
+                append_ids_make_retries_exactly_once,
+                concurrent_retries_of_one_id_write_it_once,
                 closed_log_refuses_work,
             );
         }
@@ -719,6 +722,130 @@ pub async fn kv_compare_and_set_is_atomic(f: Fixture) {
         None,
         "scopes are separate"
     );
+}
+
+/// An append whose id is already in the log writes nothing and answers
+/// with the original result: also as a conditional append that would now
+/// conflict, and inside a batch with new entries. A repeated id within one
+/// batch, and a malformed id, are `InvalidInput`. A backend that does not
+/// support ids refuses them with `Unsupported` and writes nothing.
+pub async fn append_ids_make_retries_exactly_once(f: Fixture) {
+    let log = f.log;
+    let (t, u) = (tag("orders"), tag("orders:o-42"));
+    let placed = || AppendRequest::new(t.clone(), "placed").with_id("order-42/placed");
+    if !log.storage().supports_append_ids() {
+        let err = log.append(placed()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        assert_eq!(log.latest_seqnum().await.unwrap(), None);
+        return;
+    }
+    let first = log.append(placed().with_tag(u.clone())).await.unwrap();
+    assert_eq!((first.seqnum, first.stream_version), (0, 0));
+    log.append(AppendRequest::new(t.clone(), "no id"))
+        .await
+        .unwrap();
+    // The retry, and a retry whose request differs (another tag and
+    // payload): the original answer, nothing written.
+    assert_eq!(log.append(placed()).await.unwrap(), first);
+    let other = AppendRequest::new(u.clone(), "else").with_id("order-42/placed");
+    assert_eq!(log.append(other).await.unwrap(), first);
+    assert_eq!(log.latest_seqnum().await.unwrap(), Some(1));
+    assert_eq!(log.read_all(&u).await.unwrap().len(), 1);
+
+    // A winning conditional append, retried once it is stale.
+    let confirm = || AppendRequest::new(t.clone(), "confirmed").with_id("order-42/confirmed");
+    let won = log.append_if(confirm(), 2).await.unwrap();
+    assert_eq!((won.seqnum, won.stream_version), (2, 2));
+    assert_eq!(log.append_if(confirm(), 2).await.unwrap(), won);
+    // A losing one with a new id still conflicts, and writes nothing.
+    let lose = AppendRequest::new(t.clone(), "late").with_id("order-42/late");
+    let err = log.append_if(lose, 2).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(err.conflict_next_version(), Some(3));
+
+    // A batch mixing a known id, a new id and no id: only the new entries
+    // are written, contiguously; the known one answers with its original.
+    let mixed = log
+        .append_batch(vec![
+            AppendRequest::new(t.clone(), "shipped").with_id("order-42/shipped"),
+            placed(),
+            AppendRequest::new(t.clone(), "note"),
+        ])
+        .await
+        .unwrap();
+    let nums: Vec<_> = mixed.iter().map(|r| (r.seqnum, r.stream_version)).collect();
+    assert_eq!(nums, vec![(3, 3), (0, 0), (4, 4)]);
+    assert_eq!(mixed[1], first);
+    // The whole batch again: every answer is an original.
+    let again = log
+        .append_batch(vec![
+            AppendRequest::new(t.clone(), "shipped").with_id("order-42/shipped"),
+            placed(),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(again, mixed[..2].to_vec());
+    assert_eq!(log.latest_seqnum().await.unwrap(), Some(4));
+
+    // Refused before anything is written.
+    let twice = log
+        .append_batch(vec![
+            AppendRequest::new(t.clone(), "a").with_id("dup"),
+            AppendRequest::new(t.clone(), "b").with_id("dup"),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(twice.kind(), ErrorKind::InvalidInput, "{twice}");
+    let long = "i".repeat(weft::model::MAX_APPEND_ID_BYTES + 1);
+    for bad in ["", "line\nbreak", long.as_str()] {
+        let err = log
+            .append(AppendRequest::new(t.clone(), "x").with_id(bad))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad:?}: {err}");
+    }
+    assert_eq!(log.latest_seqnum().await.unwrap(), Some(4));
+    let data: Vec<_> = log
+        .read_all(&t)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.data)
+        .collect();
+    assert_eq!(data, ["placed", "no id", "confirmed", "shipped", "note"]);
+}
+
+/// Many concurrent appends with one id (a retry racing its original and
+/// each other) write one entry, and all get its result.
+pub async fn concurrent_retries_of_one_id_write_it_once(f: Fixture) {
+    let log = f.log;
+    if !log.storage().supports_append_ids() {
+        return append_ids_make_retries_exactly_once(Fixture::new(log)).await;
+    }
+    let t = tag("t");
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let log = log.clone();
+            let t = t.clone();
+            tokio::spawn(async move {
+                let noise = log.append(AppendRequest::new(t.clone(), format!("noise {i}")));
+                let once = log.append(AppendRequest::new(t.clone(), "once").with_id("the-id"));
+                let (noise, once) = futures::join!(noise, once);
+                noise.unwrap();
+                once.unwrap()
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(within("concurrent retries", task).await.unwrap());
+    }
+    assert!(results.iter().all(|r| *r == results[0]), "{results:?}");
+    let all = log.read_all(&t).await.unwrap();
+    assert_eq!(all.len(), 9);
+    let once: Vec<_> = all.iter().filter(|e| e.data == "once").collect();
+    assert_eq!(once.len(), 1);
+    assert_eq!(once[0].seqnum, results[0].seqnum);
 }
 
 /// After `close`, appends and reads fail with `Closed` and subscriptions end.

@@ -47,7 +47,8 @@
 //!
 //! * `aws` — S3-compatible buckets: [`connect::S3Settings`].
 //! * `azure` — Azure Blob containers: [`connect::AzureSettings`].
-//! * `postgres` — reserved for the PostgreSQL backend; enables nothing yet.
+//! * `postgres` — the PostgreSQL backend ([`storage::postgres`]): many writer
+//!   processes on one log; pulls in tokio-postgres and deadpool-postgres.
 //! * `server-tests` — this repository's test targets that need live
 //!   servers (run by `scripts/test.sh`); not for applications.
 //!
@@ -68,6 +69,7 @@ pub mod format;
 pub mod index;
 pub mod kv;
 pub mod log;
+mod lru;
 pub mod model;
 mod outage;
 mod random;

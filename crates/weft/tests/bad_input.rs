@@ -171,6 +171,10 @@ async fn bucket_logs_refuse_damaged_foreign_and_malformed_locations() {
         kind(BucketStorage::open(store.clone(), "wal2", opts()).await),
         ErrorKind::InvalidInput
     );
+    assert_eq!(
+        kind(BucketFollower::open(store.clone(), "wal2", FollowerOptions::default()).await),
+        ErrorKind::InvalidInput
+    );
     // A v4 WAL whose records are not entry frames.
     let mut v4 = Manifest::new(ManifestVersion::V4);
     put(&store, "raw/seg/0", {
@@ -184,10 +188,16 @@ async fn bucket_logs_refuse_damaged_foreign_and_malformed_locations() {
     .await;
     v4.append("raw/seg/0", vec![], 1).unwrap();
     put(&store, "raw/manifest", v4.to_bytes().unwrap()).await;
+    // A follower opens on the manifest alone; the records are found out
+    // when read.
+    let follower = BucketFollower::open(store.clone(), "raw", FollowerOptions::default())
+        .await
+        .unwrap();
     assert_eq!(
-        kind(BucketFollower::open(store.clone(), "raw", FollowerOptions::default()).await),
+        kind(weft::Storage::read(&follower, None, 0, 1).await),
         ErrorKind::Corrupt
     );
+    weft::Storage::close(&follower).await.unwrap();
     // An object path that cannot exist.
     assert_eq!(
         kind(BucketStorage::open(store.clone(), "a//b", opts()).await),

@@ -243,3 +243,68 @@ async fn appends_settle_within_their_deadline_when_the_store_stops_answering() {
     assert_eq!(later.unwrap_err().kind(), ErrorKind::Closed);
     let _ = log.storage().close().await;
 }
+
+/// Reads that descend a v5 manifest's history pages end at the deadline
+/// too when only the pages stop answering (the manifest still does): a
+/// replica starting at the log's beginning, and GC walking the tree.
+#[tokio::test(start_paused = true)]
+async fn history_page_reads_end_at_the_deadline() {
+    use weft::wal::{CheckpointPolicy, Gc};
+    use weft_testkit::hooked::{Before, HookedStore, before};
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let producer = Producer::builder(inner.clone(), "log/manifest", "log/segments")
+        .with_flush_interval(Duration::from_millis(1))
+        .with_checkpoint_policy(CheckpointPolicy {
+            max_recent_entries: 4,
+            leaf_entries: 2,
+            fanout: 2,
+            ..CheckpointPolicy::default()
+        })
+        .open()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        producer
+            .append(vec![Bytes::from(format!("r{i}"))], None)
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+    }
+    producer.close().await.unwrap();
+    let pages = inner
+        .list_with_delimiter(Some(&"log/history".into()))
+        .await
+        .unwrap();
+    assert!(!pages.objects.is_empty(), "the log checkpointed");
+    let store: Arc<dyn ObjectStore> = Arc::new(HookedStore::new(inner).with_hook(before(
+        |call, _inner| async move {
+            if call.path.as_ref().starts_with("log/history/") {
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+            }
+            Before::Proceed
+        },
+    )));
+    let started = Instant::now();
+    let err = Replica::builder(
+        store.clone(),
+        "log/manifest",
+        weft::wal::FnApplier::new(|_| Ok(())),
+    )
+    .with_request_timeout(DEADLINE)
+    .build()
+    .poll()
+    .await
+    .expect_err("the replica read hung pages");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(started.elapsed() <= DEADLINE + SETTLE);
+    let started = Instant::now();
+    let err = Gc::new(store, "log/manifest", "log/segments")
+        .with_retry_policy(retry())
+        .run()
+        .await
+        .expect_err("GC read hung pages");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(started.elapsed() <= DEADLINE + SETTLE);
+}

@@ -351,6 +351,7 @@ async fn invalid_appends_are_rejected_and_write_nothing() {
             tags: vec![],
             data: "x".into(),
             expected_version: None,
+            append_id: None,
         }])
         .await
         .unwrap_err();
@@ -360,6 +361,7 @@ async fn invalid_appends_are_rejected_and_write_nothing() {
             tags: vec![tag("t"), tag("t")],
             data: "x".into(),
             expected_version: None,
+            append_id: None,
         }])
         .await
         .unwrap_err();
@@ -370,11 +372,13 @@ async fn invalid_appends_are_rejected_and_write_nothing() {
                 tags: vec![tag("t")],
                 data: "ok".into(),
                 expected_version: None,
+                append_id: None,
             },
             NewEntry {
                 tags: vec![tag("t")],
                 data: vec![1u8; 2000].into(),
                 expected_version: None,
+                append_id: None,
             },
         ])
         .await

@@ -11,6 +11,13 @@
 //! the directory is `Locked` for it (another process holds it); after the
 //! kill, that the stale lock does not block the reopen.
 //!
+//! Every entry carries an append id. A batch the child started but whose
+//! acknowledgement the kill cut off (its outcome unknown to the caller) is
+//! retried by the next round's child first, with the same ids and the same
+//! expected versions: the parent checks that each id is in the log exactly
+//! once, that a retry of a batch that had landed was answered with its
+//! original seqnums (no `Conflict` either), and that batches stay whole.
+//!
 //! `WEFT_CRASH_ROUNDS` (default 8) and `WEFT_CRASH_SEED` tune the run.
 
 // Tests wait and measure in real (or tokio's paused) time and name their
@@ -18,7 +25,7 @@
 // library code.
 #![allow(clippy::disallowed_methods)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -33,6 +40,8 @@ use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag};
 
 const CHILD_DIR: &str = "WEFT_CRASH_CHILD_DIR";
 const CHILD_ROUND: &str = "WEFT_CRASH_CHILD_ROUND";
+/// A file listing the batches (`r w c` lines) the child retries first.
+const CHILD_RETRY: &str = "WEFT_CRASH_CHILD_RETRY";
 const WRITERS: u64 = 16;
 
 fn options() -> DirOptions {
@@ -82,6 +91,57 @@ fn writer_tag(round: u64, w: u64) -> LogTag {
     LogTag::new(format!("r{round}w{w}")).expect("tag")
 }
 
+/// The append id of entry `idx` of batch `c` of writer `w` in `round`.
+fn append_id(round: u64, w: u64, c: u64, idx: u64) -> String {
+    format!("r{round}w{w}c{c}i{idx}")
+}
+
+/// Batch `c` of writer `w` in `round`, each entry expecting its version
+/// in the writer's stream from `version` on.
+fn batch(round: u64, w: u64, c: u64, version: u64) -> Vec<(AppendRequest, Option<u64>)> {
+    let all = LogTag::new("all").expect("tag");
+    (0..batch_len(round, w, c))
+        .map(|idx| {
+            let req = AppendRequest::new(writer_tag(round, w), payload(round, w, c, idx))
+                .with_tag(all.clone())
+                .with_id(append_id(round, w, c, idx));
+            (req, Some(version + idx))
+        })
+        .collect()
+}
+
+/// Prints `try` before and one `ack` line per entry after appending batch
+/// `c` of writer `w` in `round` from stream version `version`.
+async fn append_and_report(
+    log: &Log,
+    out: &std::sync::Mutex<std::io::Stdout>,
+    (round, w, c): (u64, u64, u64),
+    version: u64,
+) {
+    {
+        let mut out = out.lock().expect("stdout");
+        writeln!(out, "try {round} {w} {c}").expect("write");
+        out.flush().expect("flush");
+    }
+    let results = log
+        .append_batch_if(batch(round, w, c, version))
+        .await
+        .expect("child append");
+    let mut out = out.lock().expect("stdout");
+    for (idx, r) in results.iter().enumerate() {
+        let data = payload(round, w, c, idx as u64);
+        writeln!(
+            out,
+            "ack {round} {w} {c} {idx} {} {} {}",
+            r.seqnum,
+            data.len(),
+            fnv(&data)
+        )
+        .expect("write");
+    }
+    out.flush().expect("flush");
+}
+
 fn main() {
     if let Ok(dir) = std::env::var(CHILD_DIR) {
         let round = std::env::var(CHILD_ROUND)
@@ -94,8 +154,22 @@ fn main() {
     parent();
 }
 
-/// The child role: append until killed (or, as a safety net, 60 s pass).
+/// The child role: retry what the last kill left unknown, then append
+/// until killed (or, as a safety net, 60 s pass).
 fn child(dir: &Path, round: u64) {
+    let retry: Vec<(u64, u64, u64)> = std::env::var(CHILD_RETRY)
+        .ok()
+        .map(|path| std::fs::read_to_string(path).expect("retry list"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let n: Vec<u64> = l
+                .split_whitespace()
+                .map(|p| p.parse().expect("number"))
+                .collect();
+            (n[0], n[1], n[2])
+        })
+        .collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -105,36 +179,30 @@ fn child(dir: &Path, round: u64) {
         let storage = DirStorage::open_with(dir, options())
             .await
             .expect("child open");
+        let opened_at = storage.tip().await.expect("tip").next;
         let log = Log::new(storage);
-        println!("ready");
+        println!("ready {opened_at}");
         std::io::stdout().flush().expect("flush");
         let stdout = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+        // Each unknown batch was the last its writer started, so the
+        // stream's next version is what it expected if it did not land
+        // (and if it did, its ids answer with the original results).
+        for (r, w, c) in retry {
+            let version = log
+                .next_version(&writer_tag(r, w))
+                .await
+                .expect("next version");
+            append_and_report(&log, &stdout, (r, w, c), version).await;
+        }
         let mut tasks = Vec::new();
         for w in 0..WRITERS {
             let log = log.clone();
             let stdout = stdout.clone();
             tasks.push(tokio::spawn(async move {
-                let tag = writer_tag(round, w);
-                let all = LogTag::new("all").expect("tag");
                 let mut version = 0u64;
                 for c in 0.. {
-                    let n = batch_len(round, w, c);
-                    let reqs = (0..n)
-                        .map(|idx| {
-                            let req = AppendRequest::new(tag.clone(), payload(round, w, c, idx))
-                                .with_tag(all.clone());
-                            (req, Some(version + idx))
-                        })
-                        .collect();
-                    let results = log.append_batch_if(reqs).await.expect("child append");
-                    version += n;
-                    let mut out = stdout.lock().expect("stdout");
-                    for (idx, r) in results.iter().enumerate() {
-                        let data = payload(round, w, c, idx as u64);
-                        writeln!(out, "ack {} {} {}", r.seqnum, data.len(), fnv(&data))
-                            .expect("write");
-                    }
-                    out.flush().expect("flush");
+                    append_and_report(&log, &stdout, (round, w, c), version).await;
+                    version += batch_len(round, w, c);
                 }
             }));
         }
@@ -145,9 +213,13 @@ fn child(dir: &Path, round: u64) {
 }
 
 struct Acked {
+    seqnum: u64,
     len: usize,
     hash: u64,
 }
+
+/// A batch: round, writer, counter.
+type BatchId = (u64, u64, u64);
 
 fn parent() {
     let rounds: u64 = std::env::var("WEFT_CRASH_ROUNDS")
@@ -166,13 +238,25 @@ fn parent() {
         .enable_all()
         .build()
         .expect("runtime");
-    let mut acked: BTreeMap<u64, Acked> = BTreeMap::new();
+    let retry_file = tmp.path().join("retry");
+    // Acknowledged entries by (batch, index).
+    let mut acked: BTreeMap<(BatchId, u64), Acked> = BTreeMap::new();
+    // Batches started and not yet acknowledged whole.
+    let mut unknown: BTreeSet<BatchId> = BTreeSet::new();
+    let (mut retried, mut retried_landed) = (0, 0);
     println!("dir_crash: {rounds} rounds, seed {seed}");
     for round in 0..rounds {
         let delay = Duration::from_millis(rng.random_range(20..400));
+        let list: String = unknown
+            .iter()
+            .map(|(r, w, c)| format!("{r} {w} {c}\n"))
+            .collect();
+        std::fs::write(&retry_file, list).expect("write the retry list");
+        let retrying = unknown.clone();
         let mut child = Command::new(std::env::current_exe().expect("current exe"))
             .env(CHILD_DIR, &dir)
             .env(CHILD_ROUND, round.to_string())
+            .env(CHILD_RETRY, &retry_file)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -196,14 +280,20 @@ fn parent() {
             }
         });
         let ready = rx.recv_timeout(Duration::from_secs(30));
-        if ready.as_deref().map(str::trim) != Ok("ready") {
+        // "ready N": the child opened the log with N entries in it.
+        let opened_at: Option<u64> = ready
+            .as_deref()
+            .ok()
+            .and_then(|l| l.trim().strip_prefix("ready "))
+            .and_then(|n| n.parse().ok());
+        let Some(opened_at) = opened_at else {
             let _ = child.kill();
             let out = child.wait_with_output().expect("child output");
             panic!(
                 "round {round}: child did not start: {ready:?}\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-        }
+        };
         // Another process holds the directory: opening it here is refused.
         let err = rt
             .block_on(DirStorage::open_with(&dir, options()))
@@ -221,22 +311,46 @@ fn parent() {
             let _ = e.read_to_string(&mut stderr);
         }
         let mut new_acks = 0;
+        let mut landed_before: BTreeSet<BatchId> = BTreeSet::new();
         for line in rx.try_iter() {
             let mut parts = line.split_whitespace();
-            assert_eq!(
-                parts.next(),
-                Some("ack"),
-                "round {round}: odd line {line:?}\n{stderr}"
-            );
+            let what = parts.next();
             let mut num = || -> u64 { parts.next().and_then(|p| p.parse().ok()).expect("number") };
-            let (seqnum, len, hash) = (num(), num() as usize, num());
-            let previous = acked.insert(seqnum, Acked { len, hash });
-            assert!(
-                previous.is_none(),
-                "round {round}: seqnum {seqnum} acknowledged twice"
-            );
-            new_acks += 1;
+            match what {
+                Some("try") => {
+                    unknown.insert((num(), num(), num()));
+                }
+                Some("ack") => {
+                    let (b, idx) = ((num(), num(), num()), num());
+                    let (seqnum, len, hash) = (num(), num() as usize, num());
+                    let previous = acked.insert((b, idx), Acked { seqnum, len, hash });
+                    // Only a retry acknowledges an entry again (when the kill
+                    // cut off part of the first answer), with its original.
+                    assert!(
+                        previous
+                            .as_ref()
+                            .is_none_or(|p| p.seqnum == seqnum && retrying.contains(&b)),
+                        "round {round}: entry {idx} of batch {b:?} acknowledged twice, \
+                         at {} and {seqnum}",
+                        previous.map_or(0, |p| p.seqnum)
+                    );
+                    if retrying.contains(&b) && seqnum < opened_at {
+                        landed_before.insert(b);
+                    }
+                    if (0..batch_len(b.0, b.1, b.2)).all(|i| acked.contains_key(&(b, i))) {
+                        unknown.remove(&b);
+                    }
+                    new_acks += 1;
+                }
+                _ => panic!("round {round}: odd line {line:?}\n{stderr}"),
+            }
         }
+        for b in &retrying {
+            if !unknown.contains(b) {
+                retried += 1;
+            }
+        }
+        retried_landed += landed_before.len();
         assert!(
             stderr.is_empty() || !stderr.contains("panicked"),
             "round {round}: child failed ({status}):\n{stderr}"
@@ -245,14 +359,25 @@ fn parent() {
         let verified = rt.block_on(verify(&dir, &acked, round));
         println!(
             "round {round}: killed after {delay:?}, {new_acks} new acks, {} acked in total, \
-             {verified} entries recovered",
-            acked.len()
+             {verified} entries recovered, {} batches of unknown outcome",
+            acked.len(),
+            unknown.len()
         );
+    }
+    println!(
+        "dir_crash: {retried} batches of unknown outcome retried to an answer, \
+         {retried_landed} of them had landed before the kill"
+    );
+    if rounds >= 4 {
+        // The run exercised what it claims to: retries of batches that had
+        // landed (answered with the originals) and of ones that had not.
+        assert!(retried_landed > 0, "no retried batch had landed");
+        assert!(retried > retried_landed, "every retried batch had landed");
     }
 }
 
 /// Reopens and checks the log; returns how many entries it holds.
-async fn verify(dir: &Path, acked: &BTreeMap<u64, Acked>, round: u64) -> u64 {
+async fn verify(dir: &Path, acked: &BTreeMap<(BatchId, u64), Acked>, round: u64) -> u64 {
     let storage = DirStorage::open_with(dir, options())
         .await
         .unwrap_or_else(|e| panic!("round {round}: reopen after kill failed: {e}"));
@@ -275,6 +400,7 @@ async fn verify(dir: &Path, acked: &BTreeMap<u64, Acked>, round: u64) -> u64 {
     // Dense seqnums; every entry whole and regenerable; batches whole;
     // versions dense per writer stream.
     let mut versions: BTreeMap<LogTag, u64> = BTreeMap::new();
+    let mut batches: BTreeSet<BatchId> = BTreeSet::new();
     let mut i = 0usize;
     while i < all.len() {
         let e = &all[i];
@@ -293,6 +419,10 @@ async fn verify(dir: &Path, acked: &BTreeMap<u64, Acked>, round: u64) -> u64 {
         assert_eq!(
             idx, 0,
             "round {round}: entry {i} starts inside a batch ({header})"
+        );
+        assert!(
+            batches.insert((r, w, c)),
+            "round {round}: batch {header} is in the log twice (its ids were retried)"
         );
         let n = batch_len(r, w, c);
         for k in 0..n {
@@ -317,7 +447,8 @@ async fn verify(dir: &Path, acked: &BTreeMap<u64, Acked>, round: u64) -> u64 {
         }
         i += n as usize;
     }
-    for (&seqnum, a) in acked {
+    for a in acked.values() {
+        let seqnum = a.seqnum;
         let e = all
             .get(seqnum as usize)
             .unwrap_or_else(|| panic!("round {round}: acknowledged entry {seqnum} is lost"));

@@ -43,6 +43,7 @@ fn entry(tags: Vec<LogTag>, data: impl Into<Bytes>) -> NewEntry {
         tags,
         data: data.into(),
         expected_version: None,
+        append_id: None,
     }
 }
 

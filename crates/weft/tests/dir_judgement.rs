@@ -244,10 +244,7 @@ fn cases() -> Vec<Case> {
             name: "a segment an interrupted trim left below the trim point",
             trim: Some(TRIM),
             damage: |dir| {
-                let header = SegmentHeader {
-                    first_seqnum: 0,
-                    relaxed: false,
-                };
+                let header = SegmentHeader::new(0, false);
                 std::fs::write(dir.join(format!("{:020}.seg", 0)), header.encode()).unwrap();
             },
             expect: Expect::Whole(ENTRIES - TRIM - 1),

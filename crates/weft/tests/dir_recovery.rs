@@ -161,6 +161,7 @@ async fn truncation_at_every_byte_of_the_last_entry_drops_only_it() {
                 tags: vec![tag("s1")],
                 data: Bytes::from(payload(5)),
                 expected_version: Some(2),
+                append_id: None,
             }])
             .await
             .unwrap();
@@ -366,6 +367,7 @@ async fn an_interrupted_segment_creation_is_ignored() {
                 tags: vec![tag("s0")],
                 data: Bytes::from(payload(4)),
                 expected_version: None,
+                append_id: None,
             }])
             .await
             .unwrap();

@@ -88,6 +88,7 @@ fn fixtures() -> Vec<Fixture> {
                 e(4, None, "log/b.batch", vec![]),
             ],
             snapshot: None,
+            history: None,
         }),
         canonical: None,
     });
@@ -125,6 +126,7 @@ fn fixtures() -> Vec<Fixture> {
                 through_seq: 0,
                 created_ms: T0 + 5_000,
             }),
+            history: None,
         }),
         canonical: None,
     });
@@ -141,6 +143,7 @@ fn fixtures() -> Vec<Fixture> {
             vec![md(0, T0, b"x"), md(1, -1, b"yz")],
         )],
         snapshot: None,
+        history: None,
     };
     let mut entries_only = Le::default();
     entry(
@@ -216,6 +219,7 @@ fn fixtures() -> Vec<Fixture> {
                 ),
             ],
             snapshot: None,
+            history: None,
         }),
         canonical: None,
     });
@@ -264,6 +268,7 @@ fn fixtures() -> Vec<Fixture> {
                 through_seq: 3,
                 created_ms: T0 + 3,
             }),
+            history: None,
         }),
         canonical: None,
     });
@@ -281,6 +286,7 @@ fn fixtures() -> Vec<Fixture> {
             next_sequence: 0,
             entries: vec![],
             snapshot: None,
+            history: None,
         }),
         canonical: None,
     });

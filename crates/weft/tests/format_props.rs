@@ -139,6 +139,7 @@ fn build_manifest(
         next_sequence: next.saturating_add(tail_gap),
         entries,
         snapshot,
+        history: None,
     }
 }
 

@@ -68,6 +68,11 @@ fn cursor_decode_target_over_its_corpus() {
 }
 
 #[test]
+fn history_page_decode_target_over_its_corpus() {
+    run("history_page_decode", fuzz_bodies::history_page_decode);
+}
+
+#[test]
 fn dir_segment_header_decode_target_over_its_corpus() {
     run(
         "dir_segment_header_decode",
@@ -114,6 +119,20 @@ fn frame_of(seqnum: u64, tags: &[&str], data: &[u8], offset: u32, end: bool) -> 
     out
 }
 
+/// [`frame_of`] with an append id.
+fn frame_with_id(seqnum: u64, tags: &[&str], id: &str, data: &[u8]) -> Vec<u8> {
+    let e = LogEntry {
+        seqnum,
+        stream_version: seqnum / 2,
+        tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
+        data: bytes::Bytes::copy_from_slice(data),
+        timestamp_ms: 1_700_000_000_000,
+    };
+    let mut out = Vec::new();
+    frame::encode_with_id(&mut out, &e, Some(id), 0, true).unwrap();
+    out
+}
+
 /// Recomputes a frame's CRC after a deliberate edit, so the edit is what
 /// the decoder must reject, not the checksum.
 fn reseal_frame(mut f: Vec<u8>) -> Vec<u8> {
@@ -137,7 +156,23 @@ fn frame_seeds() -> Vec<(&'static str, Vec<u8>)> {
     bad_offset[32] = 5;
     let mut tiny = tags.clone();
     tiny[..4].copy_from_slice(&3u32.to_le_bytes());
+    // The one tag "a" ends at byte 43, where the id's length byte is.
+    let with_id = frame_with_id(9, &["a"], "order-42/placed", b"x");
+    let mut empty_id = frame_with_id(9, &["a"], "i", b"x");
+    empty_id[43] = 0;
+    let mut control_id = with_id.clone();
+    control_id[44] = 0x1b;
+    let mut long_id = with_id.clone();
+    long_id[43] = 0xff;
     vec![
+        ("frame_append_id.bin", with_id.clone()),
+        (
+            "frame_append_id_longest.bin",
+            frame_with_id(3, &["a", "b:c"], &"i".repeat(255), b"payload"),
+        ),
+        ("bad_frame_empty_append_id.bin", reseal_frame(empty_id)),
+        ("bad_frame_control_append_id.bin", reseal_frame(control_id)),
+        ("bad_frame_append_id_overrun.bin", reseal_frame(long_id)),
         ("frame_min.bin", frame_of(0, &["a"], b"", 0, true)),
         ("frame_tags.bin", tags.clone()),
         ("frame_many_tags.bin", frame_of(7, &many, b"x", 7, true)),
@@ -218,25 +253,23 @@ fn reseal_trailing_crc(mut b: Vec<u8>) -> Vec<u8> {
 
 fn dir_header_seeds() -> Seeds {
     use weft::format::dir_segment::SegmentHeader;
-    let durable = SegmentHeader {
-        first_seqnum: 0,
-        relaxed: false,
-    }
-    .encode();
-    let relaxed = SegmentHeader {
-        first_seqnum: 175,
-        relaxed: true,
+    let durable = SegmentHeader::new(0, false).encode();
+    let relaxed = SegmentHeader::new(175, true).encode();
+    let v1 = SegmentHeader {
+        version: weft::format::dir_segment::SEGMENT_V1,
+        ..SegmentHeader::new(0, false)
     }
     .encode();
     let mut reserved = durable.clone();
     reserved[5] |= 0x80;
     let mut version = durable.clone();
-    version[4] = 2;
+    version[4] = 3;
     let mut with_frame = relaxed.clone();
     with_frame.extend(frame_of(175, &["a"], b"x", 0, true));
     vec![
         ("dir_header_durable.bin", durable.clone()),
         ("dir_header_relaxed.bin", relaxed.clone()),
+        ("dir_header_v1.bin", v1),
         ("dir_header_then_frame.bin", with_frame),
         ("bad_dir_header_short.bin", durable[..19].to_vec()),
         ("bad_dir_header_flipped.bin", flipped(durable.clone(), 9)),
@@ -360,10 +393,72 @@ fn bucket_log_seeds() -> (Seeds, Seeds) {
     )
 }
 
+/// A v5 manifest whose older entries moved into history pages (three
+/// levels), the pages themselves, and damaged copies of both.
+fn history_seeds() -> (Seeds, Seeds) {
+    use weft::format::{ManifestVersion, Metadata};
+    use weft::wal::{CheckpointPolicy, Manifest};
+    let policy = CheckpointPolicy {
+        max_recent_entries: 3,
+        max_recent_bytes: 1 << 20,
+        leaf_entries: 2,
+        leaf_bytes: 1 << 19,
+        fanout: 2,
+        max_pages_per_commit: 8,
+    };
+    let mut m = Manifest::new(ManifestVersion::V5);
+    m.bump_epoch().unwrap();
+    let run = "log/segments/01J00000000000000000000000";
+    let mut leaf = Vec::new();
+    let mut inner = Vec::new();
+    for i in 0..12u64 {
+        let meta = (i % 3 == 0).then(|| Metadata {
+            start_index: 0,
+            ingestion_ms: 1_700_000_000_000,
+            payload: bytes::Bytes::from_static(b"g"),
+        });
+        let committed = m.next_sequence();
+        m.append(format!("{run}/{i:016x}"), meta.into_iter().collect(), 2)
+            .unwrap();
+        for up in m
+            .checkpoint(&policy, committed, |l, f, e| {
+                format!("log/history/{l:02x}-{f:016x}-{e:016x}-01J00000000000000000000000")
+            })
+            .unwrap()
+        {
+            if up.location.contains("/00-") && leaf.is_empty() {
+                leaf = up.bytes.to_vec();
+            } else if up.location.contains("/01-") && inner.is_empty() {
+                inner = up.bytes.to_vec();
+            }
+        }
+    }
+    m.truncate_through(2);
+    assert!(m.history().is_some_and(|h| h.levels.len() >= 2));
+    let manifest = m.to_bytes().unwrap().to_vec();
+    let mut flipped_manifest = manifest.clone();
+    flipped_manifest[manifest.len() - 40] ^= 0x10;
+    let mut flipped_leaf = leaf.clone();
+    flipped_leaf[12] ^= 0x01;
+    (
+        vec![
+            ("manifest_v5_history.bin", manifest),
+            ("bad_manifest_v5_flipped.bin", flipped_manifest),
+        ],
+        vec![
+            ("page_leaf.bin", leaf.clone()),
+            ("page_interior.bin", inner.clone()),
+            ("bad_page_flipped.bin", flipped_leaf),
+            ("bad_page_truncated.bin", inner[..inner.len() - 1].to_vec()),
+        ],
+    )
+}
+
 #[test]
 fn generated_seed_inputs_are_in_the_corpus() {
     let write = std::env::var("WEFT_WRITE_CORPUS").is_ok_and(|v| v == "1");
     let (manifests, segments) = bucket_log_seeds();
+    let (v5_manifests, pages) = history_seeds();
     for (target, seeds) in [
         ("frame_decode", frame_seeds()),
         ("cursor_decode", cursor_seeds()),
@@ -371,7 +466,9 @@ fn generated_seed_inputs_are_in_the_corpus() {
         ("trim_point_decode", trim_point_seeds()),
         ("kv_bucket_decode", kv_bucket_seeds()),
         ("manifest_decode", manifests),
+        ("manifest_decode", v5_manifests),
         ("segment_decode", segments),
+        ("history_page_decode", pages),
     ] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../fuzz/corpus")

@@ -68,7 +68,7 @@ async fn appends_commit_in_order_with_record_sequences() {
     let store = memory();
     let p = builder(store.clone()).open().await.unwrap();
     assert_eq!(p.epoch(), 1);
-    assert_eq!(p.manifest_version(), ManifestVersion::V4);
+    assert_eq!(p.manifest_version(), ManifestVersion::V5);
     let a = p
         .append(batch(0, 3), Some(Bytes::from_static(b"meta-a")))
         .await

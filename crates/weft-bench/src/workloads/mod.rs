@@ -6,8 +6,11 @@ mod dir;
 pub mod dir_soak;
 mod follower;
 mod peer;
+mod pg;
+pub mod pg_child;
 mod raw;
 mod replica;
+pub mod soak;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,6 +24,7 @@ use crate::env::S3Env;
 use crate::plot::Plot;
 use crate::report::Report;
 
+pub use pg::PgEnv;
 pub use raw::RawS3;
 
 /// A named workload.
@@ -48,13 +52,23 @@ pub enum Workload {
     /// Follower lag behind a steadily writing primary.
     #[value(name = "follower-lag")]
     FollowerLag,
+    /// Many writer processes on one PostgreSQL log vs bare batched INSERT.
+    #[value(name = "pg-append")]
+    PgAppend,
+    /// Subscriber lag across processes on a PostgreSQL log.
+    #[value(name = "pg-lag")]
+    PgLag,
+    /// A bucket log growing at a fixed load; its manifest, memory, commit
+    /// latency and open times as it ages.
+    #[value(name = "soak")]
+    Soak,
     /// A dir log grown to a few GiB, then reopened: RSS and open time.
     #[value(name = "dir-soak")]
     DirSoak,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 11] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -62,7 +76,10 @@ impl Workload {
         Workload::BucketWrite,
         Workload::Replica,
         Workload::FollowerLag,
+        Workload::Soak,
         Workload::DirSoak,
+        Workload::PgAppend,
+        Workload::PgLag,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,7 +91,10 @@ impl Workload {
             Workload::BucketWrite => "bucket-write",
             Workload::Replica => "replica",
             Workload::FollowerLag => "follower-lag",
+            Workload::Soak => "soak",
             Workload::DirSoak => "dir-soak",
+            Workload::PgAppend => "pg-append",
+            Workload::PgLag => "pg-lag",
         }
     }
 
@@ -91,17 +111,32 @@ impl Workload {
                 "replica catch-up vs raw parallel GET; opendata Consumer read-back"
             }
             Workload::FollowerLag => "follower lag behind a steadily writing primary",
+            Workload::Soak => {
+                "bucket log at a fixed load for minutes: commit latency, RSS, manifest size, opens"
+            }
             Workload::DirSoak => {
                 "a dir log grown to a few GiB (WEFT_BENCH_SOAK_GIB), then reopened: RSS, open time"
             }
+            Workload::PgAppend => {
+                "1/4/16 writer processes on one PostgreSQL log vs bare batched INSERT+COMMIT"
+            }
+            Workload::PgLag => "subscriber lag across processes on a PostgreSQL log",
         }
     }
 
     pub fn needs_s3(self) -> bool {
         matches!(
             self,
-            Workload::S3Raw | Workload::BucketWrite | Workload::Replica | Workload::FollowerLag
+            Workload::S3Raw
+                | Workload::BucketWrite
+                | Workload::Replica
+                | Workload::FollowerLag
+                | Workload::Soak
         )
+    }
+
+    pub fn needs_pg(self) -> bool {
+        matches!(self, Workload::PgAppend | Workload::PgLag)
     }
 
     pub async fn run(self, ctx: &mut Ctx, report: &mut Report) -> Result<()> {
@@ -113,7 +148,10 @@ impl Workload {
             Workload::BucketWrite => bucket::run(ctx, report).await,
             Workload::Replica => replica::run(ctx, report).await,
             Workload::FollowerLag => follower::run(ctx, report).await,
+            Workload::Soak => soak::run(ctx, report).await,
             Workload::DirSoak => dir_soak::run(ctx, report).await,
+            Workload::PgAppend => pg::appends(ctx, report).await,
+            Workload::PgLag => pg::lag(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())
@@ -126,12 +164,17 @@ pub struct Ctx {
     pub runs: usize,
     pub data_dir: PathBuf,
     s3: Option<S3Env>,
+    pg: Option<PgEnv>,
     #[allow(dead_code)]
     pub out: PathBuf,
     pub plots: Vec<Plot>,
     pub raw: Option<RawS3>,
     /// Only cases whose name contains this text run (where supported).
     pub case_filter: Option<String>,
+    /// Settings of the soak workload.
+    pub soak: soak::SoakSettings,
+    /// The S3 env file, passed on to probe processes.
+    pub s3_env_file: Option<PathBuf>,
     run_prefix: String,
     next_prefix: u64,
 }
@@ -142,6 +185,7 @@ impl Ctx {
         runs: usize,
         data_dir: PathBuf,
         s3: Option<S3Env>,
+        pg: Option<PgEnv>,
         out: PathBuf,
     ) -> Ctx {
         Ctx {
@@ -149,10 +193,13 @@ impl Ctx {
             runs,
             data_dir,
             s3,
+            pg,
             out,
             plots: Vec::new(),
             raw: None,
             case_filter: None,
+            soak: soak::SoakSettings::default(),
+            s3_env_file: None,
             run_prefix: format!("weft-bench/{}", ulid::Ulid::new()),
             next_prefix: 0,
         }
@@ -180,11 +227,35 @@ impl Ctx {
             .context("this workload needs the S3 server (see --s3-env)")
     }
 
+    pub fn pg(&self) -> Result<&PgEnv> {
+        self.pg
+            .as_ref()
+            .context("this workload needs the PostgreSQL server (see --pg-env)")
+    }
+
+    /// A fresh name (a PostgreSQL schema: lowercase, digits, `_`) for
+    /// this run.
+    pub fn fresh_name(&mut self, name: &str) -> String {
+        self.next_prefix += 1;
+        let run = self.run_prefix.rsplit('/').next().unwrap_or("run");
+        format!(
+            "bench_{}_{name}_{}",
+            run.to_ascii_lowercase(),
+            self.next_prefix
+        )
+    }
+
     /// A store rooted at a fresh, unused prefix of this run.
     pub fn fresh_store(&mut self, name: &str) -> Result<Arc<dyn ObjectStore>> {
-        self.next_prefix += 1;
-        let prefix = format!("{}/{name}-{}", self.run_prefix, self.next_prefix);
+        let prefix = self.fresh_prefix(name);
         self.s3()?.store(&prefix)
+    }
+
+    /// A fresh, unused prefix of this run (for a store another process
+    /// opens too).
+    pub fn fresh_prefix(&mut self, name: &str) -> String {
+        self.next_prefix += 1;
+        format!("{}/{name}-{}", self.run_prefix, self.next_prefix)
     }
 
     /// A fresh directory under the data dir.

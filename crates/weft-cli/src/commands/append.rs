@@ -14,9 +14,10 @@ use crate::output;
 /// `weft append`
 #[derive(Debug, Args)]
 pub(crate) struct AppendArgs {
-    /// The log: a directory, s3://bucket/prefix or az://container/prefix
-    /// (see --create). Writing a bucket log claims its epoch; a running
-    /// writer of it is not fenced unless --take-over is given.
+    /// The log: a directory, s3://bucket/prefix, az://container/prefix or
+    /// postgres://USER@HOST/DB?log=NAME (see --create). Writing a bucket
+    /// log claims its epoch; a running writer of it is not fenced unless
+    /// --take-over is given. A PostgreSQL log has any number of writers.
     log: String,
 
     /// A tag, `namespace` or `namespace:key` (the first `:` splits). Repeat
@@ -30,6 +31,14 @@ pub(crate) struct AppendArgs {
     /// (exit 5) and write nothing.
     #[arg(long, value_name = "N")]
     if_version: Option<u64>,
+
+    /// An append id (exactly-once appends, on backends that keep ids):
+    /// when an entry with this id is already in the log, nothing is
+    /// written, and the command says so and prints the original seqnum
+    /// (`"duplicate": true` with --json). Retry an append that failed with
+    /// an unknown outcome (exit code of `indeterminate`) with the same id.
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
 
     /// Create the log if it does not exist.
     #[arg(long)]
@@ -56,6 +65,10 @@ pub(crate) struct AppendArgs {
 struct AppendLine {
     seqnum: u64,
     stream_version: u64,
+    /// True when `--id` named an entry already in the log: nothing was
+    /// written, and the numbers are the original's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    duplicate: bool,
 }
 
 /// Parses `--tag` values into tags, primary first.
@@ -95,29 +108,63 @@ fn read_stdin() -> Result<Vec<u8>> {
 /// Runs `weft append`.
 pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tags = parse_tags(&args.tags)?;
-    let location = location::parse(&args.log)?;
+    // A PostgreSQL location, or any other kind.
+    let target = match crate::pg::location(&args.log) {
+        Some(pg) => Ok(pg?),
+        None => Err(location::parse(&args.log)?),
+    };
     let data = payload(args.data)?;
     let create = if args.create {
         Create::IfMissing
     } else {
         Create::No
     };
-    let log = location::open_log(&location, create, args.take_over, store).await?;
-    let request = AppendRequest::with_tags(tags, data);
-    let appended = match args.if_version {
-        Some(v) => log.append_if(request, v).await,
-        None => log.append(request).await,
+    // An append id is answered from the ids the writer rebuilds on open,
+    // which takes reading the live log, not just what a cache lacks.
+    let store = match &args.id {
+        Some(_) => &store.without_cache(),
+        None => store,
+    };
+    let log = match target {
+        Ok(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
+        Err(location) => location::open_log(&location, create, args.take_over, store).await?,
+    };
+    let mut request = AppendRequest::with_tags(tags, data);
+    // With an id, the log's end before the append tells a duplicate: an
+    // entry numbered below it was in the log before this command started.
+    // (One more round trip on PostgreSQL; free on the other backends.)
+    let mut before = None;
+    if let Some(id) = args.id.clone() {
+        request = request.with_id(id);
+        before = Some(log.tip().await);
+    }
+    let appended = match &before {
+        Some(Err(e)) => Err(e.clone()),
+        _ => match args.if_version {
+            Some(v) => log.append_if(request, v).await,
+            None => log.append(request).await,
+        },
     };
     // Close in every case, so the lock is released and nothing is left
     // half-flushed; the append's own error wins over a close error.
     let closed = log.close().await;
     let result = appended?;
     closed?;
+    let duplicate = matches!(before, Some(Ok(tip)) if result.seqnum < tip.next);
     if args.json {
         output::json(&AppendLine {
             seqnum: result.seqnum,
             stream_version: result.stream_version,
+            duplicate,
         })?;
+    } else if duplicate {
+        output::line(&format!(
+            "already in the log: append id {:?} is seqnum {} ({} v{}); nothing written",
+            args.id.as_deref().unwrap_or_default(),
+            result.seqnum,
+            result.primary_tag,
+            result.stream_version
+        ))?;
     } else {
         output::line(&format!(
             "appended seqnum {} ({} v{})",

@@ -1,10 +1,14 @@
 //! `weft inspect`: what a log holds.
 //!
-//! For a bucket: the manifest's format version, epoch, next sequence, live
-//! entries (sequence range, segment location and size, record count,
-//! metadata) and snapshot pointer. For a `dir` log: its segment files, the
-//! seqnum range, the trim point, and its tags (up to `--max-tags`) with
-//! their entry counts and latest versions, from a follower's log index.
+//! For a bucket: the manifest's format version, epoch, next sequence, the
+//! entries it lists itself (sequence range, segment location and size,
+//! record count, metadata), a summary of its history pages (v5: how many
+//! entries they hold, the frontier per level) and the snapshot pointer.
+//! It reads the manifest and one footer per listed entry: its cost does not
+//! grow with the log (a v5 manifest lists a bounded number of entries). For
+//! a `dir` log: its segment files, the seqnum range, the trim point, and
+//! its tags (up to `--max-tags`) with their entry counts and latest
+//! versions, from a follower's log index.
 
 use std::process::ExitCode;
 
@@ -43,6 +47,9 @@ pub(crate) struct InspectArgs {
 
 /// Runs `weft inspect`.
 pub(crate) async fn run(args: InspectArgs, store_args: &StoreArgs) -> Result<ExitCode> {
+    if let Some(pg) = crate::pg::location(&args.log) {
+        return crate::pg::inspect(pg?, args.json).await;
+    }
     let location = location::parse(&args.log)?;
     match &location {
         Location::Dir { path } => inspect_dir(path, args.json, args.max_tags).await?,
@@ -183,10 +190,25 @@ struct BucketReport {
     format_version: u16,
     epoch: u64,
     next_sequence: u64,
-    /// The first sequence still listed (`next_sequence` when empty).
+    /// The first live sequence (`next_sequence` when empty).
     first_sequence: u64,
     snapshot: Option<SnapshotReport>,
+    /// v5: what the history pages hold; `null` when there are none.
+    history: Option<HistoryReport>,
+    /// The entries the manifest lists itself (v5: the recent ones).
     entries: Vec<EntryReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct HistoryReport {
+    /// Sequences the pages cover: `[first_sequence, end_sequence)`.
+    first_sequence: u64,
+    end_sequence: u64,
+    /// Manifest entries the pages hold (a page straddling the first live
+    /// sequence counts whole).
+    entries: u64,
+    /// Pointers the manifest holds per level (level 0 names leaf pages).
+    frontier: Vec<usize>,
 }
 
 #[derive(Debug, Serialize)]
@@ -280,10 +302,13 @@ async fn inspect_bucket(
         format_version: data.version.as_u16(),
         epoch: data.epoch,
         next_sequence: data.next_sequence,
-        first_sequence: data
-            .entries
-            .first()
-            .map_or(data.next_sequence, |e| e.sequence),
+        first_sequence: data.first_sequence(),
+        history: data.history.as_ref().map(|h| HistoryReport {
+            first_sequence: h.first_seq().unwrap_or(h.live_from),
+            end_sequence: h.end_seq().unwrap_or(h.live_from),
+            entries: h.entries(),
+            frontier: h.levels.iter().map(Vec::len).collect(),
+        }),
         snapshot: data.snapshot.as_ref().map(|s| SnapshotReport {
             location: s.location.clone(),
             through_seq: s.through_seq,
@@ -320,7 +345,16 @@ fn print_bucket(r: &BucketReport) -> Result<()> {
         ))?,
         None => output::line("snapshot   none")?,
     }
-    output::line(&format!("entries    {}", r.entries.len()))?;
+    if let Some(h) = &r.history {
+        output::line(&format!(
+            "history    {} entries in pages over [{}, {}), frontier per level {:?}",
+            h.entries, h.first_sequence, h.end_sequence, h.frontier
+        ))?;
+    }
+    output::line(&format!(
+        "entries    {} listed in the manifest",
+        r.entries.len()
+    ))?;
     for e in &r.entries {
         let count = e.count.map_or("?".to_owned(), |n| n.to_string());
         let size = match (e.size, e.segment_version, e.compression) {

@@ -42,9 +42,9 @@ pub(crate) struct ReadArgs {
 /// Runs `weft read`.
 pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tag = args.tag.as_deref().map(parse_tag).transpose()?;
-    let location = location::parse(&args.log)?;
     // One look is all a read needs; the poll interval never comes up.
-    let followed = location::follow(&location, store, std::time::Duration::from_secs(60)).await?;
+    let followed =
+        location::follow_arg(&args.log, store, std::time::Duration::from_secs(60)).await?;
     let log = &followed.log;
     let mut cursor = match args.from {
         Some(from) => from,

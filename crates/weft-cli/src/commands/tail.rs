@@ -74,18 +74,18 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
         observe::serve_metrics(addr)?;
     }
     let timeout = args.timeout;
-    let location = location::parse(&args.log)?;
+    let poll = Duration::from_millis(args.poll_ms);
     if args.max == Some(0) {
         // Nothing to print: done, as `read --limit 0` is (the log is still
         // opened, so a missing or damaged one is reported).
-        location::follow(&location, store, Duration::from_millis(args.poll_ms))
+        location::follow_arg(&args.log, store, poll)
             .await?
             .close()
             .await;
         tracing::info!(printed = 0, why = "printed --max entries", "tail stopped");
         return Ok(ExitCode::SUCCESS);
     }
-    let followed = location::follow(&location, store, Duration::from_millis(args.poll_ms)).await?;
+    let followed = location::follow_arg(&args.log, store, poll).await?;
     let mut printed = 0u64;
     let mut print = |entry: &LogEntry| -> Result<bool> {
         if args.json {

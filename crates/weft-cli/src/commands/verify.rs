@@ -88,6 +88,9 @@ impl Findings {
 
 /// Runs `weft verify`.
 pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<ExitCode> {
+    if let Some(pg) = crate::pg::location(&args.log) {
+        return crate::pg::verify(pg?, args.json).await;
+    }
     let location = location::parse(&args.log)?;
     let mut findings = match &location {
         Location::Dir { path } => verify_dir(path).await?,
@@ -191,16 +194,40 @@ async fn verify_weft_log(
             crate::exit::one_line(e)
         ));
     }
-    let bar = output::progress(data.entries.len() as u64, "sizing");
-    for entry in &data.entries {
-        f.units += 1;
-        // A missing segment is the problem above already.
-        f.bytes += bucket::size(store, &entry.location).await?.unwrap_or(0);
-        metadata_problem(entry, entry.count.unwrap_or(0) as usize, f);
-        bar.inc(1);
+    let bar = output::progress(bucket::entry_count(data), "sizing");
+    let mut walk = bucket::EntryWalk::new(store, data);
+    while let Some(chunk) = next_chunk(&mut walk, f).await? {
+        for entry in &chunk {
+            f.units += 1;
+            // A missing segment is the problem above already.
+            f.bytes += bucket::size(store, &entry.location).await?.unwrap_or(0);
+            metadata_problem(entry, entry.count.unwrap_or(0) as usize, f);
+            bar.inc(1);
+        }
     }
     bar.finish_and_clear();
     Ok(())
+}
+
+/// The next chunk of a manifest's entries, its history pages included; a
+/// page that cannot be read is a problem, and the walk goes on with the
+/// manifest's own entries.
+async fn next_chunk(
+    walk: &mut bucket::EntryWalk<'_>,
+    f: &mut Findings,
+) -> Result<Option<Vec<weft::format::ManifestEntry>>> {
+    loop {
+        match walk.next_chunk().await {
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Corrupt) => {
+                f.problem(format!(
+                    "the manifest's history cannot be read: {}",
+                    crate::exit::one_line(&e)
+                ));
+                walk.skip_history();
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Any other WAL (the upstream buffer's, the seed's): every segment
@@ -211,20 +238,23 @@ async fn verify_segments(
     data: &weft::format::ManifestData,
     f: &mut Findings,
 ) -> Result<()> {
-    let bar = output::progress(data.entries.len() as u64, "verifying");
-    for entry in &data.entries {
-        f.units += 1;
-        match bucket::load_segment(store, manifest_path, entry).await {
-            Ok((size, segment)) => {
-                f.bytes += size;
-                let n = segment.records.len();
-                f.records += n as u64;
-                metadata_problem(entry, n, f);
+    let bar = output::progress(bucket::entry_count(data), "verifying");
+    let mut walk = bucket::EntryWalk::new(store, data);
+    while let Some(chunk) = next_chunk(&mut walk, f).await? {
+        for entry in &chunk {
+            f.units += 1;
+            match bucket::load_segment(store, manifest_path, entry).await {
+                Ok((size, segment)) => {
+                    f.bytes += size;
+                    let n = segment.records.len();
+                    f.records += n as u64;
+                    metadata_problem(entry, n, f);
+                }
+                Err(e) if e.kind() == ErrorKind::Corrupt => f.problem(crate::exit::one_line(&e)),
+                Err(e) => return Err(e),
             }
-            Err(e) if e.kind() == ErrorKind::Corrupt => f.problem(crate::exit::one_line(&e)),
-            Err(e) => return Err(e),
+            bar.inc(1);
         }
-        bar.inc(1);
     }
     bar.finish_and_clear();
     Ok(())

@@ -52,6 +52,46 @@ pub(crate) async fn run(command: WalCommand, store_args: &StoreArgs) -> Result<E
     }
 }
 
+/// Prints one entry's segment.
+async fn dump_entry(
+    store: &std::sync::Arc<dyn object_store::ObjectStore>,
+    entry: &weft::format::ManifestEntry,
+    args: &DumpArgs,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let (size, segment) = bucket::load_segment(store, &args.manifest, entry).await?;
+    if args.json {
+        for (index, record) in segment.records.iter().enumerate() {
+            output::json(&RecordLine {
+                sequence: entry.sequence,
+                index,
+                data: output::base64(record),
+            })?;
+        }
+    } else {
+        bar.suspend(|| {
+            output::line(&format!(
+                "entry {} at {} ({size} bytes, segment v{}, {:?}, {} records)",
+                entry.sequence,
+                entry.location,
+                segment.version.as_u16(),
+                segment.compression,
+                segment.records.len()
+            ))
+        })?;
+        for (index, record) in segment.records.iter().enumerate() {
+            bar.suspend(|| {
+                output::line(&format!(
+                    "  [{index}] {} bytes {}",
+                    record.len(),
+                    output::payload_text(record)
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 async fn dump(args: DumpArgs, store_args: &StoreArgs) -> Result<ExitCode> {
     let location = location::parse(&args.store)?;
     let store = location::open_store(&location, store_args)?;
@@ -65,42 +105,16 @@ async fn dump(args: DumpArgs, store_args: &StoreArgs) -> Result<ExitCode> {
             manifest.size,
             data.epoch,
             data.next_sequence,
-            data.entries.len()
+            bucket::entry_count(data)
         ))?;
     }
-    let bar = output::progress(data.entries.len() as u64, "dumping");
-    for entry in &data.entries {
-        let (size, segment) = bucket::load_segment(&store, &args.manifest, entry).await?;
-        if args.json {
-            for (index, record) in segment.records.iter().enumerate() {
-                output::json(&RecordLine {
-                    sequence: entry.sequence,
-                    index,
-                    data: output::base64(record),
-                })?;
-            }
-        } else {
-            bar.suspend(|| {
-                output::line(&format!(
-                    "entry {} at {} ({size} bytes, segment v{}, {:?}, {} records)",
-                    entry.sequence,
-                    entry.location,
-                    segment.version.as_u16(),
-                    segment.compression,
-                    segment.records.len()
-                ))
-            })?;
-            for (index, record) in segment.records.iter().enumerate() {
-                bar.suspend(|| {
-                    output::line(&format!(
-                        "  [{index}] {} bytes {}",
-                        record.len(),
-                        output::payload_text(record)
-                    ))
-                })?;
-            }
+    let bar = output::progress(bucket::entry_count(data), "dumping");
+    let mut walk = bucket::EntryWalk::new(&store, data);
+    while let Some(chunk) = walk.next_chunk().await? {
+        for entry in &chunk {
+            dump_entry(&store, entry, &args, &bar).await?;
+            bar.inc(1);
         }
-        bar.inc(1);
     }
     bar.finish_and_clear();
     Ok(ExitCode::SUCCESS)

@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 
 /// Where a log lives.
 ///
-/// Non-exhaustive: more backends (PostgreSQL) will get their own variant,
-/// so a `match` needs a wildcard arm.
+/// Non-exhaustive: more backends may get their own variant, so a `match`
+/// needs a wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Location {
@@ -45,11 +45,17 @@ pub enum Location {
         /// The directory.
         path: PathBuf,
     },
+    /// A log on a PostgreSQL server, `postgres://USER@HOST/DB?log=NAME`
+    /// (feature `postgres`).
+    #[cfg(feature = "postgres")]
+    Postgres(Box<super::PgLocation>),
 }
 
 impl Location {
     /// Parses `s3://bucket[/prefix]`, `az://container[/prefix]`,
-    /// `file:///absolute/path` or a plain path (absolute or relative).
+    /// `file:///absolute/path`, `postgres://USER@HOST/DB?log=NAME` (see
+    /// [`PgLocation`](super::PgLocation); `Unsupported` without the
+    /// `postgres` feature) or a plain path (absolute or relative).
     ///
     /// Errors: [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput)
     /// for an empty string, an unknown scheme, a missing or invalid bucket
@@ -90,6 +96,15 @@ impl Location {
                 path: PathBuf::from(rest),
             });
         }
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return text.parse().map(|pg| Location::Postgres(Box::new(pg)));
+            #[cfg(not(feature = "postgres"))]
+            return Err(Error::new(
+                crate::ErrorKind::Unsupported,
+                "a postgres:// location needs weft built with the `postgres` feature",
+            ));
+        }
         if let Some((scheme, _)) = text.split_once("://") {
             return Err(Error::invalid_input(format!(
                 "location {text:?}: unsupported scheme {scheme:?} \
@@ -113,6 +128,8 @@ impl fmt::Display for Location {
             Location::Azure { container, prefix } => write!(f, "az://{container}/{prefix}"),
             Location::File { path } => write!(f, "file://{}", path.display()),
             Location::Dir { path } => write!(f, "{}", path.display()),
+            #[cfg(feature = "postgres")]
+            Location::Postgres(pg) => write!(f, "{pg}"),
         }
     }
 }

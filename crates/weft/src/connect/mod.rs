@@ -27,6 +27,8 @@ mod env;
 #[cfg(any(feature = "aws", feature = "azure"))]
 mod http;
 mod location;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "aws")]
 mod s3;
 
@@ -40,6 +42,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "azure")]
 pub use azure::{AzureSettings, EMULATOR_ACCOUNT, EMULATOR_ACCOUNT_KEY, EMULATOR_BLOB_URL};
 pub use location::Location;
+#[cfg(feature = "postgres")]
+pub use postgres::{MAX_LOG_NAME_BYTES, PgLocation, validate_log_name};
 #[cfg(feature = "aws")]
 pub use s3::S3Settings;
 
@@ -170,6 +174,10 @@ pub fn build_store(
              use file://{} for an object store in a directory",
             path.display(),
             path.display()
+        ))),
+        #[cfg(feature = "postgres")]
+        Location::Postgres(pg) => Err(Error::invalid_input(format!(
+            "{pg} is a PostgreSQL log, not an object store; open it with PgStorage"
         ))),
     }
 }

@@ -6,13 +6,21 @@
 //! ```text
 //!  offset  size  field
 //!       0     4  magic          "WFTS"
-//!       4     1  format version 1
+//!       4     1  format version 1 or 2 (2: frames may carry append ids)
 //!       5     1  flags          bit 0: RELAXED (written in SyncMode::Relaxed)
 //!       6     2  reserved       0
 //!       8     8  first_seqnum   equals the number in the file name
 //!      16     4  crc32c         of bytes [0, 16)
 //!      20     …  frames
 //! ```
+//!
+//! Version 2 changes no byte of the header; it says that the segment's
+//! frames may carry the append id field ([`super::frame`], flag
+//! `APPEND_ID`). A build that reads only version 1 refuses such a segment
+//! as a whole (`Corrupt`, nothing cut), where it would otherwise take an
+//! id frame in the last write for a torn tail and truncate it. Writers
+//! create version 2 segments and never put an id frame into a version 1
+//! segment (they start a new segment instead); readers accept both.
 
 use super::fields::{Reader, Writer};
 use crate::error::{Error, Result};
@@ -21,7 +29,11 @@ use crate::error::{Error, Result};
 pub const SEGMENT_HEADER_LEN: usize = 20;
 
 const MAGIC: &[u8; 4] = b"WFTS";
-const FORMAT_VERSION: u8 = 1;
+/// The first format version: frames never carry append ids.
+pub const SEGMENT_V1: u8 = 1;
+
+/// The format version this build writes: frames may carry append ids.
+pub const SEGMENT_V2: u8 = 2;
 const FLAG_RELAXED: u8 = 1;
 const WHAT: &str = "segment header";
 
@@ -33,14 +45,30 @@ pub struct SegmentHeader {
     /// Written in relaxed sync mode: many write groups at its end may be
     /// unsynced, which recovery takes into account.
     pub relaxed: bool,
+    /// [`SEGMENT_V1`] or [`SEGMENT_V2`].
+    pub version: u8,
 }
 
 impl SegmentHeader {
+    /// The header of a new segment, in the version this build writes.
+    pub fn new(first_seqnum: u64, relaxed: bool) -> Self {
+        SegmentHeader {
+            first_seqnum,
+            relaxed,
+            version: SEGMENT_V2,
+        }
+    }
+
+    /// True when the segment's frames may carry append ids.
+    pub fn allows_append_ids(&self) -> bool {
+        self.version >= SEGMENT_V2
+    }
+
     /// The header's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.bytes(MAGIC)
-            .u8(FORMAT_VERSION)
+            .u8(self.version)
             .u8(if self.relaxed { FLAG_RELAXED } else { 0 })
             .u16(0)
             .u64(self.first_seqnum)
@@ -63,9 +91,10 @@ impl SegmentHeader {
         let mut r = Reader::checked(bytes, WHAT)?;
         r.magic(MAGIC)?;
         let version = r.u8("format version")?;
-        if version != FORMAT_VERSION {
+        if !(SEGMENT_V1..=SEGMENT_V2).contains(&version) {
             return Err(Error::corrupt(format!(
-                "segment format version {version} is not supported (this build reads {FORMAT_VERSION})"
+                "segment format version {version} is not supported (this build reads \
+                 {SEGMENT_V1} and {SEGMENT_V2})"
             )));
         }
         let flags = r.u8("flags")?;
@@ -80,6 +109,7 @@ impl SegmentHeader {
         Ok(SegmentHeader {
             first_seqnum,
             relaxed: flags & FLAG_RELAXED != 0,
+            version,
         })
     }
 }
@@ -90,10 +120,8 @@ mod tests {
 
     #[test]
     fn round_trips_and_rejects_damage() {
-        let h = SegmentHeader {
-            first_seqnum: 7,
-            relaxed: true,
-        };
+        let h = SegmentHeader::new(7, true);
+        assert_eq!(h.version, SEGMENT_V2);
         let bytes = h.encode();
         assert_eq!(bytes.len(), SEGMENT_HEADER_LEN);
         assert_eq!(SegmentHeader::decode(&bytes).unwrap(), h);
@@ -106,5 +134,24 @@ mod tests {
             assert!(SegmentHeader::decode(&bytes[..cut]).is_err(), "cut {cut}");
         }
         assert!(SegmentHeader::decode(&[0; SEGMENT_HEADER_LEN]).is_err());
+    }
+
+    #[test]
+    fn version_1_still_reads_and_unknown_versions_do_not() {
+        let old = SegmentHeader {
+            version: SEGMENT_V1,
+            ..SegmentHeader::new(3, false)
+        };
+        let decoded = SegmentHeader::decode(&old.encode()).unwrap();
+        assert_eq!(decoded, old);
+        assert!(!decoded.allows_append_ids());
+        assert!(SegmentHeader::new(3, false).allows_append_ids());
+        let three = SegmentHeader {
+            version: 3,
+            ..SegmentHeader::new(3, false)
+        };
+        let err = SegmentHeader::decode(&three.encode()).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Corrupt);
+        assert!(err.message().contains("version 3"), "{err}");
     }
 }

@@ -19,18 +19,21 @@
 //!      24     8  timestamp_ms  when the storage accepted the entry
 //!      32     4  group_offset  position of the entry in its write group
 //!      36     1  flags         bit 0: BATCH_END (last entry of an atomic batch);
-//!                              other bits are reserved and must be 0
+//!                              bit 1: APPEND_ID (the append id field follows
+//!                              the tags); other bits are reserved and must be 0
 //!      37     1  tag_count     1..=64; the first tag is the primary tag
 //!      38     …  tags          tag_count times:
 //!                                [ns_len u16][namespace utf-8]
 //!                                [key_len u16][key utf-8]   (key_len 0: no key)
+//!       …     …  append id     only with APPEND_ID: [id_len u8][id utf-8],
+//!                              id_len 1..=255, no control characters
 //!       …     …  data          the payload: every remaining body byte
 //!
-//!  ┌──────────┬────────┬────────┬─────────┬───────────┬──────────┬───────┬─────────┬──────┬──────┐
-//!  │ body_len │ crc32c │ seqnum │ version │ timestamp │ grp_off  │ flags │ tag_cnt │ tags │ data │
-//!  │   u32    │  u32   │  u64   │   u64   │    u64    │   u32    │  u8   │   u8    │  …   │  …   │
-//!  └──────────┴────────┴────────┴─────────┴───────────┴──────────┴───────┴─────────┴──────┴──────┘
-//!  |<--- prefix 8 B --->|<------------------------- body: body_len bytes ------------------------>|
+//!  ┌──────────┬────────┬────────┬─────────┬───────────┬─────────┬───────┬─────────┬──────┬─────┬──────┐
+//!  │ body_len │ crc32c │ seqnum │ version │ timestamp │ grp_off │ flags │ tag_cnt │ tags │ id? │ data │
+//!  │   u32    │  u32   │  u64   │   u64   │    u64    │   u32   │  u8   │   u8    │  …   │  …  │  …   │
+//!  └──────────┴────────┴────────┴─────────┴───────────┴─────────┴───────┴─────────┴──────┴─────┴──────┘
+//!  |<--- prefix 8 B --->|<--------------------------- body: body_len bytes ------------------------->|
 //! ```
 //!
 //! The length is covered by the checksum, so a damaged length field is
@@ -40,6 +43,21 @@
 //! from damage to data that was already synced (see the `dir` backend).
 //! `BATCH_END` marks where an atomic append batch ends, so recovery never
 //! keeps half a batch.
+//!
+//! ## Versions
+//!
+//! The frame has no version field of its own: a flag bit says which
+//! optional fields are present, and a decoder refuses flag bits it does not
+//! know. Frames written before append ids existed (call them v1) never set
+//! `APPEND_ID` and decode as entries without an id; a frame with an id
+//! (v2) is refused by an older decoder as malformed instead of being
+//! misread. The append id is in the frame, not in an index, so the log
+//! itself is the durable record of which ids it holds: whatever index a
+//! backend keeps of them is rebuilt from the frames. The `dir` backend
+//! additionally marks segments that may hold v2 frames with segment format
+//! version 2 ([`super::dir_segment`]), so an older build refuses such a
+//! segment by its header rather than mistaking an id frame in the last
+//! write for a torn tail.
 
 use std::fmt;
 
@@ -60,7 +78,13 @@ pub const MIN_FRAME_LEN: usize = FIXED_LEN + 2 + 1 + 2;
 /// Flag bit: this entry is the last of its atomic append batch.
 pub const FLAG_BATCH_END: u8 = 1;
 
-const KNOWN_FLAGS: u8 = FLAG_BATCH_END;
+/// Flag bit: the frame carries an append id after its tags.
+pub const FLAG_APPEND_ID: u8 = 2;
+
+const KNOWN_FLAGS: u8 = FLAG_BATCH_END | FLAG_APPEND_ID;
+
+/// The longest append id a frame can hold, in bytes (its length is a `u8`).
+pub const MAX_FRAME_APPEND_ID: usize = u8::MAX as usize;
 
 /// Why bytes are not a valid frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +174,8 @@ pub struct FrameRef<'a> {
     pub tags: Vec<LogTag>,
     /// The raw encoded tags (for callers that cache decoded tags).
     pub raw_tags: &'a [u8],
+    /// The append id, when the frame carries one.
+    pub append_id: Option<&'a str>,
     /// The payload, borrowed from the input.
     pub data: &'a [u8],
     /// Total bytes of the frame, prefix included.
@@ -174,13 +200,19 @@ pub fn encoded_len(tags: &[LogTag], data_len: usize) -> usize {
     FIXED_LEN + tags_len(tags) + data_len
 }
 
+/// The encoded size of a frame holding `tags`, `append_id` and `data_len`
+/// payload bytes.
+pub fn encoded_len_with_id(tags: &[LogTag], append_id: Option<&str>, data_len: usize) -> usize {
+    encoded_len(tags, data_len) + append_id.map_or(0, |id| 1 + id.len())
+}
+
 fn tags_len(tags: &[LogTag]) -> usize {
     tags.iter()
         .map(|t| 4 + t.namespace().len() + t.key().map_or(0, str::len))
         .sum()
 }
 
-/// Appends the frame of `entry` to `out`.
+/// Appends the frame of `entry` to `out`, without an append id.
 ///
 /// Errors: `InvalidInput` when the entry has no tag, more than
 /// [`MAX_TAGS_PER_ENTRY`] tags, or is too large for a `u32` length.
@@ -190,8 +222,22 @@ pub fn encode(
     group_offset: u32,
     batch_end: bool,
 ) -> Result<(), Error> {
+    encode_with_id(out, entry, None, group_offset, batch_end)
+}
+
+/// Appends the frame of `entry`, carrying `append_id` when given, to `out`.
+///
+/// Errors: as [`encode`]; `InvalidInput` for an append id that is empty,
+/// longer than [`MAX_FRAME_APPEND_ID`] bytes or holds a control character.
+pub fn encode_with_id(
+    out: &mut Vec<u8>,
+    entry: &LogEntry,
+    append_id: Option<&str>,
+    group_offset: u32,
+    batch_end: bool,
+) -> Result<(), Error> {
     let start = out.len();
-    write_head(out, entry, group_offset, batch_end)?;
+    write_head(out, entry, append_id, group_offset, batch_end)?;
     out.extend_from_slice(&entry.data);
     let crc = checksum(&out[start..]);
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
@@ -212,8 +258,22 @@ pub fn encode_head(
     batch_end: bool,
     data_crc: u32,
 ) -> Result<(), Error> {
+    encode_head_with_id(out, entry, None, group_offset, batch_end, data_crc)
+}
+
+/// [`encode_head`] for a frame carrying `append_id` when given.
+///
+/// Errors: as [`encode_with_id`].
+pub fn encode_head_with_id(
+    out: &mut Vec<u8>,
+    entry: &LogEntry,
+    append_id: Option<&str>,
+    group_offset: u32,
+    batch_end: bool,
+    data_crc: u32,
+) -> Result<(), Error> {
     let start = out.len();
-    write_head(out, entry, group_offset, batch_end)?;
+    write_head(out, entry, append_id, group_offset, batch_end)?;
     let head = crc32c::crc32c_append(
         crc32c::crc32c(&out[start..start + 4]),
         &out[start + PREFIX_LEN..],
@@ -227,9 +287,17 @@ pub fn encode_head(
 fn write_head(
     out: &mut Vec<u8>,
     entry: &LogEntry,
+    append_id: Option<&str>,
     group_offset: u32,
     batch_end: bool,
 ) -> Result<(), Error> {
+    if let Some(id) = append_id
+        && !valid_append_id(id)
+    {
+        return Err(Error::invalid_input(format!(
+            "append id {id:?} must be 1 to {MAX_FRAME_APPEND_ID} bytes without control characters"
+        )));
+    }
     if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
         return Err(Error::invalid_input(format!(
             "an entry needs 1 to {MAX_TAGS_PER_ENTRY} tags, this one has {}",
@@ -242,7 +310,7 @@ fn write_head(
             entry.seqnum
         )));
     }
-    let total = encoded_len(&entry.tags, entry.data.len());
+    let total = encoded_len_with_id(&entry.tags, append_id, entry.data.len());
     let body_len = u32::try_from(total - PREFIX_LEN).map_err(|_| {
         Error::invalid_input(format!("entry of {total} bytes is too large for a frame"))
     })?;
@@ -253,7 +321,11 @@ fn write_head(
     out.extend_from_slice(&entry.stream_version.to_le_bytes());
     out.extend_from_slice(&entry.timestamp_ms.to_le_bytes());
     out.extend_from_slice(&group_offset.to_le_bytes());
-    out.push(if batch_end { FLAG_BATCH_END } else { 0 });
+    let mut flags = if batch_end { FLAG_BATCH_END } else { 0 };
+    if append_id.is_some() {
+        flags |= FLAG_APPEND_ID;
+    }
+    out.push(flags);
     // Checked above: at most MAX_TAGS_PER_ENTRY (64) tags.
     out.push(entry.tags.len() as u8);
     for tag in &entry.tags {
@@ -265,7 +337,18 @@ fn write_head(
         out.extend_from_slice(&(key.len() as u16).to_le_bytes());
         out.extend_from_slice(key);
     }
+    if let Some(id) = append_id {
+        // Checked above: 1..=255 bytes.
+        out.push(id.len() as u8);
+        out.extend_from_slice(id.as_bytes());
+    }
     Ok(())
+}
+
+/// True for an id a frame can carry: 1 to [`MAX_FRAME_APPEND_ID`] bytes, no
+/// control characters (the rule `AppendRequest::validate` applies).
+fn valid_append_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_FRAME_APPEND_ID && !id.chars().any(char::is_control)
 }
 
 /// The CRC-32C a frame must carry: over the length field and the body.
@@ -312,6 +395,9 @@ pub struct FrameHead<'a> {
     pub tag_count: usize,
     /// The encoded tags; decode them with [`decode_tags`].
     pub raw_tags: &'a [u8],
+    /// The append id, when the frame carries one (checked: 1 to 255 bytes
+    /// of utf-8 without control characters).
+    pub append_id: Option<&'a str>,
     /// The payload, borrowed from the input.
     pub data: &'a [u8],
     /// Total bytes of the frame, prefix included.
@@ -330,6 +416,7 @@ pub fn decode(buf: &[u8]) -> Result<FrameRef<'_>, FrameError> {
         meta: head.meta,
         tags: decode_tags(head.raw_tags, head.tag_count)?,
         raw_tags: head.raw_tags,
+        append_id: head.append_id,
         data: head.data,
         frame_len: head.frame_len,
     })
@@ -396,6 +483,24 @@ fn parse_checked(frame: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     let raw_tags = frame
         .get(FIXED_LEN..at)
         .ok_or_else(|| malformed("tags overrun the frame"))?;
+    let append_id = if flags & FLAG_APPEND_ID != 0 {
+        let len = *frame
+            .get(at)
+            .ok_or_else(|| malformed("append id overruns the frame"))? as usize;
+        let bytes = frame
+            .get(at + 1..at + 1 + len)
+            .ok_or_else(|| malformed("append id overruns the frame"))?;
+        let id = std::str::from_utf8(bytes).map_err(|_| malformed("append id is not utf-8"))?;
+        if !valid_append_id(id) {
+            return Err(malformed(format!(
+                "append id {id:?} is empty or holds a control character"
+            )));
+        }
+        at += 1 + len;
+        Some(id)
+    } else {
+        None
+    };
     let data = frame
         .get(at..)
         .ok_or_else(|| malformed("tags overrun the frame"))?;
@@ -409,6 +514,7 @@ fn parse_checked(frame: &[u8]) -> Result<FrameHead<'_>, FrameError> {
         },
         tag_count,
         raw_tags,
+        append_id,
         data,
         frame_len: frame.len(),
     })
@@ -564,6 +670,126 @@ mod tests {
     }
 
     #[test]
+    fn an_append_id_round_trips_between_tags_and_payload() {
+        let e = entry(7, &["a:k"], b"xy");
+        let mut buf = Vec::new();
+        encode_with_id(&mut buf, &e, Some("order-42/placed"), 0, true).unwrap();
+        assert_eq!(
+            buf.len(),
+            encoded_len_with_id(&e.tags, Some("order-42/placed"), 2)
+        );
+        assert_eq!(buf[36], FLAG_BATCH_END | FLAG_APPEND_ID);
+        // Tags end at 44; then the id's length and bytes; then the payload.
+        assert_eq!(buf[44], 15);
+        assert_eq!(&buf[45..60], b"order-42/placed");
+        assert_eq!(&buf[60..], b"xy");
+        let frame = decode(&buf).unwrap();
+        assert_eq!(frame.append_id, Some("order-42/placed"));
+        assert_eq!(frame.to_entry(), e);
+        assert!(frame.meta.batch_end);
+
+        // The split encoder agrees, for ids too.
+        let mut split = Vec::new();
+        encode_head_with_id(&mut split, &e, Some("order-42/placed"), 0, true, {
+            crc32c::crc32c(&e.data)
+        })
+        .unwrap();
+        split.extend_from_slice(&e.data);
+        assert_eq!(split, buf);
+    }
+
+    #[test]
+    fn a_frame_without_an_id_is_byte_for_byte_the_old_layout() {
+        // Bytes of a frame written before append ids existed: they decode
+        // as an entry without an id, and today's encoder writes the same.
+        let old: &[u8] = &[
+            // body_len, then the crc32c (computed apart from this code)
+            0x26, 0x00, 0x00, 0x00, 0x61, 0x16, 0x8c, 0x47, 0x07, 0, 0, 0, 0, 0, 0,
+            0, // seqnum 7
+            0x03, 0, 0, 0, 0, 0, 0, 0, // version 3
+            0x07, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0, 0, // timestamp
+            0, 0, 0, 0, // group offset
+            0x01, 0x01, // BATCH_END, one tag
+            0x01, 0x00, b'a', 0x01, 0x00, b'k', // a:k
+            b'x', b'y',
+        ];
+        let e = entry(7, &["a:k"], b"xy");
+        let frame = decode(old).unwrap();
+        assert_eq!(frame.append_id, None);
+        assert_eq!(frame.to_entry(), e);
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 0, true).unwrap();
+        assert_eq!(buf, old);
+        let mut none = Vec::new();
+        encode_with_id(&mut none, &e, None, 0, true).unwrap();
+        assert_eq!(none, old);
+    }
+
+    #[test]
+    fn bad_append_ids_are_refused_both_ways() {
+        let e = entry(1, &["t"], b"x");
+        let long = "i".repeat(MAX_FRAME_APPEND_ID + 1);
+        for bad in ["", "a\nb", long.as_str()] {
+            let err = encode_with_id(&mut Vec::new(), &e, Some(bad), 0, true).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{bad:?}");
+        }
+        let longest = "i".repeat(MAX_FRAME_APPEND_ID);
+        let mut buf = Vec::new();
+        encode_with_id(&mut buf, &e, Some(&longest), 0, true).unwrap();
+        assert_eq!(decode(&buf).unwrap().append_id, Some(longest.as_str()));
+
+        // Checksummed but invalid ids: empty, a control character, not
+        // utf-8, longer than the frame.
+        let at = FIXED_LEN + 2 + 1 + 2; // after the one tag "t"
+        let patch = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut buf = Vec::new();
+            encode_with_id(&mut buf, &e, Some("ab"), 0, true).unwrap();
+            f(&mut buf);
+            let body = (buf.len() - PREFIX_LEN) as u32;
+            buf[..4].copy_from_slice(&body.to_le_bytes());
+            let crc = checksum(&buf);
+            buf[4..8].copy_from_slice(&crc.to_le_bytes());
+            decode(&buf).map(|_| ())
+        };
+        type Edit<'a> = (&'a str, &'a dyn Fn(&mut Vec<u8>));
+        let cases: [Edit<'_>; 4] = [
+            ("empty", &|b| {
+                b[at] = 0;
+            }),
+            ("control", &|b| b[at + 1] = 0x07),
+            ("utf-8", &|b| b[at + 1] = 0xff),
+            ("overrun", &|b| b[at] = 200),
+        ];
+        for (what, f) in cases {
+            assert!(
+                matches!(patch(f), Err(FrameError::Malformed(_))),
+                "{what}: {:?}",
+                patch(f)
+            );
+        }
+    }
+
+    #[test]
+    fn every_cut_and_flip_of_a_frame_with_an_id_is_caught() {
+        let e = entry(9, &["t", "u:v"], b"some payload");
+        let mut buf = Vec::new();
+        encode_with_id(&mut buf, &e, Some("id-1"), 1, true).unwrap();
+        for cut in 0..buf.len() {
+            assert!(
+                matches!(decode(&buf[..cut]), Err(FrameError::Incomplete { .. })),
+                "cut at {cut}"
+            );
+        }
+        for byte in 0..buf.len() {
+            for bit in 0..8 {
+                let mut bad = buf.clone();
+                bad[byte] ^= 1 << bit;
+                assert!(decode(&bad).is_err(), "flip {byte}:{bit} went unnoticed");
+            }
+        }
+    }
+
+    #[test]
     fn encode_rejects_group_offset_beyond_seqnum() {
         let e = entry(2, &["t"], b"x");
         let err = encode(&mut Vec::new(), &e, 3, false).unwrap_err();
@@ -602,12 +828,15 @@ mod tests {
             offset in 0u32..1000,
             data in proptest::collection::vec(any::<u8>(), 0..256),
             end in any::<bool>(),
+            id in proptest::option::of("[a-z0-9/:-]{1,40}"),
         ) {
             let seqnum = seqnum + u64::from(offset);
             let e = entry(seqnum, &["a", "b:c"], &data);
             let mut buf = Vec::new();
-            encode(&mut buf, &e, offset, end).unwrap();
+            encode_with_id(&mut buf, &e, id.as_deref(), offset, end).unwrap();
+            prop_assert_eq!(buf.len(), encoded_len_with_id(&e.tags, id.as_deref(), data.len()));
             let frame = decode(&buf).unwrap();
+            prop_assert_eq!(frame.append_id, id.as_deref());
             prop_assert_eq!(frame.to_entry(), e);
             prop_assert_eq!(frame.meta.batch_end, end);
             prop_assert_eq!(frame.meta.group_offset, offset);

@@ -14,7 +14,7 @@
 //!  versions   [tag_id u64 BE][first version u64 BE] chunk: the seqnums of versions first..
 //!  locators   [seqnum u64 BE]                       backend-defined bytes
 //!  append_ids [0x01][append id bytes]               [seqnum u64]
-//!  (each)     [0xff; 9]  (the witness row)          [covered u64]
+//!  (each)     [0xff; 9]  (the witness row)          [batch u64]
 //!
 //!  tag = [ns_len u16][namespace utf-8][key_len u16][key utf-8]   (key_len 0: no key)
 //! ```
@@ -33,11 +33,13 @@
 //! versions densely.
 //!
 //! Every table (keyspace) carries a *witness* row, rewritten by every
-//! batch that writes the index: the covered point as of that batch. Its
+//! batch that writes the index: the serial number of that batch
+//! (`meta.batch`), which no two batches share (a trim leaves the covered
+//! point as it was, so the covered point would not tell a lost trim). Its
 //! key sorts after every other key of the table, so no scan meets it. On
-//! open the witnesses must all equal `meta.covered`; a table whose
-//! witness differs lost rows (a file deleted, a journal cut) and the index
-//! is rebuilt.
+//! open the witnesses must all equal `meta.batch`; a table whose witness
+//! differs lost rows (a file deleted, a journal cut) and the index is
+//! rebuilt.
 //!
 //! A tag's `id` is dense and assigned by the index when the tag first
 //! appears; `next_version` is the version the tag's next entry as a
@@ -69,10 +71,13 @@ pub mod meta {
     pub const TIP: &str = "tip";
     /// `[next_tag_id u64]`: the id the next new tag gets.
     pub const NEXT_TAG_ID: &str = "next_tag_id";
+    /// `[batch u64]`: the serial number of the last batch written (0: the
+    /// one that created the index); every table's witness must equal it.
+    pub const BATCH: &str = "batch";
 }
 
 /// The index layout version this build writes and reads.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 /// A `(u64, u64)` key, big-endian, so byte order is numeric order.
 pub fn pair_key(a: u64, b: u64) -> [u8; 16] {

@@ -1,20 +1,30 @@
-//! Manifest objects, versions 1 to 4: the list of committed segments, an
-//! optional snapshot pointer, and a footer with the epoch and next sequence.
+//! Manifest objects, versions 1 to 5: the list of committed segments, an
+//! optional snapshot pointer, and a footer with the epoch and next sequence;
+//! v5 adds the frontier of the history tree that holds older entries (see
+//! [`super::history`]), so the object stays small however long the log.
 //!
 //! ```text
-//! +---------+---------+-----+---------+----------------+--------+
-//! | entry 0 | entry 1 | ... | entry n | snapshot block | footer |
-//! +---------+---------+-----+---------+----------------+--------+
-//!                                       (v2 and later)
+//! +---------+---------+-----+---------+---------------+----------------+--------+
+//! | entry 0 | entry 1 | ... | entry n | history block | snapshot block | footer |
+//! +---------+---------+-----+---------+---------------+----------------+--------+
+//!                                       (v5)            (v2 and later)
 //!
 //! entry:      [body_len u32][sequence u64]([count u32] v3/v4)[loc_len u16][loc utf8][md_count u32]
 //!             then md_count x [start_index u32][ingestion_ms i64][payload_len u32][payload]
 //!             body_len counts every byte after itself.
 //! snapshot:   [loc bytes][loc_len u16][through_seq u64][created_ms i64]      (18 + loc_len bytes)
 //! footer v1-v3 (22 B): entries_count u32 | next_sequence u64 | epoch u64 | version u16
-//! footer v4    (26 B): entries_count u32 | next_sequence u64 | epoch u64 | crc32c u32 | version u16
+//! footer v4, v5 (26 B): entries_count u32 | next_sequence u64 | epoch u64 | crc32c u32 | version u16
 //!                      crc32c covers every byte before the crc field.
+//! history (v5): [live_from u64][level_count u8] then per level [count u16][pointers]
 //! ```
+//!
+//! v5 is weft's own layout (the seed's releases stop at v4): v4's entries
+//! and footer, plus the history block between the entries and the snapshot
+//! block. Its entries are the manifest's *recent* entries; the older ones
+//! live in immutable history pages the block names. A v5 manifest with no
+//! pages writes an empty block (`level_count = 0`, `live_from` = the first
+//! entry's sequence).
 //!
 //! # Sequence numbering
 //!
@@ -22,7 +32,7 @@
 //!   ordinal, one sequence per segment however many records it holds, and
 //!   `next_sequence` is the ordinal the next segment will get. This is what
 //!   upstream opendata-buffer writes.
-//! * **v3 and v4** number *records*: an entry with `count = n > 0` owns the
+//! * **v3 to v5** number *records*: an entry with `count = n > 0` owns the
 //!   record sequences `[sequence, sequence + n)` and `next_sequence` is the
 //!   sequence of the next record. An entry with `count = 0` is a legacy
 //!   whole-segment entry carried over from a v1/v2 manifest (the seed
@@ -58,11 +68,12 @@ use std::ops::Range;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::fields::{Reader, split_tail};
+use super::history::{History, check_history, decode_history_block, encode_history_block};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Footer length of manifest versions 1 to 3.
 pub const MANIFEST_FOOTER_LEN: usize = 4 + 8 + 8 + 2;
-/// Footer length of manifest version 4.
+/// Footer length of manifest versions 4 and 5.
 pub const MANIFEST_V4_FOOTER_LEN: usize = 4 + 8 + 8 + 4 + 2;
 /// Length of a snapshot block without its location bytes.
 pub const SNAPSHOT_BLOCK_FIXED_LEN: usize = 2 + 8 + 8;
@@ -81,17 +92,21 @@ pub enum ManifestVersion {
     /// Record-numbered entries (`count` field) and a snapshot block.
     V3,
     /// v3 plus a CRC-32C in the footer.
-    #[default]
     V4,
+    /// weft's own: v4 plus the history block, so older entries live in
+    /// immutable pages and the manifest stays bounded.
+    #[default]
+    V5,
 }
 
 impl ManifestVersion {
     /// Every version, oldest first.
-    pub const ALL: [ManifestVersion; 4] = [
+    pub const ALL: [ManifestVersion; 5] = [
         ManifestVersion::V1,
         ManifestVersion::V2,
         ManifestVersion::V3,
         ManifestVersion::V4,
+        ManifestVersion::V5,
     ];
 
     /// The version number stored in the footer.
@@ -101,6 +116,7 @@ impl ManifestVersion {
             ManifestVersion::V2 => 2,
             ManifestVersion::V3 => 3,
             ManifestVersion::V4 => 4,
+            ManifestVersion::V5 => 5,
         }
     }
 
@@ -111,14 +127,18 @@ impl ManifestVersion {
             2 => Some(ManifestVersion::V2),
             3 => Some(ManifestVersion::V3),
             4 => Some(ManifestVersion::V4),
+            5 => Some(ManifestVersion::V5),
             _ => None,
         }
     }
 
-    /// True when entries carry a record `count` (v3, v4): sequences number
-    /// records rather than segments.
+    /// True when entries carry a record `count` (v3 to v5): sequences
+    /// number records rather than segments.
     pub fn has_record_counts(self) -> bool {
-        matches!(self, ManifestVersion::V3 | ManifestVersion::V4)
+        matches!(
+            self,
+            ManifestVersion::V3 | ManifestVersion::V4 | ManifestVersion::V5
+        )
     }
 
     /// True when the layout has room for a snapshot pointer (v2 and later).
@@ -126,9 +146,15 @@ impl ManifestVersion {
         self != ManifestVersion::V1
     }
 
-    /// True when the footer carries a checksum (v4).
+    /// True when the footer carries a checksum (v4, v5).
     pub fn has_checksum(self) -> bool {
-        self == ManifestVersion::V4
+        matches!(self, ManifestVersion::V4 | ManifestVersion::V5)
+    }
+
+    /// True when the layout has a history block (v5): older entries may
+    /// live in history pages.
+    pub fn has_history(self) -> bool {
+        self == ManifestVersion::V5
     }
 
     /// Length of this version's footer in bytes.
@@ -140,7 +166,7 @@ impl ManifestVersion {
         }
     }
 
-    fn min_entry_len(self) -> usize {
+    pub(crate) fn min_entry_len(self) -> usize {
         let count = if self.has_record_counts() { 4 } else { 0 };
         4 + 8 + count + 2 + 4
     }
@@ -256,6 +282,9 @@ pub struct ManifestData {
     pub entries: Vec<ManifestEntry>,
     /// The latest snapshot pointer, if any (always `None` in v1).
     pub snapshot: Option<SnapshotPointer>,
+    /// v5: the history pages holding entries older than `entries`, when
+    /// there are any; always `None` in v1 to v4.
+    pub history: Option<History>,
 }
 
 impl ManifestData {
@@ -267,7 +296,29 @@ impl ManifestData {
             next_sequence: 0,
             entries: Vec::new(),
             snapshot: None,
+            history: None,
         }
+    }
+
+    /// The first live sequence: the history's `live_from` when there are
+    /// pages, else the first entry's sequence, else `next_sequence`.
+    pub fn first_sequence(&self) -> u64 {
+        match &self.history {
+            Some(h) => h.live_from,
+            None => self
+                .entries
+                .first()
+                .map_or(self.next_sequence, |e| e.sequence),
+        }
+    }
+
+    /// Where the manifest's own entries begin: the end of the history, or
+    /// the first live sequence when there is none.
+    pub fn recent_from(&self) -> u64 {
+        self.history
+            .as_ref()
+            .and_then(History::end_seq)
+            .unwrap_or_else(|| self.first_sequence())
     }
 }
 
@@ -330,16 +381,44 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<ManifestData> {
         let entry = decode_entry(&mut c, version).map_err(|e| e.context(format!("entry {i}")))?;
         entries.push(entry);
     }
+    let history = if version.has_history() {
+        let h = decode_history_block(&mut c)?;
+        if h.levels.is_empty() {
+            if h.live_from != 0 {
+                return Err(Error::corrupt(
+                    "manifest: a history block without pages has a non-zero live_from",
+                ));
+            }
+            None
+        } else {
+            Some(h)
+        }
+    } else {
+        None
+    };
     let snapshot = decode_snapshot_region(c.rest(), version)?;
     check_entries(version, &entries, footer.next_sequence)
         .map_err(|msg| Error::corrupt(format!("manifest: {msg}")))?;
+    if let Some(h) = &history {
+        check_history(h, &entries, footer.next_sequence)
+            .map_err(|msg| Error::corrupt(format!("manifest: {msg}")))?;
+    }
     Ok(ManifestData {
         version,
         epoch: footer.epoch,
         next_sequence: footer.next_sequence,
         entries,
         snapshot,
+        history,
     })
+}
+
+/// Reads one entry in `version`'s layout (for history pages).
+pub(crate) fn decode_entry_in(
+    c: &mut Reader<'_>,
+    version: ManifestVersion,
+) -> Result<ManifestEntry> {
+    decode_entry(c, version)
 }
 
 fn decode_entry(c: &mut Reader<'_>, version: ManifestVersion) -> Result<ManifestEntry> {
@@ -595,10 +674,11 @@ pub fn check_snapshot(snapshot: Option<&SnapshotPointer>, version: ManifestVersi
     Ok(())
 }
 
-/// Finish a manifest: append the snapshot block (v2 and later; zeros when
-/// `snapshot` is `None`) and the footer to `out`, which must already hold
-/// exactly the encoded entries and nothing else (the v4 checksum covers all
-/// of `out`).
+/// Finish a manifest without history pages: append the history block
+/// (v5, empty), the snapshot block (v2 and later; zeros when `snapshot` is
+/// `None`) and the footer to `out`, which must already hold exactly the
+/// encoded entries and nothing else (the v4/v5 checksum covers all of
+/// `out`).
 ///
 /// Nothing is written when an error is returned.
 ///
@@ -608,23 +688,52 @@ pub fn encode_trailer(
     footer: &ManifestFooter,
     out: &mut BytesMut,
 ) -> Result<()> {
+    encode_trailer_with_history(None, snapshot, footer, out)
+}
+
+/// [`encode_trailer`] for a manifest whose older entries live in history
+/// pages (`history`, v5 only).
+///
+/// Nothing is written when an error is returned.
+///
+/// Errors: [`ErrorKind::InvalidInput`] as for [`check_snapshot`], for a
+/// history in a version without a history block, or one whose fields do
+/// not fit their length fields.
+pub fn encode_trailer_with_history(
+    history: Option<&History>,
+    snapshot: Option<&SnapshotPointer>,
+    footer: &ManifestFooter,
+    out: &mut BytesMut,
+) -> Result<()> {
     let version = footer.version;
     check_snapshot(snapshot, version)?;
-    out.reserve(trailer_len(snapshot, version));
+    if history.is_some() && !version.has_history() {
+        return Err(Error::invalid_input(format!(
+            "a v{} manifest has no history block",
+            version.as_u16()
+        )));
+    }
+    let mut tail = BytesMut::with_capacity(trailer_len_with_history(history, snapshot, version));
+    if version.has_history() {
+        let empty = History::default();
+        encode_history_block(history.unwrap_or(&empty), &mut tail)?;
+    }
     if version.has_snapshot_block() {
         match snapshot {
             Some(s) => {
-                out.put_slice(s.location.as_bytes());
-                out.put_u16_le(s.location.len() as u16);
-                out.put_u64_le(s.through_seq);
-                out.put_i64_le(s.created_ms);
+                tail.put_slice(s.location.as_bytes());
+                tail.put_u16_le(s.location.len() as u16);
+                tail.put_u64_le(s.through_seq);
+                tail.put_i64_le(s.created_ms);
             }
-            None => out.put_bytes(0, SNAPSHOT_BLOCK_FIXED_LEN),
+            None => tail.put_bytes(0, SNAPSHOT_BLOCK_FIXED_LEN),
         }
     }
-    out.put_u32_le(footer.entries_count);
-    out.put_u64_le(footer.next_sequence);
-    out.put_u64_le(footer.epoch);
+    tail.put_u32_le(footer.entries_count);
+    tail.put_u64_le(footer.next_sequence);
+    tail.put_u64_le(footer.epoch);
+    out.reserve(tail.len() + 6);
+    out.put_slice(&tail);
     if version.has_checksum() {
         let crc = crc32c::crc32c(out);
         out.put_u32_le(crc);
@@ -633,39 +742,69 @@ pub fn encode_trailer(
     Ok(())
 }
 
-/// Length of the snapshot block plus footer that [`encode_trailer`] writes.
+/// Length of the history block, snapshot block and footer that
+/// [`encode_trailer`] writes.
 pub fn trailer_len(snapshot: Option<&SnapshotPointer>, version: ManifestVersion) -> usize {
+    trailer_len_with_history(None, snapshot, version)
+}
+
+/// Length of what [`encode_trailer_with_history`] writes.
+pub fn trailer_len_with_history(
+    history: Option<&History>,
+    snapshot: Option<&SnapshotPointer>,
+    version: ManifestVersion,
+) -> usize {
+    let history = if version.has_history() {
+        history.map_or(History::default().encoded_len(), History::encoded_len)
+    } else {
+        0
+    };
     let block = if version.has_snapshot_block() {
         SNAPSHOT_BLOCK_FIXED_LEN + snapshot.map_or(0, |s| s.location.len())
     } else {
         0
     };
-    block + version.footer_len()
+    history + block + version.footer_len()
+}
+
+/// Checks `data`'s history against its version and entries.
+fn check_data_history(data: &ManifestData) -> std::result::Result<(), String> {
+    match &data.history {
+        None => Ok(()),
+        Some(_) if !data.version.has_history() => Err(format!(
+            "a v{} manifest has no history block",
+            data.version.as_u16()
+        )),
+        Some(h) => check_history(h, &data.entries, data.next_sequence),
+    }
 }
 
 /// Encode a whole manifest.
 ///
 /// Errors: [`ErrorKind::InvalidInput`] for anything [`decode_manifest`] would
 /// call corrupt (entries out of order, overlapping, past `next_sequence`,
-/// count presence not matching the version), for a snapshot the version
-/// cannot hold, for field sizes over their length fields, and for more than
+/// count presence not matching the version, a history that breaks its
+/// rules or in a version without one), for a snapshot the version cannot
+/// hold, for field sizes over their length fields, and for more than
 /// `u32::MAX` entries.
 pub fn encode_manifest(data: &ManifestData) -> Result<Bytes> {
     let version = data.version;
     check_entries(version, &data.entries, data.next_sequence)
         .map_err(|m| Error::new(ErrorKind::InvalidInput, format!("manifest: {m}")))?;
+    check_data_history(data).map_err(|m| Error::invalid_input(format!("manifest: {m}")))?;
     check_snapshot(data.snapshot.as_ref(), version)?;
     let entries_count = u32::try_from(data.entries.len())
         .map_err(|_| Error::invalid_input("a manifest holds at most u32::MAX entries"))?;
     let len = data.entries.iter().map(|e| e.encoded_len(version)).fold(
-        trailer_len(data.snapshot.as_ref(), version),
+        trailer_len_with_history(data.history.as_ref(), data.snapshot.as_ref(), version),
         usize::saturating_add,
     );
     let mut out = BytesMut::with_capacity(len);
     for e in &data.entries {
         encode_entry(e, version, &mut out)?;
     }
-    encode_trailer(
+    encode_trailer_with_history(
+        data.history.as_ref(),
         data.snapshot.as_ref(),
         &ManifestFooter {
             version,

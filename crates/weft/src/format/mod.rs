@@ -3,8 +3,11 @@
 //!
 //! * [`segment`] — segment objects (v1 = upstream "batch v1", v2 adds a
 //!   CRC-32C): a block of length-prefixed records and a small footer.
-//! * [`manifest`] — manifest objects v1 to v4: entries, an optional
-//!   snapshot block, and a footer carrying the epoch and next sequence.
+//! * [`manifest`] — manifest objects v1 to v5: entries, an optional
+//!   snapshot block, and a footer carrying the epoch and next sequence
+//!   (v5: and the frontier of the history tree).
+//! * [`history`] — the immutable pages a v5 manifest moves its older
+//!   entries into, and the pointers that name them.
 //! * [`frame`] — the checksummed entry frame of the `dir` backend's
 //!   segment files (also the record layout of bucket segments).
 //! * [`index`] — keys and values of the persistent log index.
@@ -28,6 +31,7 @@ pub mod bucket_kv;
 pub mod dir_segment;
 mod fields;
 pub mod frame;
+pub mod history;
 pub mod index;
 pub mod kv_bucket;
 pub mod log_state;
@@ -40,12 +44,15 @@ pub mod writer_lease;
 pub use bucket_kv::{
     KvObject, MAX_WRITERS, WRITER_TOKEN_LEN, WriterToken, decode_kv_object, encode_kv_object,
 };
+pub use history::{
+    History, HistoryPage, MAX_LEVELS, PageItems, PagePointer, decode_page, encode_page,
+};
 pub use log_state::{LogState, decode_log_state, encode_log_state};
 pub use manifest::{
     MANIFEST_FOOTER_LEN, MANIFEST_V4_FOOTER_LEN, ManifestData, ManifestEntry, ManifestFooter,
     ManifestVersion, Metadata, SNAPSHOT_BLOCK_FIXED_LEN, SnapshotPointer, check_snapshot,
-    decode_manifest, encode_entry, encode_manifest, encode_trailer, read_manifest_footer,
-    trailer_len,
+    decode_manifest, encode_entry, encode_manifest, encode_trailer, encode_trailer_with_history,
+    read_manifest_footer, trailer_len, trailer_len_with_history,
 };
 pub use segment::{
     Compression, DEFAULT_MAX_BLOCK_LEN, DecodedSegment, SEGMENT_V1_FOOTER_LEN,

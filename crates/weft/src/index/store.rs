@@ -62,11 +62,12 @@ const STORE_DIR: &str = "store";
 /// open starts afresh.
 const DAMAGED: &str = "DAMAGED";
 
-/// The key of each keyspace's witness row: `[covered u64]` as of the
-/// batch that last wrote the keyspace's rows. It sorts after every row
-/// key, so no scan meets it. A keyspace whose witness disagrees with the
-/// meta record lost rows (a file of it deleted or rolled back): the index
-/// is damaged.
+/// The key of each keyspace's witness row: `[batch u64]`, the serial of
+/// the batch that last wrote the keyspace's rows (every batch writes every
+/// witness and takes a serial of its own). It sorts after every row key,
+/// so no scan meets it. A keyspace whose witness disagrees with the meta
+/// record lost rows (a file of it deleted or rolled back): the index is
+/// damaged.
 const WITNESS: [u8; 9] = [0xff; 9];
 
 /// Past this much journal, the flusher has fjall write its in-memory
@@ -88,8 +89,8 @@ impl From<Fresh> for Refused {
     }
 }
 
-/// How long closing waits for fjall to write its memtables out.
-const CLOSE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a close waits for fjall to write its memtables out.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Threads fjall uses for flushes and compactions.
 const WORKERS: usize = 2;
@@ -119,6 +120,10 @@ pub(super) struct Store {
     /// Tag rows as last committed; written only after a commit, by the
     /// writer of the rows, so it is never older than the store.
     rows: std::sync::Mutex<HashMap<LogTag, TagRow>>,
+    /// Held by each batch from reading the meta and tag rows it builds on
+    /// until its commit: a trim interleaved with a flush would otherwise
+    /// write back tag rows and witnesses read before the flush committed.
+    writer: std::sync::Mutex<()>,
     db: fjall::Database,
     meta: fjall::Keyspace,
     tags: fjall::Keyspace,
@@ -219,9 +224,9 @@ impl Store {
         if stored.as_deref() != Some(identity) {
             return Err(Fresh::OtherLog.into());
         }
-        let m = store.meta().map_err(|e| Fresh::Damaged(e.to_string()))?;
+        store.meta().map_err(|e| Fresh::Damaged(e.to_string()))?;
         store
-            .check_witnesses(m.covered)
+            .check_witnesses()
             .map_err(|e| Fresh::Damaged(e.to_string()))?;
         Ok(store)
     }
@@ -247,6 +252,7 @@ impl Store {
         Ok(Store {
             path: dir.to_path_buf(),
             rows: std::sync::Mutex::new(HashMap::new()),
+            writer: std::sync::Mutex::new(()),
             meta: ks(KEYSPACES[0])?,
             tags: ks(KEYSPACES[1])?,
             postings: ks(KEYSPACES[2])?,
@@ -261,8 +267,28 @@ impl Store {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn writer(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds the meta serial and every witness of the batch after the last
+    /// one committed to `b`.
+    fn seal_batch(&self, b: &mut fjall::OwnedWriteBatch) -> Result<()> {
+        let serial = self
+            .meta_u64(meta::BATCH)?
+            .ok_or_else(|| Error::corrupt("the log index has no batch record"))?
+            .checked_add(1)
+            .ok_or_else(|| Error::corrupt("the log index's batch serial overflows"))?;
+        b.insert(&self.meta, meta::BATCH, u64_value(serial));
+        for ks in self.keyspaces() {
+            b.insert(ks, WITNESS, u64_value(serial));
+        }
+        Ok(())
+    }
+
     /// Writes the meta rows of an empty index and syncs them.
     fn initialize(&self, identity: &[u8], first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
+        let _writer = self.writer();
         self.row_cache().clear();
         let mut b = self.db.batch();
         b.insert(&self.meta, meta::FORMAT, u64_value(u64::from(FORMAT)));
@@ -281,8 +307,9 @@ impl Store {
             b.insert(&self.tags, tag_key(tag), row.encode());
         }
         b.insert(&self.meta, meta::NEXT_TAG_ID, u64_value(next_id));
+        b.insert(&self.meta, meta::BATCH, u64_value(0));
         for ks in self.keyspaces() {
-            b.insert(ks, WITNESS, u64_value(first));
+            b.insert(ks, WITNESS, u64_value(0));
         }
         b.commit()
             .map_err(|e| map_err("initialize the log index", e))?;
@@ -325,17 +352,20 @@ impl Store {
         ]
     }
 
-    /// Checks every keyspace's witness against the covered point.
-    fn check_witnesses(&self, covered: u64) -> Result<()> {
+    /// Checks every keyspace's witness against the last batch's serial.
+    fn check_witnesses(&self) -> Result<()> {
+        let serial = self
+            .meta_u64(meta::BATCH)?
+            .ok_or_else(|| Error::corrupt("the log index has no batch record"))?;
         for (ks, name) in self.keyspaces().into_iter().zip(KEYSPACES) {
             let witness = ks
                 .get(WITNESS)
                 .map_err(|e| map_err("read the log index", e))?
                 .map(|v| decode_u64_value(&v, "witness"))
                 .transpose()?;
-            if witness != Some(covered) {
+            if witness != Some(serial) {
                 return Err(Error::corrupt(format!(
-                    "the log index's {name} rows end at {witness:?}, its record says {covered}"
+                    "the log index's {name} rows end at batch {witness:?}, its record says {serial}"
                 )));
             }
         }
@@ -547,6 +577,7 @@ impl Store {
 
     /// Records a trim point and version floors.
     pub(super) fn trim(&self, first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
+        let _writer = self.writer();
         let m = self.meta()?;
         let mut next_id = m.next_tag_id;
         let mut b = self.db.batch();
@@ -567,9 +598,7 @@ impl Store {
         }
         b.insert(&self.meta, meta::NEXT_TAG_ID, u64_value(next_id));
         b.insert(&self.meta, meta::FIRST, u64_value(first.max(m.first)));
-        for ks in self.keyspaces() {
-            b.insert(ks, WITNESS, u64_value(m.covered));
-        }
+        self.seal_batch(&mut b)?;
         self.row_cache().clear();
         b.commit().map_err(|e| map_err("trim the log index", e))?;
         self.sync()
@@ -580,6 +609,7 @@ impl Store {
         let Some(&(last, ref last_entry)) = batch.entries.last() else {
             return Ok(());
         };
+        let writer = self.writer();
         let m = self.meta()?;
         if batch.entries[0].0 != m.covered {
             return Err(Error::internal(format!(
@@ -655,9 +685,7 @@ impl Store {
         b.insert(&self.meta, meta::NEXT_TAG_ID, u64_value(next_id));
         b.insert(&self.meta, meta::COVERED, u64_value(last + 1));
         b.insert(&self.meta, meta::TIP, tip_value(last, last_entry.check));
-        for ks in self.keyspaces() {
-            b.insert(ks, WITNESS, u64_value(last + 1));
-        }
+        self.seal_batch(&mut b)?;
         b.commit().map_err(|e| map_err("write the log index", e))?;
         let mut cache = self.row_cache();
         if cache.len() + rows.len() > ROW_CACHE {
@@ -667,6 +695,7 @@ impl Store {
             cache.insert(tag.clone(), row);
         }
         drop(cache);
+        drop(writer);
         if sync {
             self.sync()?;
         }
@@ -674,9 +703,16 @@ impl Store {
     }
 
     /// Moves fjall's in-memory tables into table files when its journal
-    /// has grown past [`JOURNAL_FLUSH_BYTES`] (`wait`: always, and wait for
-    /// it), so that fewer journal records need applying on the next open
-    /// (fjall still reads its active journal through).
+    /// has grown past [`JOURNAL_FLUSH_BYTES`] (`wait`: always, and wait
+    /// until every table of every keyspace is written and synced), so that
+    /// fewer journal records need applying on the next open (fjall still
+    /// reads its active journal through).
+    ///
+    /// With `wait`, no row depends on the journal any more when it returns.
+    /// fjall's `rotate_memtable_and_wait` does not promise that: it waits
+    /// only when it rotated something itself, so a memtable an earlier
+    /// rotation sealed (the flusher's, at its last sync) could still be
+    /// waiting for its flush, which dropping the store abandons.
     pub(super) fn compact_journal(&self, wait: bool) -> Result<()> {
         let journal = self
             .db
@@ -685,25 +721,32 @@ impl Store {
         if !wait && journal < JOURNAL_FLUSH_BYTES {
             return Ok(());
         }
+        // Between two batches, so that once these flushes land every
+        // keyspace's tables end at the same batch: a journal lost after a
+        // crash then leaves an older state the witnesses agree on, which
+        // the log replays into rather than a rebuild.
+        let writer = self.writer();
         for ks in self.keyspaces() {
             ks.rotate_memtable()
                 .map_err(|e| map_err("flush the log index's memtables", e))?;
         }
+        drop(writer);
         if wait {
-            // Wait for fjall's workers to write the sealed memtables out,
-            // but not forever: a flush that never completes (a worker
-            // that failed) only costs the next open a journal replay.
-            let deadline = crate::clock::os_monotonic_now() + CLOSE_FLUSH_WAIT;
+            // fjall writes and syncs a sealed memtable's table file and the
+            // tree's new version before it drops the memtable. A flush that
+            // keeps failing (a full disk) must not hang the caller: past
+            // the bound, what is left stays in the journal.
+            let since = crate::clock::os_monotonic_now();
             while self
                 .keyspaces()
                 .iter()
                 .any(|ks| ks.sealed_memtable_count() > 0)
             {
-                if crate::clock::os_monotonic_now() >= deadline {
-                    tracing::warn!(
-                        "the log index's memtables were not written out in time; the next open replays its journal"
-                    );
-                    break;
+                if since.elapsed() > FLUSH_WAIT {
+                    return Err(Error::io(
+                        "flush the log index's memtables",
+                        std::io::Error::from(std::io::ErrorKind::TimedOut),
+                    ));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }

@@ -104,6 +104,7 @@ mod tests {
             tags: vec![tag.parse().unwrap()],
             data: "x".into(),
             expected_version: expected,
+            append_id: None,
         }
     }
 

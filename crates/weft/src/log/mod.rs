@@ -94,11 +94,17 @@ impl Log {
 
     fn prepare(&self, request: AppendRequest, expected: Option<u64>) -> Result<NewEntry> {
         request.validate(self.storage.capabilities().max_entry_bytes)?;
-        let (tags, data) = request.into_parts();
+        let (tags, data, append_id) = request.into_parts_with_id();
+        if append_id.is_some() && !self.storage.supports_append_ids() {
+            return Err(Error::unsupported(
+                "this storage backend does not support append ids",
+            ));
+        }
         Ok(NewEntry {
             tags,
             data,
             expected_version: expected,
+            append_id,
         })
     }
 

@@ -56,7 +56,11 @@ impl LogEntry {
 pub struct AppendRequest {
     tags: Vec<LogTag>,
     data: Bytes,
+    append_id: Option<String>,
 }
+
+/// The longest append id, in bytes.
+pub const MAX_APPEND_ID_BYTES: usize = 255;
 
 impl AppendRequest {
     /// A request for one tag.
@@ -64,6 +68,7 @@ impl AppendRequest {
         AppendRequest {
             tags: vec![tag],
             data: data.into(),
+            append_id: None,
         }
     }
 
@@ -73,6 +78,7 @@ impl AppendRequest {
         let mut req = AppendRequest {
             tags: Vec::new(),
             data: data.into(),
+            append_id: None,
         };
         for tag in tags {
             req = req.with_tag(tag);
@@ -86,6 +92,59 @@ impl AppendRequest {
             self.tags.push(tag);
         }
         self
+    }
+
+    /// Gives the append a caller-chosen id, for exactly-once appends: when
+    /// an entry with this id is already in the log, the append writes
+    /// nothing and returns that entry's original result, so an append
+    /// whose outcome was `Indeterminate` can be retried safely. The id is
+    /// 1 to [`MAX_APPEND_ID_BYTES`] bytes without control characters (a
+    /// UUID, `"order-42/placed"`), stored in the entry.
+    ///
+    /// A known id answers with its original result whatever the retry
+    /// carries: a conditional append is not checked again (the retry of an
+    /// `append_if` that won gets its result, not a conflict), and tags and
+    /// payload are not compared. In a batch, entries with known ids are
+    /// answered with their originals and the others are written; an id
+    /// repeated within one batch is
+    /// [`InvalidInput`](crate::ErrorKind::InvalidInput).
+    ///
+    /// How long ids are remembered is the backend's window; a retry older
+    /// than it is appended again:
+    ///
+    /// * memory and PostgreSQL: as long as the entry is in the log (until
+    ///   it is trimmed);
+    /// * dir and the bucket writer: the ids of the newest 65,536 entries
+    ///   appended with one (`DirOptions::append_id_window`,
+    ///   `BucketOptions::append_id_window`), across reopens and, on a
+    ///   bucket, writer failover (a bucket writer with a `cache_dir`
+    ///   rebuilds only the ids its open reads); never past a trim.
+    ///
+    /// A backend that cannot honour ids (a read-only follower) refuses
+    /// them with [`Unsupported`](crate::ErrorKind::Unsupported).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> weft::Result<()> {
+    /// use weft::{AppendRequest, Log, LogTag};
+    ///
+    /// let log = Log::memory();
+    /// let orders = LogTag::new("orders")?;
+    /// let placed = || AppendRequest::new(orders.clone(), "placed").with_id("order-42/placed");
+    /// let first = log.append(placed()).await?;
+    /// // The reply was lost (say): the retry answers with the original.
+    /// assert_eq!(log.append(placed()).await?, first);
+    /// assert_eq!(log.read_all(&orders).await?.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.append_id = Some(id.into());
+        self
+    }
+
+    /// The append id, if the request has one.
+    pub fn append_id(&self) -> Option<&str> {
+        self.append_id.as_deref()
     }
 
     /// The primary tag, if the request has any tag.
@@ -108,6 +167,11 @@ impl AppendRequest {
         (self.tags, self.data)
     }
 
+    /// Splits the request into its tags, payload and append id.
+    pub fn into_parts_with_id(self) -> (Vec<LogTag>, Bytes, Option<String>) {
+        (self.tags, self.data, self.append_id)
+    }
+
     /// Checks the request against the limits every backend enforces.
     ///
     /// Errors: [`InvalidInput`](crate::ErrorKind::InvalidInput) when there is
@@ -122,6 +186,13 @@ impl AppendRequest {
             return Err(Error::invalid_input(format!(
                 "an entry may carry at most {MAX_TAGS_PER_ENTRY} tags, this one has {}",
                 self.tags.len()
+            )));
+        }
+        if let Some(id) = &self.append_id
+            && (id.is_empty() || id.len() > MAX_APPEND_ID_BYTES || id.chars().any(char::is_control))
+        {
+            return Err(Error::invalid_input(format!(
+                "append id {id:?} must be 1 to {MAX_APPEND_ID_BYTES} bytes without control characters"
             )));
         }
         if self.data.len() > max_entry_bytes {

@@ -6,6 +6,7 @@ mod entry;
 mod tag;
 
 pub use entry::{
-    AppendRequest, AppendResult, LogEntry, MAX_ENTRY_BYTES, MAX_TAGS_PER_ENTRY, Position,
+    AppendRequest, AppendResult, LogEntry, MAX_APPEND_ID_BYTES, MAX_ENTRY_BYTES,
+    MAX_TAGS_PER_ENTRY, Position,
 };
 pub use tag::{LogTag, MAX_TAG_PART_BYTES};

@@ -79,6 +79,20 @@ impl CommitFeed {
         });
     }
 
+    /// Moves the announced tip forward to `next` only if nobody receives
+    /// the feed, as one step with [`subscribe`](CommitFeed::subscribe):
+    /// a tailer can skip reading entries no subscriber waits for, and a
+    /// subscriber made right after still starts at or past `next`. True
+    /// when nobody was receiving.
+    pub fn advance_unwatched(&self, next: u64) -> bool {
+        let tx = self.tx.lock().expect("feed lock");
+        if tx.as_ref().is_some_and(|tx| tx.receiver_count() > 0) {
+            return false;
+        }
+        self.advance_to(next);
+        true
+    }
+
     /// Receives batches committed from now on. `None` once the feed closed.
     pub fn subscribe(&self) -> Option<broadcast::Receiver<CommittedBatch>> {
         self.tx
@@ -129,5 +143,18 @@ mod tests {
             .collect();
         assert_eq!(got, vec![vec![0, 1, 2], vec![3, 4], vec![7]]);
         assert_eq!(*feed.watch_tip().borrow(), 8);
+    }
+
+    #[test]
+    fn the_tip_skips_ahead_only_while_nobody_receives() {
+        let feed = CommitFeed::new(0);
+        assert!(feed.advance_unwatched(5));
+        assert_eq!(*feed.watch_tip().borrow(), 5);
+        let rx = feed.subscribe().unwrap();
+        assert!(!feed.advance_unwatched(9));
+        assert_eq!(*feed.watch_tip().borrow(), 5);
+        drop(rx);
+        assert!(feed.advance_unwatched(9));
+        assert_eq!(*feed.watch_tip().borrow(), 9);
     }
 }

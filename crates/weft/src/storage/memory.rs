@@ -3,14 +3,16 @@
 //!
 //! For unit tests, simulation and ephemeral logs; nothing survives the
 //! process. Conditional appends are atomic under the sequencer's lock, and
-//! the KV's compare-and-set under the KV's.
+//! the KV's compare-and-set under the KV's. Append ids are remembered for
+//! every entry until it is trimmed (the whole log is in memory anyway).
 
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
+use super::append_ids::{AppendIds, check_batch_ids};
 use super::cache::EntryCache;
-use super::core::{CachedLog, results_of};
+use super::core::CachedLog;
 use super::sequencer::Sequencer;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::clock::{self, Clock};
@@ -23,11 +25,18 @@ use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 pub struct MemoryStorage {
     /// Held while a batch is numbered and published, so batches become
     /// visible (and reach the feed) in seqnum order.
-    sequencer: Mutex<Sequencer>,
+    numbering: Mutex<Numbering>,
     log: CachedLog,
     kv: Arc<MemoryKv>,
     clock: Arc<dyn Clock>,
     max_entry_bytes: usize,
+}
+
+/// The counters and the append ids, under one lock.
+#[derive(Debug, Default)]
+struct Numbering {
+    sequencer: Sequencer,
+    ids: AppendIds,
 }
 
 impl Default for MemoryStorage {
@@ -45,7 +54,7 @@ impl MemoryStorage {
     /// An empty log whose timestamps come from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         MemoryStorage {
-            sequencer: Mutex::new(Sequencer::new()),
+            numbering: Mutex::new(Numbering::default()),
             log: CachedLog::new("the memory log", EntryCache::default()),
             kv: Arc::new(MemoryKv::new()),
             clock,
@@ -58,12 +67,17 @@ impl MemoryStorage {
 impl Storage for MemoryStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         self.log.gate().check_writable()?;
+        check_batch_ids(&batch)?;
         let now = self.clock.now_ms();
-        let mut sequencer = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
-        let planned = sequencer.plan(batch, now)?;
-        let results = results_of(&planned);
-        self.log.publish(planned)?;
-        Ok(results)
+        let mut guard = self.numbering.lock().unwrap_or_else(|p| p.into_inner());
+        let Numbering { sequencer, ids } = &mut *guard;
+        // Every id numbered so far is published (under this lock), so a
+        // known id's entry is already readable.
+        let planned = ids.plan(sequencer, batch, now, |_| Ok(None))?;
+        if !planned.entries.is_empty() {
+            self.log.publish(planned.entries)?;
+        }
+        Ok(planned.results)
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
@@ -93,9 +107,11 @@ impl Storage for MemoryStorage {
 
     async fn trim(&self, through: u64) -> Result<()> {
         self.log.gate().check_writable()?;
+        let mut numbering = self.numbering.lock().unwrap_or_else(|p| p.into_inner());
         let mut cache = self.log.visible().write();
         cache.check_trim(through)?;
         cache.trim(through);
+        numbering.ids.forget_through(through);
         Ok(())
     }
 
@@ -114,6 +130,10 @@ impl Storage for MemoryStorage {
             max_entry_bytes: self.max_entry_bytes,
             freshness: Freshness::SingleWriter,
         }
+    }
+
+    fn supports_append_ids(&self) -> bool {
+        true
     }
 
     async fn close(&self) -> Result<()> {

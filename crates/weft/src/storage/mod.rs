@@ -9,12 +9,15 @@
 //! every backend.
 //!
 //! Backends: [`memory`] (tests, simulation, ephemeral logs), [`dir`] (a
-//! local directory: the embedded default) and [`bucket`] (an S3-compatible
-//! bucket: a fenced writer and read-only followers). Each one passes the
-//! conformance suite of the `weft-testkit` crate unchanged. What they share
-//! (lifecycle, publishing under one lock, serving from an entry cache) is
-//! in [`core`]; single-writer numbering is the [`sequencer`]. The design
-//! and what each kind of backend promises are in `docs/STORAGE_SEAM.md`.
+//! local directory: the embedded default), [`bucket`] (an S3-compatible
+//! bucket: a fenced writer and read-only followers) and, with the
+//! `postgres` feature, `postgres` (a PostgreSQL database that many writer
+//! processes share). Each one passes the conformance suite of the
+//! `weft-testkit` crate unchanged. What they share (lifecycle, publishing
+//! under one lock, serving from an entry cache) is in [`core`];
+//! single-writer numbering is the [`sequencer`], and exactly-once appends
+//! on it are [`append_ids`]. The design and what each kind of backend
+//! promises are in `docs/STORAGE_SEAM.md`.
 //!
 //! ## Tip queries and freshness
 //!
@@ -33,6 +36,7 @@
 //! reads (`read_versions`, `latest_version`) look at the entries for which
 //! the tag is primary.
 
+pub mod append_ids;
 pub mod bucket;
 pub mod cache;
 pub mod core;
@@ -40,6 +44,8 @@ pub mod dir;
 pub mod feed;
 pub mod index;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sequencer;
 
 use std::sync::Arc;
@@ -66,6 +72,9 @@ pub struct NewEntry {
     /// When set, the append succeeds only if the primary tag's next version
     /// equals this value (0 for an empty stream).
     pub expected_version: Option<u64>,
+    /// The caller's append id (exactly-once appends), only for backends
+    /// whose [`Storage::supports_append_ids`] is true.
+    pub append_id: Option<String>,
 }
 
 /// The live range of a log: entries `first..next` are readable.
@@ -199,6 +208,13 @@ pub trait Storage: Send + Sync + 'static {
 
     /// What the backend can do.
     fn capabilities(&self) -> Capabilities;
+
+    /// True when the backend honours append ids (see
+    /// [`AppendRequest::with_id`](crate::AppendRequest::with_id)); the
+    /// [`Log`](crate::Log) refuses requests with ids otherwise.
+    fn supports_append_ids(&self) -> bool {
+        false
+    }
 
     /// Flushes and releases the backend. Later calls fail with `Closed`.
     async fn close(&self) -> Result<()>;

@@ -24,6 +24,15 @@
 //! what makes ambiguity safe: object_store itself may resend a request whose
 //! first copy landed and then report the second copy's 412.
 //!
+//! **Checkpoints** (v5): a commit that would leave the manifest over its
+//! checkpoint policy first stores history pages holding its oldest entries
+//! (create-only, under names unique to this run), then makes the same CAS
+//! drop those entries and name the pages. Only entries committed before the
+//! attempt move, so a batch's own entries are always in the manifest where
+//! the ambiguity check above looks for them. A page upload that fails only
+//! skips the checkpoint for this attempt (the pages are garbage GC
+//! collects); the commit itself goes on.
+//!
 //! Commits are strictly in ordinal order. Uploads report in any order; the
 //! committer keeps the early ones until the gap before them closes, then
 //! coalesces up to `manifest_batch` contiguous segments into one CAS. If an
@@ -33,6 +42,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use rand::{Rng, SeedableRng};
@@ -44,7 +54,9 @@ use tokio::time::Instant;
 
 use super::Manifest;
 use super::flush::{UploadReport, Uploaded};
+use super::history::{HistoryReader, PageName, page_path, store_page};
 use super::maintenance::ManifestEdit;
+use super::manifest::CheckpointPolicy;
 use super::manifest_object::{Failed, Loaded, object_written_ms, read_manifest, read_manifest_by};
 use super::pipeline::{Halt, Shared, Waiter};
 use super::window;
@@ -167,6 +179,15 @@ pub(crate) struct Maintenance {
     pub(crate) reply: oneshot::Sender<Result<()>>,
 }
 
+/// How a committer checkpoints a v5 manifest into history pages.
+#[derive(Debug, Clone)]
+pub(crate) struct PageSettings {
+    pub(crate) prefix: String,
+    pub(crate) run: ulid::Ulid,
+    pub(crate) policy: CheckpointPolicy,
+    pub(crate) reader: HistoryReader,
+}
+
 /// Where an uploaded segment stands in the committer's queue.
 #[derive(Debug)]
 enum Slot {
@@ -201,9 +222,14 @@ pub(crate) struct Committer {
     rng: ChaCha8Rng,
     queue: BTreeMap<u64, Slot>,
     next_ordinal: u64,
+    pages: PageSettings,
+    /// The number of the next checkpoint plan: part of its pages' names,
+    /// so no plan reuses a page an earlier one stored.
+    next_plan: u64,
 }
 
 impl Committer {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         store: Arc<dyn ObjectStore>,
         path: Path,
@@ -212,6 +238,7 @@ impl Committer {
         batch: usize,
         policy: RetryPolicy,
         seed: u64,
+        pages: PageSettings,
     ) -> Self {
         Committer {
             store,
@@ -229,7 +256,61 @@ impl Committer {
             rng: ChaCha8Rng::seed_from_u64(seed),
             queue: BTreeMap::new(),
             next_ordinal: 0,
+            pages,
+            next_plan: 0,
         }
+    }
+
+    /// Moves the manifest's oldest committed entries into history pages
+    /// when the policy asks for it, storing the pages first. A page that
+    /// cannot be stored leaves the manifest as it was: the checkpoint waits
+    /// for a later commit.
+    async fn checkpoint(&mut self) {
+        if !self.manifest.needs_checkpoint(&self.pages.policy) {
+            return;
+        }
+        let mut trial = self.manifest.clone();
+        let (prefix, run, plan) = (self.pages.prefix.clone(), self.pages.run, self.next_plan);
+        self.next_plan += 1;
+        let name = |level, first, end| {
+            let name = PageName {
+                level,
+                first,
+                end,
+                run,
+                plan,
+            };
+            page_path(&prefix, &name)
+        };
+        let uploads = match trial.checkpoint(&self.pages.policy, self.committed_next, name) {
+            Ok(uploads) if !uploads.is_empty() => uploads,
+            Ok(_) => return,
+            Err(e) => {
+                warn!(error = %e, "cannot plan a manifest checkpoint");
+                return;
+            }
+        };
+        let seed: u64 = self.rng.random();
+        let store = self.store.clone();
+        let policy = self.policy.clone();
+        let results: Vec<Result<()>> =
+            futures::stream::iter(uploads.clone().into_iter().enumerate())
+                .map(move |(i, u)| {
+                    let (store, policy) = (store.clone(), policy.clone());
+                    async move { store_page(store.as_ref(), &u, &policy, seed ^ i as u64).await }
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+        if let Some(err) = results.into_iter().find_map(|r| r.err()) {
+            warn!(error = %err, "storing history pages failed; checkpoint postponed");
+            return;
+        }
+        debug!(
+            pages = uploads.len(),
+            "checkpoint: entries move to history pages"
+        );
+        self.manifest = trial;
     }
 
     /// Runs until every upload has reported and the flusher has stopped.
@@ -427,7 +508,7 @@ impl Committer {
                         )
                         .with_source(f.error));
                     }
-                    Err(f) => return self.after_failed_reload(batch, f.error),
+                    Err(f) => return self.after_failed_reload(batch, f.error).await,
                 }
             }
             if let Some(oldest) = oldest
@@ -454,6 +535,7 @@ impl Committer {
                     .map_err(|e| e.context("manifest commit"))?;
                 sequences.push(seq);
             }
+            self.checkpoint().await;
             let bytes = self.manifest.to_bytes()?;
             let attempted = self.version.clone();
             let mode = PutMode::Update(attempted.clone());
@@ -545,7 +627,7 @@ impl Committer {
                 .with_source(last.error));
             }
             Err(reload) if reload.error.kind() == ErrorKind::Fenced => {
-                return self.after_failed_reload(batch, reload.error);
+                return self.after_failed_reload(batch, reload.error).await;
             }
             Err(_) => {}
         }
@@ -599,7 +681,9 @@ impl Committer {
             }
             // Checked on a copy: a refused edit leaves the manifest as it was.
             let mut edited = self.manifest.clone();
-            op.edit.apply(&mut edited)?;
+            op.edit
+                .apply_reading_history(&mut edited, &self.pages.reader)
+                .await?;
             if edited == self.manifest {
                 // Already in effect: writing the same state again would
                 // repeat a manifest version (see `maintenance`).
@@ -692,10 +776,10 @@ impl Committer {
     /// writer's claim: then the batch is committed (it is in the log the
     /// newer writer continues) and its sequences are returned; otherwise
     /// `err`.
-    fn after_failed_reload(&self, batch: &[Uploaded], err: Error) -> Result<Vec<u64>> {
+    async fn after_failed_reload(&self, batch: &[Uploaded], err: Error) -> Result<Vec<u64>> {
         if err.kind() == ErrorKind::Fenced
             && let Some(newer) = &self.fenced_by
-            && let Some(seqs) = find_own_in(newer, self.committed_next, batch)?
+            && let Some(seqs) = self.find_own_in_newer(newer, batch).await?
         {
             info!(
                 epoch = self.epoch,
@@ -708,22 +792,43 @@ impl Committer {
     }
 
     /// The sequences of `batch`'s segments if the (freshly reloaded)
-    /// manifest already lists them.
+    /// manifest already lists them. Only this writer checkpoints under its
+    /// epoch, and never its uncommitted entries, so they are in the
+    /// manifest's own entries if anywhere.
     fn find_own(&self, batch: &[Uploaded]) -> Result<Option<Vec<u64>>> {
-        find_own_in(&self.manifest, self.committed_next, batch)
+        find_own_in(self.manifest.entries_from(self.committed_next), batch)
+    }
+
+    /// [`find_own`](Self::find_own) in the manifest of the writer that
+    /// fenced this one: its checkpoints may have moved our landed batch
+    /// into history pages, so they are read too.
+    async fn find_own_in_newer(
+        &self,
+        newer: &Manifest,
+        batch: &[Uploaded],
+    ) -> Result<Option<Vec<u64>>> {
+        let entries = self
+            .pages
+            .reader
+            .entries_from(
+                newer.history(),
+                newer.entries(),
+                self.committed_next,
+                batch.len(),
+            )
+            .await?;
+        find_own_in(&entries, batch)
     }
 }
 
-/// The sequences of `batch`'s segments if `manifest` lists them among the
-/// entries from `committed_next` on (only this run can have added those
-/// locations, so a match is this run's own commit).
+/// The sequences of `batch`'s segments if `entries` (those from the last
+/// known committed `next_sequence` on) list them (only this run can have
+/// added those locations, so a match is this run's own commit).
 fn find_own_in(
-    manifest: &Manifest,
-    committed_next: u64,
+    entries: &[crate::format::ManifestEntry],
     batch: &[Uploaded],
 ) -> Result<Option<Vec<u64>>> {
-    let since: HashMap<&str, u64> = manifest
-        .entries_from(committed_next)
+    let since: HashMap<&str, u64> = entries
         .iter()
         .map(|e| (e.location.as_str(), e.sequence))
         .collect();

@@ -8,9 +8,13 @@
 //! 1. Read the manifest (a missing or unreadable manifest stops the pass
 //!    before anything is listed: no manifest means nothing is known to be
 //!    garbage).
-//! 2. List the segment prefix and the snapshot prefix.
+//! 2. List the segment, snapshot and history prefixes.
 //! 3. Read the manifest again, *after* the listing, and decide on that copy:
 //!    anything committed before the listing finished is seen as referenced.
+//!    A v5 manifest's references include everything its history pages
+//!    hold: GC walks the live part of the tree (every page that ends after
+//!    the first live sequence) and counts the live entries' segments and
+//!    the pages themselves as referenced.
 //! 4. Just before deleting, read it once more (a conditional GET); if it
 //!    changed, decide again on the new copy and delete only what both
 //!    decisions call garbage.
@@ -18,10 +22,12 @@
 //! # The rules, per listed object
 //!
 //! * **Referenced** by the manifest (an entry's segment, the snapshot
-//!   pointer): kept.
+//!   pointer, a live history page, a segment of a live entry a history
+//!   page holds): kept.
 //! * **Unrecognised** (a name that is not `<segment prefix>/<run ULID>/
-//!   <ordinal:016x>` or `<snapshot prefix>/<through:016x>-<ULID>`): kept.
-//!   GC deletes only what it knows the writer made.
+//!   <ordinal:016x>`, `<snapshot prefix>/<through:016x>-<ULID>` or
+//!   `<history prefix>/<level:02x>-<first:016x>-<end:016x>-<run ULID>-
+//!   <plan:016x>`): kept. GC deletes only what it knows the writer made.
 //! * **In flight**: segments that the log's current writer may still be
 //!   committing: when the writer lease names the run that holds the
 //!   manifest's epoch (see [`super::lease`]), that run's uncommitted
@@ -29,22 +35,31 @@
 //!   ordinal above its highest committed one, and every segment of the
 //!   newest run (by ULID) that has no committed segment and is newer than
 //!   the run of the newest entry (the writer that claimed the log last,
-//!   before its first commit). Kept until they are settled (below).
+//!   before its first commit). Likewise that writer's history pages that
+//!   reach past the manifest's history: a checkpoint stores its pages
+//!   before the CAS that names them. Kept until they are settled (below).
 //! * **Settled**: objects no CAS can ever make referenced again —
 //!   * a segment whose run has committed entries in the manifest, at or
 //!     below that run's highest committed ordinal (committed, then
 //!     truncated: writers commit a run's segments in ordinal order), or of
 //!     a run that is not the newest entry's (a writer that committed before
 //!     a newer one claimed the log: fenced);
-//!   * a segment of any run but the lease's, when the lease names the run
-//!     that holds the manifest's epoch (only that run can still commit —
-//!     whatever the heuristics above would guess);
+//!   * a segment or history page of any run but the lease's, when the
+//!     lease names the run that holds the manifest's epoch (only that run
+//!     can still commit — whatever the heuristics above would guess);
+//!   * a history page that ends at or before the manifest's history (every
+//!     page a checkpoint creates holds its new leaf, past the history of
+//!     the version it was conditioned on, and the history only grows), or
+//!     before the first live sequence (trimmed: no reader descends there);
 //!   * a snapshot that sorts at or before the manifest's pointer (the
 //!     pointer only moves forward, see [`super::maintenance`]);
 //!   * anything the manifest was written more than
 //!     [`COMMIT_WINDOW`](super::window::COMMIT_WINDOW) +
 //!     [`STAMP_MARGIN`](super::window::STAMP_MARGIN) after (by the store's
-//!     own stamps): see [`super::window`].
+//!     own stamps): see [`super::window`]. A checkpoint never reuses a page
+//!     stored by an earlier attempt (each plan names its pages afresh), so
+//!     every page a CAS names was uploaded after the version it is
+//!     conditioned on was learned.
 //!
 //!   Anything else is kept as **pending**: an upload whose CAS may still
 //!   land.
@@ -94,6 +109,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, info};
 use ulid::Ulid;
 
+use super::history::{self, HistoryReader, PageName, parse_page_name};
 use super::lease;
 use super::snapshot;
 use super::window;
@@ -110,6 +126,8 @@ pub enum ObjectKind {
     Segment,
     /// A snapshot under the snapshot prefix.
     Snapshot,
+    /// A history page of a v5 manifest, under the history prefix.
+    HistoryPage,
 }
 
 /// Why GC kept an unreferenced object.
@@ -207,6 +225,7 @@ pub struct Gc {
     manifest_path: String,
     segment_prefix: String,
     snapshot_prefix: String,
+    history_prefix: String,
     grace: Duration,
     dry_run: bool,
     concurrency: usize,
@@ -231,6 +250,7 @@ impl Gc {
         Gc {
             store,
             snapshot_prefix: snapshot::default_prefix(&manifest_path),
+            history_prefix: history::default_prefix(&manifest_path),
             manifest_path,
             segment_prefix: segment_prefix.into().trim_matches('/').to_owned(),
             grace: DEFAULT_GRACE,
@@ -252,6 +272,12 @@ impl Gc {
     /// Look for snapshots under `prefix` instead.
     pub fn with_snapshot_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.snapshot_prefix = prefix.into().trim_matches('/').to_owned();
+        self
+    }
+
+    /// Look for history pages under `prefix` instead.
+    pub fn with_history_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.history_prefix = prefix.into().trim_matches('/').to_owned();
         self
     }
 
@@ -299,6 +325,7 @@ impl Gc {
         for (what, p) in [
             ("segment", &self.segment_prefix),
             ("snapshot", &self.snapshot_prefix),
+            ("history", &self.history_prefix),
         ] {
             if p.is_empty() {
                 return Err(Error::invalid_input(format!(
@@ -310,15 +337,21 @@ impl Gc {
             })?;
         }
         let nested = |a: &str, b: &str| a == b || b.starts_with(&format!("{a}/"));
-        if nested(&self.segment_prefix, &self.snapshot_prefix)
-            || nested(&self.snapshot_prefix, &self.segment_prefix)
-        {
-            return Err(Error::invalid_input(format!(
-                "segment prefix {:?} and snapshot prefix {:?} overlap",
-                self.segment_prefix, self.snapshot_prefix
-            )));
+        let prefixes = [
+            &self.segment_prefix,
+            &self.snapshot_prefix,
+            &self.history_prefix,
+        ];
+        for (i, a) in prefixes.iter().enumerate() {
+            for b in &prefixes[i + 1..] {
+                if nested(a, b) || nested(b, a) {
+                    return Err(Error::invalid_input(format!(
+                        "the prefixes {a:?} and {b:?} overlap"
+                    )));
+                }
+            }
         }
-        for p in [&self.segment_prefix, &self.snapshot_prefix] {
+        for p in prefixes {
             if nested(p, &self.manifest_path) {
                 return Err(Error::invalid_input(format!(
                     "the manifest {:?} lies under the prefix {p:?}",
@@ -356,6 +389,10 @@ impl Gc {
             self.list(ObjectKind::Snapshot, &self.snapshot_prefix, seed.random())
                 .await?,
         );
+        listed.extend(
+            self.list(ObjectKind::HistoryPage, &self.history_prefix, seed.random())
+                .await?,
+        );
         // Decide on a copy read after the listing, and check it once more
         // right before deleting.
         let (manifest, etag) = self
@@ -363,7 +400,9 @@ impl Gc {
             .await?;
         let writer = self.writer_of(&manifest.data).await;
         let now_ms = self.clock.now_ms();
-        let mut decision = decide(self, &manifest, writer, &listed, now_ms);
+        let reader = HistoryReader::new(self.store.clone(), 4 << 20);
+        let refs = References::walk(self, &reader, &manifest.data).await?;
+        let mut decision = decide(self, &refs, manifest.written_ms, writer, &listed, now_ms);
         if !self.dry_run && !decision.delete.is_empty() {
             let (latest, _) = self
                 .reread(
@@ -375,7 +414,8 @@ impl Gc {
                 .await?;
             if latest != manifest {
                 let writer = self.writer_of(&latest.data).await;
-                let again = decide(self, &latest, writer, &listed, now_ms);
+                let refs = References::walk(self, &reader, &latest.data).await?;
+                let again = decide(self, &refs, latest.written_ms, writer, &listed, now_ms);
                 let keep: HashSet<&str> =
                     again.delete.iter().map(|o| o.location.as_str()).collect();
                 let (still, spared): (Vec<_>, Vec<_>) = std::mem::take(&mut decision.delete)
@@ -612,65 +652,208 @@ fn parse_snapshot(prefix: &str, location: &str) -> Option<(u64, Ulid)> {
     snapshot::parse_object_name(name)
 }
 
-/// Decides about every listed object on `stamped` (the manifest and its
-/// write stamp); `writer` is the run the writer lease names for the
-/// manifest's epoch, when it does.
+/// Segment ordinals of one run, as sorted, disjoint inclusive ranges.
+#[derive(Debug, Default, Clone)]
+struct Ordinals(Vec<(u64, u64)>);
+
+impl Ordinals {
+    /// Adds `o`; cheap when ordinals arrive in increasing order (they do:
+    /// a run commits its segments in ordinal order).
+    fn add(&mut self, o: u64) {
+        if let Some(last) = self.0.last_mut() {
+            if last.1.checked_add(1) == Some(o) || (last.0 <= o && o <= last.1) {
+                last.1 = last.1.max(o);
+                return;
+            }
+            if o > last.1 {
+                self.0.push((o, o));
+                return;
+            }
+        }
+        let at = self.0.partition_point(|r| r.1 < o);
+        if self.0.get(at).is_some_and(|r| r.0 <= o) {
+            return;
+        }
+        self.0.insert(at, (o, o));
+    }
+
+    fn contains(&self, o: u64) -> bool {
+        let at = self.0.partition_point(|r| r.1 < o);
+        self.0.get(at).is_some_and(|r| r.0 <= o)
+    }
+
+    fn top(&self) -> Option<u64> {
+        self.0.last().map(|r| r.1)
+    }
+}
+
+/// What one manifest copy references, its history pages included, kept
+/// compact: weft-named segments as ordinal ranges per run (a run commits
+/// consecutive ordinals), everything else by location.
+#[derive(Debug, Default)]
+struct References {
+    runs: BTreeMap<Ulid, Ordinals>,
+    locations: HashSet<String>,
+    /// The run of the newest entry (the one that committed last).
+    newest_committer: Option<Ulid>,
+    /// Where the manifest's own entries begin (the end of its history).
+    history_end: u64,
+    /// The snapshot pointer: through which sequence, and where.
+    snapshot: Option<(u64, String)>,
+}
+
+impl References {
+    fn add_entry(&mut self, gc: &Gc, location: &str) {
+        match parse_segment(&gc.segment_prefix, location) {
+            Some((run, ordinal)) => {
+                self.runs.entry(run).or_default().add(ordinal);
+                self.newest_committer = Some(run);
+            }
+            None => {
+                self.locations.insert(location.to_owned());
+            }
+        }
+    }
+
+    /// The references of `manifest`, walking the live part of its history.
+    async fn walk(gc: &Gc, reader: &HistoryReader, manifest: &ManifestData) -> Result<Self> {
+        let mut refs = References {
+            history_end: manifest.recent_from(),
+            snapshot: manifest
+                .snapshot
+                .as_ref()
+                .map(|s| (s.through_seq, s.location.clone())),
+            ..References::default()
+        };
+        refs.locations
+            .extend(manifest.snapshot.iter().map(|s| s.location.clone()));
+        if let Some(h) = &manifest.history {
+            let live_from = h.live_from;
+            let mut stack: Vec<(usize, crate::format::PagePointer)> =
+                h.pointers().map(|(l, p)| (l, p.clone())).collect();
+            stack.reverse();
+            // Depth first, oldest first, so entries come in sequence order.
+            while let Some((level, pointer)) = stack.pop() {
+                if pointer.end_seq <= live_from {
+                    continue;
+                }
+                refs.locations.insert(pointer.location.clone());
+                let page = tokio::time::timeout(gc.retry.deadline, reader.page(&pointer.location))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Error::new(
+                            ErrorKind::Unavailable,
+                            format!(
+                                "history page {} got no answer within the deadline",
+                                pointer.location
+                            ),
+                        ))
+                    })
+                    .map_err(|e| e.context("GC reads the history to learn what it references"))?;
+                match &page.items {
+                    crate::format::PageItems::Entries(es) => {
+                        for e in es.iter().filter(|e| e.end_sequence() > live_from) {
+                            refs.add_entry(gc, &e.location);
+                        }
+                    }
+                    crate::format::PageItems::Pointers(ps) => {
+                        for p in ps.iter().rev() {
+                            stack.push((level.saturating_sub(1), p.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        for e in &manifest.entries {
+            refs.add_entry(gc, &e.location);
+        }
+        Ok(refs)
+    }
+
+    /// The references of a manifest without history pages (tests).
+    #[cfg(test)]
+    fn without_history(gc: &Gc, manifest: &ManifestData) -> Self {
+        assert!(manifest.history.is_none());
+        let mut refs = References {
+            history_end: manifest.recent_from(),
+            snapshot: manifest
+                .snapshot
+                .as_ref()
+                .map(|s| (s.through_seq, s.location.clone())),
+            ..References::default()
+        };
+        refs.locations
+            .extend(manifest.snapshot.iter().map(|s| s.location.clone()));
+        for e in &manifest.entries {
+            refs.add_entry(gc, &e.location);
+        }
+        refs
+    }
+
+    fn references(&self, gc: &Gc, location: &str) -> bool {
+        if self.locations.contains(location) {
+            return true;
+        }
+        parse_segment(&gc.segment_prefix, location)
+            .is_some_and(|(run, o)| self.runs.get(&run).is_some_and(|os| os.contains(o)))
+    }
+}
+
+fn parse_page(prefix: &str, location: &str) -> Option<PageName> {
+    let name = location.strip_prefix(prefix)?.strip_prefix('/')?;
+    if name.contains('/') {
+        return None;
+    }
+    parse_page_name(name)
+}
+
+/// Decides about every listed object on `refs` (what the manifest
+/// references, its history included) and `written_ms` (the store's stamp
+/// of the manifest's write); `writer` is the run the writer lease names
+/// for the manifest's epoch, when it does.
 fn decide(
     gc: &Gc,
-    stamped: &StampedManifest,
+    refs: &References,
+    written_ms: i64,
     writer: Option<Ulid>,
     listed: &[Listed],
     now_ms: u64,
 ) -> Decision {
-    let manifest = &stamped.data;
-    let referenced: HashSet<&str> = manifest
-        .entries
-        .iter()
-        .map(|e| e.location.as_str())
-        .chain(manifest.snapshot.iter().map(|s| s.location.as_str()))
-        .collect();
-    // Highest committed ordinal per run, and the run of the newest entry.
-    let mut committed: BTreeMap<Ulid, u64> = BTreeMap::new();
-    for e in &manifest.entries {
-        if let Some((run, ordinal)) = parse_segment(&gc.segment_prefix, &e.location) {
-            let top = committed.entry(run).or_insert(ordinal);
-            *top = (*top).max(ordinal);
-        }
-    }
-    let newest_committer = manifest
-        .entries
-        .iter()
-        .rev()
-        .find_map(|e| parse_segment(&gc.segment_prefix, &e.location))
-        .map(|(run, _)| run);
+    let newest_committer = refs.newest_committer;
     // The newest run without a commit, if newer than the newest committer.
     let newest_claimant = listed
         .iter()
-        .filter(|l| l.object.kind == ObjectKind::Segment)
-        .filter_map(|l| parse_segment(&gc.segment_prefix, &l.object.location))
-        .map(|(run, _)| run)
-        .filter(|run| !committed.contains_key(run))
+        .filter_map(|l| match l.object.kind {
+            ObjectKind::Segment => {
+                parse_segment(&gc.segment_prefix, &l.object.location).map(|(run, _)| run)
+            }
+            ObjectKind::HistoryPage => {
+                parse_page(&gc.history_prefix, &l.object.location).map(|p| p.run)
+            }
+            ObjectKind::Snapshot => None,
+        })
+        .filter(|run| !refs.runs.contains_key(run))
         .filter(|run| newest_committer.is_none_or(|c| *run > c))
         .max();
-    let pointer = manifest
+    let pointer = refs
         .snapshot
         .as_ref()
-        .map(|p| (p.through_seq, p.location.as_str()));
+        .map(|(through, location)| (*through, location.as_str()));
     let grace_ms = i64::try_from(gc.grace.as_millis()).unwrap_or(i64::MAX);
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let mut out = Decision::default();
     for l in listed {
         let o = &l.object;
-        if referenced.contains(o.location.as_str()) {
+        if refs.references(gc, &o.location) {
             out.referenced += 1;
             continue;
         }
-        let aged_out = window::outside_window(stamped.written_ms, o.last_modified_ms);
+        let aged_out = window::outside_window(written_ms, o.last_modified_ms);
         let reason = match o.kind {
             ObjectKind::Segment => match parse_segment(&gc.segment_prefix, &o.location) {
                 None => Some(KeepReason::Unrecognised),
                 Some((run, ordinal)) => {
-                    let top = committed.get(&run).copied();
+                    let top = refs.runs.get(&run).and_then(Ordinals::top);
                     let settled = match writer {
                         // The lease names the only run that can commit.
                         Some(w) => w != run || top.is_some_and(|top| ordinal <= top),
@@ -700,6 +883,27 @@ fn decide(
                 Some((through, _)) => {
                     let superseded = pointer.is_some_and(|p| (through, o.location.as_str()) <= p);
                     (!superseded && !aged_out).then_some(KeepReason::Pending)
+                }
+            },
+            ObjectKind::HistoryPage => match parse_page(&gc.history_prefix, &o.location) {
+                None => Some(KeepReason::Unrecognised),
+                Some(PageName { end, run, .. }) => {
+                    // Every page a checkpoint creates ends past the history
+                    // of the version it is conditioned on, and the history
+                    // end never moves back: a page ending within it is one
+                    // no CAS that can still land names (or a trimmed one).
+                    let settled = end <= refs.history_end || writer.is_some_and(|w| w != run);
+                    let in_flight = match writer {
+                        Some(w) => w == run,
+                        None => Some(run) == newest_committer || Some(run) == newest_claimant,
+                    };
+                    if settled || aged_out {
+                        None
+                    } else if in_flight {
+                        Some(KeepReason::InFlight)
+                    } else {
+                        Some(KeepReason::Pending)
+                    }
                 }
             },
         };
@@ -765,6 +969,7 @@ mod tests {
                 through_seq: 0,
                 created_ms: 0,
             }),
+            history: None,
         }
     }
 
@@ -774,6 +979,18 @@ mod tests {
 
     fn stamped(data: ManifestData, written_ms: i64) -> StampedManifest {
         StampedManifest { data, written_ms }
+    }
+
+    /// [`decide`] on a manifest without history pages.
+    fn decide_stamped(
+        gc: &Gc,
+        stamped: &StampedManifest,
+        writer: Option<Ulid>,
+        listed: &[Listed],
+        now_ms: u64,
+    ) -> Decision {
+        let refs = References::without_history(gc, &stamped.data);
+        decide(gc, &refs, stamped.written_ms, writer, listed, now_ms)
     }
 
     fn outcome(d: &Decision, location: &str) -> Option<KeepReason> {
@@ -817,7 +1034,7 @@ mod tests {
         // The manifest was written now, two hours after most objects: even
         // uploads the in-flight rules would guess pending are past the
         // commit window, so only grace and names keep anything.
-        let d = decide(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
+        let d = decide_stamped(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
         assert_eq!(d.referenced, 3);
         assert_eq!(outcome(&d, &seg(old, 0)), None);
         assert_eq!(outcome(&d, &seg(cur, 2)), None);
@@ -841,7 +1058,7 @@ mod tests {
         assert_eq!(d.delete.len() + d.kept.len() + d.referenced, objects.len());
         // Written just before the manifest, the in-flight rules decide.
         let recent = |location: &str| listed(location, ObjectKind::Segment, 1_000);
-        let d = decide(
+        let d = decide_stamped(
             &gc(),
             &stamped(manifest(&[seg(cur, 3), seg(cur, 4)], None), NOW as i64),
             None,
@@ -868,7 +1085,7 @@ mod tests {
             listed(&seg(r, 1), ObjectKind::Segment, HOUR - 1),
             listed(&seg(run(2), 0), ObjectKind::Segment, 5 * HOUR),
         ];
-        let d = decide(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
+        let d = decide_stamped(&gc(), &stamped(m, NOW as i64), None, &objects, NOW);
         assert_eq!(outcome(&d, &seg(r, 0)), None, "exactly the grace: garbage");
         assert_eq!(outcome(&d, &seg(r, 1)), Some(KeepReason::Young));
         assert_eq!(
@@ -904,7 +1121,7 @@ mod tests {
             listed(&old_snap, ObjectKind::Snapshot, age),      // superseded
             listed(&new_snap, ObjectKind::Snapshot, age),      // a snapshot not recorded yet
         ];
-        let d = decide(&gc, &stamped(m.clone(), NOW as i64), None, &objects, NOW);
+        let d = decide_stamped(&gc, &stamped(m.clone(), NOW as i64), None, &objects, NOW);
         assert_eq!(outcome(&d, &seg(fenced, 1)), None);
         assert_eq!(outcome(&d, &seg(cur, 1)), None);
         assert_eq!(outcome(&d, &seg(cur, 5)), Some(KeepReason::InFlight));
@@ -921,7 +1138,7 @@ mod tests {
             listed(&seg(fresh, 0), ObjectKind::Segment, age),
             listed(&seg(lease_run, 0), ObjectKind::Segment, age),
         ];
-        let d = decide(
+        let d = decide_stamped(
             &gc,
             &stamped(m.clone(), NOW as i64),
             Some(lease_run),
@@ -939,7 +1156,7 @@ mod tests {
         // Once the manifest was written more than the window after them,
         // pending uploads can no longer be committed.
         let later = NOW as i64 + (window::COMMIT_WINDOW + window::STAMP_MARGIN).as_millis() as i64;
-        let d = decide(&gc, &stamped(m, later), None, &objects, NOW);
+        let d = decide_stamped(&gc, &stamped(m, later), None, &objects, NOW);
         assert_eq!(outcome(&d, &seg(run(0), 0)), None);
         assert_eq!(outcome(&d, &new_snap), None);
         assert_eq!(

@@ -91,7 +91,23 @@ impl ManifestEdit {
     /// be cleared; [`ErrorKind::Conflict`] when the manifest already points
     /// to a snapshot that sorts after the new one (a newer snapshot won).
     /// Setting the pointer the manifest already holds changes nothing.
+    ///
+    /// On a v5 manifest whose history pages hold the truncation point, this
+    /// keeps every page that holds a live entry whole and starts the log at
+    /// that page's first entry (it reads no page); see
+    /// [`apply_reading_history`](Self::apply_reading_history) for the exact
+    /// point.
     pub fn apply(&self, manifest: &mut Manifest) -> Result<()> {
+        self.check_pointer(manifest)?;
+        let mut next = manifest.clone();
+        self.apply_parts(&mut next)?;
+        check_gap(&next)?;
+        *manifest = next;
+        Ok(())
+    }
+
+    /// The snapshot pointer only moves forward and is never cleared.
+    fn check_pointer(&self, manifest: &Manifest) -> Result<()> {
         match (&self.snapshot, manifest.snapshot()) {
             (Some(None), Some(current)) => {
                 return Err(Error::invalid_input(format!(
@@ -112,7 +128,39 @@ impl ManifestEdit {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// [`apply`](Self::apply), reading the history page that holds the
+    /// truncation point (if a v5 manifest's history does) so the first
+    /// live sequence is exactly that of the entry straddling it, as in
+    /// every other version.
+    ///
+    /// Errors: those of [`apply`](Self::apply); `NotFound`, `Corrupt` or
+    /// store errors reading the page. The manifest is unchanged on error.
+    pub async fn apply_reading_history(
+        &self,
+        manifest: &mut Manifest,
+        reader: &super::HistoryReader,
+    ) -> Result<()> {
+        self.check_pointer(manifest)?;
         let mut next = manifest.clone();
+        self.apply_parts(&mut next)?;
+        if let (Some(through), Some(history)) = (self.truncate_through, next.history())
+            && let Some(first) = reader
+                .first_entry_from(history, through.saturating_add(1))
+                .await?
+            && first > next.first_sequence()
+        {
+            next.set_live_from(first)?;
+        }
+        check_gap(&next)?;
+        *manifest = next;
+        Ok(())
+    }
+
+    /// Everything but the gap check, on `next`.
+    fn apply_parts(&self, next: &mut Manifest) -> Result<()> {
         if let Some(Some(snap)) = &self.snapshot
             && snap.through_seq >= next.next_sequence()
         {
@@ -129,20 +177,24 @@ impl ManifestEdit {
         if let Some(snapshot) = &self.snapshot {
             next.set_snapshot(snapshot.clone())?;
         }
-        if let Some(snap) = next.snapshot()
-            && snap.through_seq.saturating_add(1) < next.first_sequence()
-        {
-            return Err(Error::invalid_input(format!(
-                "the snapshot at {} covers sequences through {} but the first live sequence \
-                 would be {}: a replica restoring it could not go on",
-                snap.location,
-                snap.through_seq,
-                next.first_sequence()
-            )));
-        }
-        *manifest = next;
         Ok(())
     }
+}
+
+/// The live entries must follow the snapshot without a gap.
+fn check_gap(next: &Manifest) -> Result<()> {
+    if let Some(snap) = next.snapshot()
+        && snap.through_seq.saturating_add(1) < next.first_sequence()
+    {
+        return Err(Error::invalid_input(format!(
+            "the snapshot at {} covers sequences through {} but the first live sequence \
+             would be {}: a replica restoring it could not go on",
+            snap.location,
+            snap.through_seq,
+            next.first_sequence()
+        )));
+    }
+    Ok(())
 }
 
 /// A stable 64-bit FNV-1a hash.
@@ -194,6 +246,7 @@ pub async fn edit_unowned(
         )),
         None => None,
     };
+    let reader = super::HistoryReader::new(store.clone(), 1 << 20);
     loop {
         let loaded = match read_manifest_by(store.as_ref(), manifest_path, &backoff).await {
             Ok(Some(l)) => l,
@@ -207,7 +260,7 @@ pub async fn edit_unowned(
             Err(f) => return Err(f.error.context("manifest edit")),
         };
         let mut manifest = loaded.manifest.clone();
-        edit.apply(&mut manifest)?;
+        edit.apply_reading_history(&mut manifest, &reader).await?;
         if manifest == loaded.manifest {
             return Ok(manifest);
         }

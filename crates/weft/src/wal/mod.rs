@@ -1,6 +1,9 @@
 //! The write-ahead log on object storage: manifest, producer, replica.
 //!
-//! * [`manifest`] — the in-memory manifest the producer mutates.
+//! * [`manifest`] — the in-memory manifest the producer mutates, and its
+//!   checkpoints into history pages.
+//! * [`history`] — reading (through a bounded cache) and storing the
+//!   history pages of a v5 manifest.
 //! * [`producer`] — the epoch-fenced writer: group commit, concurrent
 //!   uploads, ordered manifest commits, backpressure.
 //! * `pipeline`, `flush`, `commit` — the producer's internals: shared
@@ -22,6 +25,7 @@ mod commit;
 pub mod cursor;
 mod flush;
 pub mod gc;
+pub mod history;
 pub mod lease;
 pub mod maintenance;
 pub mod manifest;
@@ -36,8 +40,9 @@ pub mod window;
 pub use applier::{Applier, FnApplier, Record, TypedApplier};
 pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};
 pub use gc::{Gc, GcReport};
+pub use history::HistoryReader;
 pub use maintenance::{ManifestEdit, edit_unowned};
-pub use manifest::Manifest;
+pub use manifest::{CheckpointPolicy, Manifest, PageUpload};
 pub use producer::{Durability, Producer, ProducerBuilder, ProducerConfig};
 pub use replica::{PollOutcome, Replica, ReplicaBuilder};
 pub use snapshot::{SnapshotWriter, write_snapshot};

@@ -56,10 +56,12 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use ulid::Ulid;
 
-use super::commit::{Committer, Maintenance, claim};
+use super::commit::{Committer, Maintenance, PageSettings, claim};
 use super::flush::{FlushSettings, SegmentNamer, run_flusher};
+use super::history::{self, HistoryReader};
 use super::lease::{self, LeaseIdentity, LeaseKeeper};
 use super::maintenance::ManifestEdit;
+use super::manifest::CheckpointPolicy;
 use super::pipeline::{Group, Halt, Shared};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
@@ -90,6 +92,8 @@ pub struct ProducerConfig {
     /// of every append and edit ([`RetryPolicy::deadline`]): an append is
     /// settled — committed, or failed — within it.
     pub retry: RetryPolicy,
+    /// When a v5 manifest moves older entries into history pages.
+    pub checkpoint: CheckpointPolicy,
     /// How often the writer lease is renewed (see [`super::lease`]): an
     /// opening writer that finds the lease watches it for three such
     /// periods. At most a third of [`lease::MAX_WATCH`].
@@ -110,6 +114,7 @@ impl Default for ProducerConfig {
             max_inflight_bytes: 128 << 20,
             manifest_batch: 64,
             retry: RetryPolicy::default(),
+            checkpoint: CheckpointPolicy::default(),
             lease_renew_every: lease::DEFAULT_RENEW_EVERY,
         }
     }
@@ -143,7 +148,7 @@ impl ProducerConfig {
                 (lease::MAX_WATCH / 3).as_secs()
             ));
         }
-        Ok(())
+        self.checkpoint.validate()
     }
 }
 
@@ -157,6 +162,7 @@ pub struct ProducerBuilder {
     compression: Compression,
     segment_version: SegmentVersion,
     manifest_version: Option<ManifestVersion>,
+    history_prefix: Option<String>,
     clock: Arc<dyn Clock>,
     seed: Option<u64>,
     take_over: bool,
@@ -234,6 +240,20 @@ impl ProducerBuilder {
         self
     }
 
+    /// See [`ProducerConfig::checkpoint`].
+    pub fn with_checkpoint_policy(mut self, policy: CheckpointPolicy) -> Self {
+        self.config.checkpoint = policy;
+        self
+    }
+
+    /// Where a v5 manifest's history pages go (default:
+    /// [`history::default_prefix`] of the manifest path, `history` next to
+    /// it).
+    pub fn with_history_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.history_prefix = Some(prefix.into());
+        self
+    }
+
     /// How segment record blocks are stored (default: uncompressed).
     pub fn with_compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
@@ -246,10 +266,11 @@ impl ProducerBuilder {
         self
     }
 
-    /// The manifest layout to write. Without this, a new manifest is v4 and
+    /// The manifest layout to write. Without this, a new manifest is v5 and
     /// an existing one keeps its version; with it, an existing manifest is
-    /// converted when claimed (v1/v2 → v3/v4 always works; the reverse only
-    /// while no entry is record-numbered).
+    /// converted when claimed (v1/v2 → v3..v5 and v3/v4 → v5 always work;
+    /// v5 → v4 only while no history page holds entries; v3..v5 → v1/v2
+    /// only while no entry is record-numbered).
     pub fn with_manifest_version(mut self, version: ManifestVersion) -> Self {
         self.manifest_version = Some(version);
         self
@@ -353,6 +374,16 @@ impl ProducerBuilder {
         let (close_tx, close_rx) = mpsc::unbounded_channel();
         let (report_tx, report_rx) = mpsc::unbounded_channel();
         let (maintenance_tx, maintenance_rx) = mpsc::unbounded_channel();
+        let history_prefix = self
+            .history_prefix
+            .map(|p| p.trim_matches('/').to_owned())
+            .unwrap_or_else(|| history::default_prefix(manifest_path.as_ref()));
+        let pages = PageSettings {
+            prefix: history_prefix,
+            run: run_id,
+            policy: cfg.checkpoint.clone(),
+            reader: HistoryReader::new(self.store.clone(), 1 << 20),
+        };
         let committer = Committer::new(
             self.store.clone(),
             manifest_path.clone(),
@@ -361,6 +392,7 @@ impl ProducerBuilder {
             cfg.manifest_batch,
             cfg.retry.clone(),
             rng.random(),
+            pages,
         );
         let committer = tokio::spawn(committer.run(report_rx, maintenance_rx));
         let settings = FlushSettings {
@@ -454,6 +486,7 @@ impl Producer {
             compression: Compression::default(),
             segment_version: SegmentVersion::default(),
             manifest_version: None,
+            history_prefix: None,
             clock: clock::system(),
             seed: None,
             take_over: false,

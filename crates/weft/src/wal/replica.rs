@@ -25,6 +25,12 @@
 //! error as above; a superseded snapshot is replaced by the current one.
 //! Only an object the fresh manifest still references and the store does
 //! not have is `Corrupt`.
+//!
+//! A v5 manifest lists only its recent entries; a replica whose cursor is
+//! older reads the history pages (through a bounded page cache) and works
+//! through them a chunk of entries at a time, so memory stays bounded by
+//! the chunk and the prefetch window however far behind it starts. A page
+//! that is gone is handled like a segment that is gone.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -37,6 +43,7 @@ use object_store::{GetOptions, ObjectStore};
 
 use super::applier::{Applier, Record};
 use super::cursor::{Cursor, CursorStore, MemoryCursorStore};
+use super::history::{DEFAULT_PAGE_CACHE_BYTES, HistoryReader};
 use super::segments::{check_segment, missing_segment};
 use crate::error::{Error, ErrorDetail, ErrorKind, Result};
 use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
@@ -70,8 +77,13 @@ pub struct ReplicaBuilder<A> {
     cursor_store: Arc<dyn CursorStore>,
     prefetch: usize,
     poll_interval: Duration,
+    page_cache_bytes: usize,
+    stop_at: Option<u64>,
     request_timeout: Duration,
 }
+
+/// Entries one step works on at a time while reading history pages.
+const CHUNK_ENTRIES: usize = 1024;
 
 impl<A: Applier> ReplicaBuilder<A> {
     /// The longest one store request (a manifest or segment read) may take
@@ -102,9 +114,27 @@ impl<A: Applier> ReplicaBuilder<A> {
         self
     }
 
+    /// Bytes of history pages (v5 manifests) the replica keeps cached
+    /// (default 16 MiB).
+    pub fn with_page_cache_bytes(mut self, bytes: usize) -> Self {
+        self.page_cache_bytes = bytes;
+        self
+    }
+
+    /// Applies only the entries that start before sequence `end` (which
+    /// must be where an entry starts, or the log's end, for the last
+    /// applied segment to be whole): a reader that fills in history up to
+    /// where another one tails from.
+    pub fn with_stop_at(mut self, end: u64) -> Self {
+        self.stop_at = Some(end);
+        self
+    }
+
     /// The replica.
     pub fn build(self) -> Replica<A> {
         Replica {
+            stop_at: self.stop_at,
+            history: HistoryReader::new(self.store.clone(), self.page_cache_bytes),
             store: self.store,
             manifest_path: self.manifest_path,
             applier: self.applier,
@@ -133,6 +163,8 @@ pub struct Replica<A> {
     loaded_cursor: bool,
     etag: Option<String>,
     manifest: Option<ManifestData>,
+    history: HistoryReader,
+    stop_at: Option<u64>,
 }
 
 /// Reads one whole object, within `timeout`.
@@ -170,29 +202,29 @@ async fn within<T>(
 }
 
 /// The cursor just past `entry`'s last record.
-fn after_entry(manifest: &ManifestData, entry: &ManifestEntry) -> Cursor {
-    match entry.count {
-        Some(count) => Cursor::at_entry(entry.sequence + u64::from(count)),
-        None => {
-            let _ = manifest;
-            Cursor::at_entry(entry.sequence + 1)
-        }
-    }
+fn entry_end(entry: &ManifestEntry) -> Cursor {
+    // A legacy entry (count 0) occupies one sequence, like a v1/v2 one.
+    Cursor::at_entry(entry.end_sequence())
 }
 
-/// The cursor of the record after `through_seq` (a snapshot's coverage).
-fn after_sequence(manifest: &ManifestData, through_seq: u64) -> Cursor {
+/// [`entry_end`] of an entry of `manifest`.
+fn after_entry(_manifest: &ManifestData, entry: &ManifestEntry) -> Cursor {
+    entry_end(entry)
+}
+
+/// The cursor of the record after `through_seq` (a snapshot's coverage),
+/// given the entry holding that record if any.
+fn after_sequence(holder: Option<&ManifestEntry>, through_seq: u64) -> Cursor {
     let next = through_seq.saturating_add(1);
-    for entry in &manifest.entries {
-        if let Some(count) = entry.count
-            && entry.sequence <= next
-            && next < entry.sequence + u64::from(count)
-        {
-            return Cursor {
-                entry: entry.sequence,
-                record: (next - entry.sequence) as u32,
-            };
-        }
+    if let Some(entry) = holder
+        && let Some(count) = entry.count
+        && entry.sequence <= next
+        && next < entry.sequence + u64::from(count)
+    {
+        return Cursor {
+            entry: entry.sequence,
+            record: (next - entry.sequence) as u32,
+        };
     }
     Cursor::at_entry(next)
 }
@@ -212,6 +244,8 @@ impl<A: Applier> Replica<A> {
             cursor_store: Arc::new(MemoryCursorStore::new()),
             prefetch: 8,
             poll_interval: Duration::from_millis(100),
+            page_cache_bytes: DEFAULT_PAGE_CACHE_BYTES,
+            stop_at: None,
             request_timeout: DEFAULT_DEADLINE,
         }
     }
@@ -301,7 +335,17 @@ impl<A: Applier> Replica<A> {
         let cursor = match self.snapshot_to_restore().await? {
             Some((location, through, bytes)) => {
                 let manifest = self.manifest.as_ref().expect("manifest loaded");
-                let start = after_sequence(manifest, through);
+                let holder = within(
+                    self.request_timeout,
+                    "the manifest's history",
+                    self.history.locate(
+                        manifest.history.as_ref(),
+                        &manifest.entries,
+                        through.saturating_add(1),
+                    ),
+                )
+                .await?;
+                let start = after_sequence(holder.as_ref(), through);
                 self.applier
                     .restore(bytes, through)
                     .await
@@ -311,10 +355,7 @@ impl<A: Applier> Replica<A> {
             }
             None => {
                 let manifest = self.manifest.as_ref().expect("manifest loaded");
-                match manifest.entries.first() {
-                    Some(first) => Cursor::at_entry(first.sequence),
-                    None => Cursor::at_entry(manifest.next_sequence),
-                }
+                Cursor::at_entry(manifest.first_sequence())
             }
         };
         self.cursor_store.save(cursor).await?;
@@ -375,15 +416,25 @@ impl<A: Applier> Replica<A> {
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => return err,
         }
-        if let Err(trimmed) = self.pending(cursor)
+        if let Err(trimmed) = self.pending(cursor, 1).await
             && trimmed.kind() == ErrorKind::Trimmed
         {
             return trimmed;
         }
-        let listed = self
-            .manifest
-            .as_ref()
-            .is_some_and(|m| m.entries.iter().any(|e| e.location == entry.location));
+        let listed = match self.manifest.as_ref() {
+            Some(m) => match within(
+                self.request_timeout,
+                "the manifest's history",
+                self.history
+                    .locate(m.history.as_ref(), &m.entries, entry.sequence),
+            )
+            .await
+            {
+                Ok(found) => found.is_some_and(|e| e.location == entry.location),
+                Err(e) => return e,
+            },
+            None => false,
+        };
         if listed {
             return missing_segment(entry, err);
         }
@@ -399,14 +450,16 @@ impl<A: Applier> Replica<A> {
         .with_source(err)
     }
 
-    /// The entries still to apply from `cursor`, checked against the
-    /// manifest.
-    fn pending(&self, cursor: Cursor) -> Result<Vec<ManifestEntry>> {
+    /// Up to `max` entries still to apply from `cursor`, checked against
+    /// the manifest (reading its history pages when the cursor is older
+    /// than the entries it lists itself).
+    async fn pending(&self, cursor: Cursor, max: usize) -> Result<Vec<ManifestEntry>> {
         let manifest = self.manifest.as_ref().expect("manifest loaded");
-        let Some(first) = manifest.entries.first() else {
+        if manifest.entries.is_empty() && manifest.history.is_none() {
             return Ok(Vec::new());
-        };
-        if cursor.entry < first.sequence {
+        }
+        let first = manifest.first_sequence();
+        if cursor.entry < first {
             let hint = match &manifest.snapshot {
                 Some(s) => format!(
                     "; restore the snapshot at {} (through {}) and start again",
@@ -417,34 +470,54 @@ impl<A: Applier> Replica<A> {
             return Err(Error::new(
                 ErrorKind::Trimmed,
                 format!(
-                    "replica cursor at entry {} is below the first live entry {}: \
+                    "replica cursor at entry {} is below the first live entry {first}: \
                      those records were truncated{hint}",
-                    cursor.entry, first.sequence
+                    cursor.entry
                 ),
             )
             .with_detail(ErrorDetail::Trimmed {
                 requested: cursor.entry,
-                first_available: first.sequence,
+                first_available: first,
             }));
         }
-        let start = manifest
-            .entries
-            .partition_point(|e| e.sequence < cursor.entry);
-        let rest = &manifest.entries[start..];
+        let rest = if cursor.entry < manifest.recent_from() {
+            within(
+                self.request_timeout,
+                "the manifest's history",
+                self.history.entries_from(
+                    manifest.history.as_ref(),
+                    &manifest.entries,
+                    cursor.entry,
+                    max,
+                ),
+            )
+            .await?
+        } else {
+            let start = manifest
+                .entries
+                .partition_point(|e| e.sequence < cursor.entry);
+            manifest.entries[start..]
+                .iter()
+                .take(max)
+                .cloned()
+                .collect()
+        };
         match rest.first() {
-            Some(e) if e.sequence == cursor.entry => Ok(rest.to_vec()),
+            Some(e) if e.sequence == cursor.entry => Ok(rest),
             Some(e) => Err(Error::corrupt(format!(
                 "replica cursor at entry {} falls inside the manifest but no entry starts \
                  there (next entry starts at {})",
                 cursor.entry, e.sequence
             ))),
             None => {
-                let last = manifest.entries.last().expect("non-empty");
-                let end = after_entry(manifest, last);
-                if cursor.entry > end.entry {
+                let end = match manifest.entries.last() {
+                    Some(last) => after_entry(manifest, last).entry,
+                    None => manifest.recent_from(),
+                };
+                if cursor.entry > end {
                     return Err(Error::corrupt(format!(
-                        "replica cursor at entry {} is ahead of the log, which ends at {}",
-                        cursor.entry, end.entry
+                        "replica cursor at entry {} is ahead of the log, which ends at {end}",
+                        cursor.entry
                     )));
                 }
                 Ok(Vec::new())
@@ -477,13 +550,64 @@ impl<A: Applier> Replica<A> {
         // Even an unchanged manifest may hold entries not applied yet: an
         // earlier step can have failed (a segment fetch, the applier) after
         // it loaded the manifest. So the cursor, not the ETag, decides.
-        let cursor = self.start_cursor(&mut outcome).await?;
-        let pending = self.pending(cursor)?;
-        if pending.is_empty() {
-            outcome.cursor = self.cursor;
-            metrics::gauge!("weft_replica_lag_entries").set(0.0);
-            return Ok(outcome);
+        let mut cursor = self.start_cursor(&mut outcome).await?;
+        loop {
+            let mut pending = self.pending_rereading(cursor).await?;
+            if let Some(end) = self.stop_at {
+                pending.retain(|e| e.sequence < end);
+            }
+            if pending.is_empty() {
+                break;
+            }
+            self.apply_entries(pending, &mut outcome).await?;
+            let after = self.cursor.expect("cursor set");
+            if after == cursor {
+                break;
+            }
+            cursor = after;
         }
+        outcome.cursor = self.cursor;
+        if let (Some(c), Some(m)) = (self.cursor, self.manifest.as_ref()) {
+            let end = m
+                .entries
+                .last()
+                .map_or(m.recent_from(), |last| after_entry(m, last).entry);
+            metrics::gauge!("weft_replica_lag_entries").set(end.saturating_sub(c.entry) as f64);
+        }
+        Ok(outcome)
+    }
+
+    /// [`pending`](Self::pending), reading the manifest again when a
+    /// history page is gone: GC may delete a page right after a newer
+    /// manifest stopped naming it, and the fresh copy then says `Trimmed`
+    /// (or names the pages to read instead). A page the fresh manifest
+    /// still needs and the store does not have is `Corrupt`.
+    async fn pending_rereading(&mut self, cursor: Cursor) -> Result<Vec<ManifestEntry>> {
+        match self.pending(cursor, CHUNK_ENTRIES).await {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                self.etag = None;
+                if self.load_manifest().await?.is_none() {
+                    return Err(e);
+                }
+                match self.pending(cursor, CHUNK_ENTRIES).await {
+                    Err(again) if again.kind() == ErrorKind::NotFound => Err(Error::corrupt(
+                        "the manifest names a history page that does not exist",
+                    )
+                    .with_source(again)),
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Fetches `pending`'s segments (up to `prefetch` at once) and applies
+    /// their records after the cursor, saving the cursor after each.
+    async fn apply_entries(
+        &mut self,
+        pending: Vec<ManifestEntry>,
+        outcome: &mut PollOutcome,
+    ) -> Result<()> {
         let store = self.store.clone();
         let timeout = self.request_timeout;
         // Each fetch runs as its own task, so the segments in flight keep
@@ -491,10 +615,11 @@ impl<A: Applier> Replica<A> {
         // of fetch futures only makes progress when the stream is polled).
         // Dropping the stream aborts none of them, but a dropped task's
         // result is simply discarded.
-        let mut segments = futures::stream::iter(pending.clone())
-            .map(move |e| {
+        let locations: Vec<String> = pending.iter().map(|e| e.location.clone()).collect();
+        let mut segments = futures::stream::iter(locations)
+            .map(move |location| {
                 let store = store.clone();
-                let task = tokio::spawn(fetch(store, e.location.clone(), timeout));
+                let task = tokio::spawn(fetch(store, location, timeout));
                 async move {
                     task.await.unwrap_or_else(|e| {
                         Err(Error::internal(format!("segment fetch task failed: {e}")))
@@ -502,7 +627,6 @@ impl<A: Applier> Replica<A> {
                 }
             })
             .buffered(self.prefetch);
-        let manifest_copy = self.manifest.clone().expect("manifest loaded");
         for entry in &pending {
             let bytes = match segments.try_next().await {
                 Ok(Some(bytes)) => bytes,
@@ -558,17 +682,12 @@ impl<A: Applier> Replica<A> {
                 outcome.applied += 1;
                 metrics::counter!("weft_replica_records_applied").increment(1);
             }
-            cursor = after_entry(&manifest_copy, entry);
+            cursor = entry_end(entry);
             self.cursor_store.save(cursor).await?;
             self.cursor = Some(cursor);
             outcome.segments += 1;
         }
-        outcome.cursor = self.cursor;
-        if let (Some(c), Some(last)) = (self.cursor, manifest_copy.entries.last()) {
-            let end = after_entry(&manifest_copy, last).entry;
-            metrics::gauge!("weft_replica_lag_entries").set(end.saturating_sub(c.entry) as f64);
-        }
-        Ok(outcome)
+        Ok(())
     }
 
     /// Polls until `shutdown` completes. Transient store errors are retried

@@ -104,8 +104,19 @@ async fn still_listed(
     let bytes = fetch(store, manifest_path.as_ref()).await?;
     let manifest =
         decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {manifest_path}")))?;
-    Ok(manifest
+    if manifest
         .entries
         .iter()
-        .any(|e| e.location == entry.location))
+        .any(|e| e.location == entry.location)
+    {
+        return Ok(true);
+    }
+    // A v5 manifest lists older entries in its history pages.
+    if manifest.history.is_none() || entry.sequence < manifest.first_sequence() {
+        return Ok(false);
+    }
+    let held = super::HistoryReader::new(store.clone(), 1 << 20)
+        .locate(manifest.history.as_ref(), &manifest.entries, entry.sequence)
+        .await?;
+    Ok(held.is_some_and(|e| e.location == entry.location))
 }

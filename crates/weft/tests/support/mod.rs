@@ -2,10 +2,13 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod append_id_cases;
 pub mod azure;
+pub mod bucket_cache_cases;
 pub mod bucket_log_cases;
 pub mod bucket_retention_cases;
 pub mod gc_cases;
+pub mod history_cases;
 pub mod producer_cases;
 pub mod s3;
 pub mod snapshot_cases;

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,16 +41,18 @@ use tokio::time::Instant;
 use ulid::Ulid;
 use weft::ErrorKind;
 use weft::clock::ManualClock;
-use weft::format::decode_segment;
+use weft::format::{HistoryPage, ManifestEntry, PageItems, decode_page, decode_segment};
 use weft::store::RetryPolicy;
-use weft::wal::{FnApplier, Manifest, Producer, Record, Replica};
+use weft::wal::{CheckpointPolicy, FnApplier, Manifest, Producer, Record, Replica};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
-use weft_testkit::hooked::{After, HookedStore, Op, after};
+use weft_testkit::hooked::{After, Before, HookedStore, Op, after, before};
 
 /// The manifest's path in the simulated bucket.
 pub const MANIFEST: &str = "wal/manifest";
 /// The segments' prefix in the simulated bucket.
 pub const SEGMENTS: &str = "wal/seg";
+/// The history pages' prefix (the default next to the manifest).
+pub const HISTORY: &str = "wal/history";
 
 /// The fault mix of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +87,14 @@ pub struct SimRun {
     pub writers: usize,
     /// Faults the store injected.
     pub stats: FaultStats,
+    /// History pages stored (checkpoints happened).
+    pub pages: usize,
+    /// The most levels any manifest state's history had.
+    pub levels: usize,
+    /// Writers whose process died right after a history page of theirs
+    /// landed (between a checkpoint's upload and its CAS), and right after
+    /// a segment landed (between the upload and the commit).
+    pub crashes: [usize; 2],
 }
 
 /// What an operation was.
@@ -150,6 +160,9 @@ struct World {
     appenders_done: AtomicBool,
     writers_closed: AtomicBool,
     halts: AtomicU64,
+    /// Writers whose process died right after a history page landed, and
+    /// right after a segment landed.
+    crashes: Arc<[AtomicU64; 2]>,
 }
 
 impl World {
@@ -221,6 +234,27 @@ struct Plan {
     failovers: Vec<Duration>,
     poll_interval: Duration,
     read_interval: Duration,
+    checkpoint: CheckpointPolicy,
+    /// The chance that a writer's process dies right after one of its
+    /// uploads (a history page, or a segment) landed: nothing it sends
+    /// afterwards reaches the store.
+    crash_chance: f64,
+}
+
+/// A checkpoint policy small enough that a run of a few dozen segments
+/// checkpoints often and builds a tree of several levels, drawn from its
+/// own stream of `seed` (so the rest of a seed's plan is as before).
+pub fn tiny_checkpoints(seed: u64) -> CheckpointPolicy {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4ec_4901);
+    let max_recent_entries = rng.random_range(2..=8);
+    CheckpointPolicy {
+        max_recent_entries,
+        max_recent_bytes: 1 << 20,
+        leaf_entries: rng.random_range(1..max_recent_entries),
+        leaf_bytes: 1 << 19,
+        fanout: rng.random_range(2..=4),
+        max_pages_per_commit: rng.random_range(1..=4),
+    }
 }
 
 /// A duration of `lo..=hi` ms drawn from `rng`.
@@ -250,6 +284,11 @@ fn plan(seed: u64, profile: Profile) -> Plan {
         failovers,
         poll_interval: ms(&mut rng, 2, 30),
         read_interval: ms(&mut rng, 10, 80),
+        checkpoint: tiny_checkpoints(seed),
+        crash_chance: match profile {
+            Profile::Mixed => ChaCha8Rng::seed_from_u64(seed ^ 0x00c7_a54e).random_range(0.0..0.5),
+            _ => 0.0,
+        },
     }
 }
 
@@ -340,6 +379,7 @@ async fn run(seed: u64, profile: Profile) -> SimRun {
         appenders_done: AtomicBool::new(false),
         writers_closed: AtomicBool::new(false),
         halts: AtomicU64::new(0),
+        crashes: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
     });
     world.note(format!("seed {seed} {profile:?} {plan:?}"));
 
@@ -353,7 +393,14 @@ async fn run(seed: u64, profile: Profile) -> SimRun {
     }
 
     let inner: Arc<dyn ObjectStore> = memory;
-    let final_log = match final_log(&inner).await {
+    let pages = match load_pages(&inner, HISTORY).await {
+        Ok(pages) => pages,
+        Err(e) => {
+            world.violation(format!("the history pages cannot be read: {e}"));
+            HashMap::new()
+        }
+    };
+    let final_log = match final_log(&inner, &pages).await {
         Ok(log) => log,
         Err(e) => {
             world.violation(format!("the final log cannot be read: {e}"));
@@ -371,7 +418,14 @@ async fn run(seed: u64, profile: Profile) -> SimRun {
         .collect();
     let replica_log = world.replica_log.lock().unwrap().clone();
     let mut violations = std::mem::take(&mut *world.violations.lock().unwrap());
-    violations.extend(check(&ops, &final_log, &manifests, &runs, &replica_log));
+    violations.extend(check(
+        &ops,
+        &final_log,
+        &manifests,
+        &pages,
+        &runs,
+        &replica_log,
+    ));
     let count = |f: &dyn Fn(&OpRecord) -> bool| ops.iter().filter(|o| f(o)).count();
     let is_append = |o: &OpRecord| matches!(o.kind, OpKind::Append { .. });
     let acked = count(&|o| is_append(o) && matches!(o.result, OpResult::Acked(_)));
@@ -385,6 +439,7 @@ async fn run(seed: u64, profile: Profile) -> SimRun {
     let indeterminate =
         count(&|o| is_append(o) && o.result == OpResult::Failed(ErrorKind::Indeterminate));
     let trace = std::mem::take(&mut *world.trace.lock().unwrap());
+    let levels = max_levels(&manifests);
     SimRun {
         seed,
         trace,
@@ -396,7 +451,20 @@ async fn run(seed: u64, profile: Profile) -> SimRun {
         indeterminate,
         writers: world.writer_count(),
         stats: faults.stats(),
+        pages: pages.len(),
+        levels,
+        crashes: [0, 1].map(|i| world.crashes[i].load(Ordering::SeqCst) as usize),
     }
+}
+
+/// The most history levels any of `manifests` has.
+pub fn max_levels(manifests: &[Bytes]) -> usize {
+    manifests
+        .iter()
+        .filter_map(|b| Manifest::from_bytes(b).ok())
+        .filter_map(|m| m.history().map(|h| h.levels.len()))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Everything that happens in one run, up to closing every writer.
@@ -447,8 +515,9 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
     for _ in 0..50 {
         let index = world.writer_count();
         let id = world.invoke(OpKind::Open { writer: index });
+        let own = mortal(seed, plan, world, index, store.clone());
         // Failovers fence the writer before on purpose.
-        let opened = Producer::builder(store.clone(), MANIFEST, SEGMENTS)
+        let opened = Producer::builder(own, MANIFEST, SEGMENTS)
             .with_take_over(true)
             .with_seed(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1))
             .with_clock(ManualClock::new(1_700_000_000_000))
@@ -457,6 +526,7 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
             .with_segment_max_bytes(plan.segment_max_bytes)
             .with_upload_concurrency(plan.upload_concurrency)
             .with_manifest_batch(plan.manifest_batch)
+            .with_checkpoint_policy(plan.checkpoint.clone())
             .open()
             .await;
         match opened {
@@ -479,6 +549,66 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
         }
     }
     false
+}
+
+/// The store as writer `index`'s process sees it. With the plan's crash
+/// chance the process dies right after its `k`-th upload of one kind (a
+/// history page, or a segment) landed — between a create-only upload and
+/// the CAS that would name it: from then on none of its requests reaches
+/// the store (they fail as a dead process's would never be answered; a
+/// write it sent earlier may still land late, below). The writer halts on
+/// those failures and the supervisor replaces it, as after a crash.
+fn mortal(
+    seed: u64,
+    plan: &Plan,
+    world: &World,
+    index: usize,
+    store: Arc<dyn ObjectStore>,
+) -> Arc<dyn ObjectStore> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d6f_7274 ^ ((index as u64) << 24));
+    if !rng.random_bool(plan.crash_chance) {
+        return store;
+    }
+    let (kind, prefix) = if rng.random_bool(0.7) {
+        (0, format!("{HISTORY}/"))
+    } else {
+        (1, format!("{SEGMENTS}/"))
+    };
+    let left = AtomicU32::new(rng.random_range(1..=3));
+    let dead = Arc::new(AtomicBool::new(false));
+    let (dying, gone) = (dead.clone(), dead);
+    let crashes = world.crashes.clone();
+    world.note(format!(
+        "writer {index} will crash after upload {left:?} under {prefix}"
+    ));
+    let hooked = HookedStore::new(store)
+        .with_hook(before(move |_call, _inner| {
+            let gone = gone.load(Ordering::SeqCst);
+            async move {
+                if gone {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    Before::Answer(object_store::Error::Generic {
+                        store: "sim",
+                        source: "the writer's process is gone".into(),
+                    })
+                } else {
+                    Before::Proceed
+                }
+            }
+        }))
+        .with_hook(after(move |call, ok, _inner| {
+            if ok
+                && call.op == Op::Put
+                && call.path.as_ref().starts_with(prefix.as_str())
+                && !dying.load(Ordering::SeqCst)
+                && left.fetch_sub(1, Ordering::SeqCst) == 1
+            {
+                dying.store(true, Ordering::SeqCst);
+                crashes[kind].fetch_add(1, Ordering::SeqCst);
+            }
+            async { After::Keep }
+        }));
+    Arc::new(hooked)
 }
 
 /// Fails over on schedule, and replaces a writer that halted.
@@ -621,18 +751,106 @@ async fn read_now_and_then(interval: Duration, world: Arc<World>, store: Arc<dyn
     }
 }
 
+/// Every history page under `prefix` in `store` (below the faults), by
+/// location. Pages are never deleted in a simulation, so this holds every
+/// page any manifest state named.
+pub async fn load_pages(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+) -> Result<HashMap<String, HistoryPage>, String> {
+    use futures::TryStreamExt;
+    let metas: Vec<object_store::ObjectMeta> = store
+        .list(Some(&Path::from(prefix)))
+        .try_collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = HashMap::new();
+    for meta in metas {
+        let bytes = store
+            .get(&meta.location)
+            .await
+            .map_err(|e| e.to_string())?
+            .bytes()
+            .await
+            .map_err(|e| e.to_string())?;
+        let page = decode_page(&bytes).map_err(|e| format!("page {}: {e}", meta.location))?;
+        out.insert(meta.location.to_string(), page);
+    }
+    Ok(out)
+}
+
+/// Every entry a manifest state holds — its history pages' (walked here,
+/// independently of the library's reader) and its own — in order, and the
+/// locations of the pages it names.
+pub fn expand(
+    m: &Manifest,
+    pages: &HashMap<String, HistoryPage>,
+) -> Result<(Vec<ManifestEntry>, Vec<String>), String> {
+    fn walk(
+        location: &str,
+        level: usize,
+        pages: &HashMap<String, HistoryPage>,
+        entries: &mut Vec<ManifestEntry>,
+        named: &mut Vec<String>,
+    ) -> Result<(), String> {
+        let page = pages
+            .get(location)
+            .ok_or_else(|| format!("the manifest names page {location}, which is not stored"))?;
+        if usize::from(page.level) != level {
+            return Err(format!(
+                "page {location} has level {}, not {level}",
+                page.level
+            ));
+        }
+        named.push(location.to_owned());
+        match &page.items {
+            PageItems::Entries(es) => entries.extend(es.iter().cloned()),
+            PageItems::Pointers(ps) => {
+                for p in ps {
+                    walk(&p.location, level - 1, pages, entries, named)?;
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut entries = Vec::new();
+    let mut named = Vec::new();
+    if let Some(h) = m.history() {
+        for (level, p) in h.pointers() {
+            let before = entries.len();
+            walk(&p.location, level, pages, &mut entries, &mut named)?;
+            let got = (
+                entries[before..].first().map(|e| e.sequence),
+                entries[before..].last().map(|e| e.end_sequence()),
+            );
+            if got != (Some(p.first_seq), Some(p.end_seq)) {
+                return Err(format!(
+                    "page {} holds {got:?}, its pointer says {}..{}",
+                    p.location, p.first_seq, p.end_seq
+                ));
+            }
+        }
+    }
+    entries.extend(m.entries().iter().cloned());
+    Ok((entries, named))
+}
+
 /// The final log, read from the store below the faults: every record with
 /// its sequence. Checks that every committed location exists and holds the
 /// manifest's count of records.
-async fn final_log(store: &Arc<dyn ObjectStore>) -> Result<Vec<(u64, Bytes)>, String> {
+async fn final_log(
+    store: &Arc<dyn ObjectStore>,
+    pages: &HashMap<String, HistoryPage>,
+) -> Result<Vec<(u64, Bytes)>, String> {
     let bytes = match store.get(&Path::from(MANIFEST)).await {
         Ok(got) => got.bytes().await.map_err(|e| e.to_string())?,
         Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
     let m = Manifest::from_bytes(&bytes).map_err(|e| e.to_string())?;
+    let (entries, _) = expand(&m, pages)?;
     let mut out = Vec::new();
-    for e in m.entries() {
+    for e in &entries {
         let seg = store
             .get(&Path::from(e.location.as_str()))
             .await
@@ -690,6 +908,7 @@ fn check(
     ops: &[OpRecord],
     final_log: &[(u64, Bytes)],
     manifests: &[Bytes],
+    pages: &HashMap<String, HistoryPage>,
     runs: &HashMap<String, u64>,
     replica_log: &[(u64, Bytes)],
 ) -> Vec<String> {
@@ -867,7 +1086,7 @@ fn check(
             last_epoch = epoch;
         }
     }
-    v.extend(check_manifest_history(manifests, runs));
+    v.extend(check_manifest_history(manifests, pages, runs));
     v
 }
 
@@ -880,12 +1099,18 @@ fn run_of(location: &str) -> Option<&str> {
 
 /// Checks the manifest states a run left, in order: the epoch never goes
 /// back, neither does the next sequence, each state keeps the entries of
-/// the one before, and every entry a state adds comes from the run (by the
-/// run id in its location, mapped to its epoch by `runs`) that holds the
-/// state's epoch.
-pub fn check_manifest_history(manifests: &[Bytes], runs: &HashMap<String, u64>) -> Vec<String> {
+/// the one before (counting those its history pages hold: a checkpoint
+/// moves entries, it never loses or changes one), and every entry and every
+/// history page a state adds comes from the run (by the run id in its
+/// location, mapped to its epoch by `runs`) that holds the state's epoch —
+/// so no fenced writer committed, or checkpointed, after it was fenced.
+pub fn check_manifest_history(
+    manifests: &[Bytes],
+    pages: &HashMap<String, HistoryPage>,
+    runs: &HashMap<String, u64>,
+) -> Vec<String> {
     let mut v = Vec::new();
-    let mut prev: Option<Manifest> = None;
+    let mut prev: Option<(Manifest, Vec<ManifestEntry>, BTreeSet<String>)> = None;
     for (i, bytes) in manifests.iter().enumerate() {
         let m = match Manifest::from_bytes(bytes) {
             Ok(m) => m,
@@ -894,8 +1119,16 @@ pub fn check_manifest_history(manifests: &[Bytes], runs: &HashMap<String, u64>) 
                 continue;
             }
         };
-        let kept = prev.as_ref().map_or(0, |p| p.len());
-        if let Some(p) = &prev {
+        let (all, named) = match expand(&m, pages) {
+            Ok(x) => x,
+            Err(e) => {
+                v.push(format!("manifest state {i}: {e}"));
+                continue;
+            }
+        };
+        let named: BTreeSet<String> = named.into_iter().collect();
+        let kept = prev.as_ref().map_or(0, |p| p.1.len());
+        if let Some((p, p_all, p_named)) = &prev {
             if m.epoch() < p.epoch() {
                 v.push(format!(
                     "manifest state {i}: epoch went back from {} to {}",
@@ -906,16 +1139,25 @@ pub fn check_manifest_history(manifests: &[Bytes], runs: &HashMap<String, u64>) 
             if m.next_sequence() < p.next_sequence() {
                 v.push(format!("manifest state {i}: next sequence went back"));
             }
-            if m.entries().get(..p.len()) != Some(p.entries()) {
+            if all.get(..p_all.len()) != Some(&p_all[..]) {
                 v.push(format!(
                     "manifest state {i} does not keep the entries of state {}",
                     i - 1
                 ));
-                prev = Some(m);
+                prev = Some((m, all, named));
                 continue;
             }
+            for page in named.difference(p_named) {
+                let run = page_run(page).unwrap_or("");
+                if runs.get(run) != Some(&m.epoch()) {
+                    v.push(format!(
+                        "manifest state {i} (epoch {}) adds page {page}, not of its writer's run",
+                        m.epoch()
+                    ));
+                }
+            }
         }
-        for e in &m.entries()[kept..] {
+        for e in &all[kept..] {
             let run = run_of(&e.location).unwrap_or("");
             match runs.get(run) {
                 Some(&epoch) if epoch == m.epoch() => {}
@@ -931,9 +1173,15 @@ pub fn check_manifest_history(manifests: &[Bytes], runs: &HashMap<String, u64>) 
                 )),
             }
         }
-        prev = Some(m);
+        prev = Some((m, all, named));
     }
     v
+}
+
+/// The run id in a history page location `<prefix>/<lv>-<first>-<end>-<run>-<plan>`.
+fn page_run(location: &str) -> Option<&str> {
+    // <level>-<first>-<end>-<run>-<plan>
+    location.rsplit('/').next()?.split('-').nth(3)
 }
 
 /// A run's report in a few lines, for failure messages.
@@ -1027,7 +1275,14 @@ mod checker_tests {
     }
 
     fn violations(ops: &[OpRecord], final_log: &[(u64, Bytes)]) -> Vec<String> {
-        check(ops, final_log, &[], &HashMap::new(), final_log)
+        check(
+            ops,
+            final_log,
+            &[],
+            &HashMap::new(),
+            &HashMap::new(),
+            final_log,
+        )
     }
 
     #[test]
@@ -1114,9 +1369,23 @@ mod checker_tests {
     #[test]
     fn a_lagging_or_diverging_replica_is_caught() {
         let full = log(&["a", "b"]);
-        let v = check(&[], &full, &[], &HashMap::new(), &full[..1]);
+        let v = check(
+            &[],
+            &full,
+            &[],
+            &HashMap::new(),
+            &HashMap::new(),
+            &full[..1],
+        );
         assert!(v[0].contains("caught up to 1 of 2"), "{v:?}");
-        let v = check(&[], &full, &[], &HashMap::new(), &log(&["b"]));
+        let v = check(
+            &[],
+            &full,
+            &[],
+            &HashMap::new(),
+            &HashMap::new(),
+            &log(&["b"]),
+        );
         assert!(v[0].contains("not a prefix"), "{v:?}");
     }
 
@@ -1126,6 +1395,7 @@ mod checker_tests {
         let old = Ulid::from_parts(1, 1).to_string();
         let new = Ulid::from_parts(1, 2).to_string();
         let runs: HashMap<String, u64> = [(old.clone(), 1), (new.clone(), 2)].into();
+        let no_pages = HashMap::new();
         let mut m = Manifest::new(ManifestVersion::V4);
         m.bump_epoch().unwrap();
         m.append(format!("wal/seg/{old}/0"), vec![], 1).unwrap();
@@ -1137,10 +1407,13 @@ mod checker_tests {
         m.append(format!("wal/seg/{old}/1"), vec![], 1).unwrap();
         let zombie = m.to_bytes().unwrap();
         let ok = [s1.clone(), s2.clone(), good.to_bytes().unwrap()];
-        assert_eq!(check_manifest_history(&ok, &runs), Vec::<String>::new());
-        let v = check_manifest_history(&[s1.clone(), s2.clone(), zombie], &runs);
+        assert_eq!(
+            check_manifest_history(&ok, &no_pages, &runs),
+            Vec::<String>::new()
+        );
+        let v = check_manifest_history(&[s1.clone(), s2.clone(), zombie], &no_pages, &runs);
         assert!(v[0].contains("a fenced writer committed"), "{v:?}");
-        let v = check_manifest_history(&[s2, s1], &runs);
+        let v = check_manifest_history(&[s2, s1], &no_pages, &runs);
         assert!(v.iter().any(|m| m.contains("epoch went back")), "{v:?}");
         let mut other = Manifest::new(ManifestVersion::V4);
         other.append(format!("wal/seg/{new}/9"), vec![], 1).unwrap();
@@ -1150,11 +1423,65 @@ mod checker_tests {
                 .cloned()
                 .chain([other.to_bytes().unwrap()])
                 .collect::<Vec<_>>(),
+            &no_pages,
             &runs,
         );
         assert!(
             v.iter().any(|m| m.contains("does not keep the entries")),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn checkpoints_by_fenced_runs_and_lost_entries_are_caught() {
+        use weft::format::{ManifestVersion, decode_page};
+        let old = Ulid::from_parts(1, 1);
+        let new = Ulid::from_parts(1, 2);
+        let runs: HashMap<String, u64> = [(old.to_string(), 1), (new.to_string(), 2)].into();
+        let policy = CheckpointPolicy {
+            max_recent_entries: 2,
+            max_recent_bytes: 1 << 20,
+            leaf_entries: 1,
+            leaf_bytes: 1 << 19,
+            fanout: 2,
+            max_pages_per_commit: 4,
+        };
+        let mut m = Manifest::new(ManifestVersion::V5);
+        m.bump_epoch().unwrap();
+        for o in 0..3 {
+            m.append(format!("wal/seg/{old}/{o}"), vec![], 1).unwrap();
+        }
+        let s1 = m.to_bytes().unwrap();
+        m.bump_epoch().unwrap();
+        let s2 = m.to_bytes().unwrap();
+        let mut pages = HashMap::new();
+        let mut checkpointed = |m: &mut Manifest, run: Ulid| {
+            let ups = m
+                .checkpoint(&policy, m.next_sequence(), |l, f, e| {
+                    format!("{HISTORY}/{l:02x}-{f:016x}-{e:016x}-{run}-{:016x}", 0)
+                })
+                .unwrap();
+            assert!(!ups.is_empty());
+            for u in ups {
+                pages.insert(u.location, decode_page(&u.bytes).unwrap());
+            }
+            m.to_bytes().unwrap()
+        };
+        let mut good = m.clone();
+        let s3 = checkpointed(&mut good, new);
+        let mut zombie = m.clone();
+        let s3_zombie = checkpointed(&mut zombie, old);
+        let none: Vec<String> = Vec::new();
+        let ok = [s1.clone(), s2.clone(), s3];
+        assert_eq!(check_manifest_history(&ok, &pages, &runs), none);
+        let v = check_manifest_history(&[s1.clone(), s2.clone(), s3_zombie], &pages, &runs);
+        assert!(v[0].contains("not of its writer's run"), "{v:?}");
+        // A page that is not stored, or a state that lost entries.
+        let v = check_manifest_history(&ok, &HashMap::new(), &runs);
+        assert!(v[0].contains("not stored"), "{v:?}");
+        let mut lost = good.clone();
+        lost.truncate_through(0);
+        let v = check_manifest_history(&[s1, s2, lost.to_bytes().unwrap()], &pages, &runs);
+        assert!(v[0].contains("does not keep the entries"), "{v:?}");
     }
 }

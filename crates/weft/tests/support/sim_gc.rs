@@ -13,6 +13,11 @@
 //!   (`write_unowned`, which keeps the epoch);
 //! * GC passes with **no grace period**, all the time.
 //!
+//! Most runs checkpoint (a tiny policy drawn per seed): writers store
+//! history pages create-only before the CAS that names them, crash or are
+//! fenced between the two, and truncations cut into the pages, so GC's
+//! walk of the tree and its rules for pages meet every race too.
+//!
 //! The faults include writes that land long after their caller gave up —
 //! manifest CASes (commits, claims, edits) among them, some later than the
 //! commit window — and answers that hang longer than the window, so that
@@ -49,10 +54,10 @@ use tokio::time::Instant;
 use weft::store::RetryPolicy;
 use weft::wal::gc::KeepReason;
 use weft::wal::window::{COMMIT_WINDOW, STAMP_MARGIN};
-use weft::wal::{Applier, Gc, Producer, Record, Replica, SnapshotWriter};
+use weft::wal::{Applier, CheckpointPolicy, Gc, Producer, Record, Replica, SnapshotWriter};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
 
-use super::sim::{Profile, faults, ms};
+use super::sim::{Profile, faults, ms, tiny_checkpoints};
 use super::stamped::{SimClock, Stamper};
 
 /// The manifest's path.
@@ -79,6 +84,10 @@ pub struct GcRun {
     pub kept_pending: usize,
     /// Manifest states that landed.
     pub manifests: usize,
+    /// History pages some manifest named.
+    pub pages_named: usize,
+    /// History pages GC deleted.
+    pub pages_deleted: usize,
     /// Edits (truncations, snapshots) that succeeded, by kind.
     pub edits: [usize; 3],
     /// Writers opened.
@@ -100,6 +109,9 @@ struct Plan {
     gc_every: Duration,
     /// The longest pause between two appends of one appender.
     append_gap: Duration,
+    /// How writers checkpoint (the default policy never does in a run
+    /// this short).
+    checkpoint: CheckpointPolicy,
 }
 
 fn plan(seed: u64) -> Plan {
@@ -156,6 +168,18 @@ fn plan(seed: u64) -> Plan {
             ms(&mut rng, 1_000, window / 3)
         } else {
             Duration::from_millis(30)
+        },
+        checkpoint: if rng.random_bool(0.75) {
+            // A checkpoint at almost every commit: few entries stay.
+            let max_recent_entries = rng.random_range(2..=3);
+            CheckpointPolicy {
+                max_recent_entries,
+                leaf_entries: rng.random_range(1..max_recent_entries),
+                fanout: rng.random_range(2..=3),
+                ..tiny_checkpoints(seed)
+            }
+        } else {
+            CheckpointPolicy::default()
         },
     }
 }
@@ -239,6 +263,7 @@ async fn run(seed: u64) -> GcRun {
         .with_take_over(true)
         .with_clock(clock.clone())
         .with_seed(seed ^ 0xfeed)
+        .with_checkpoint_policy(plan.checkpoint.clone())
         .open()
         .await;
     match last {
@@ -280,6 +305,8 @@ async fn run(seed: u64) -> GcRun {
         deleted_after_pending: world.deleted_after_pending.load(Ordering::SeqCst),
         kept_pending: world.kept_pending.load(Ordering::SeqCst),
         manifests: stamper.manifests(),
+        pages_named: stamper.pages_named(),
+        pages_deleted: stamper.pages_deleted(),
         edits,
         writers: world.writers.lock().unwrap().len(),
         stats: faulty.stats(),
@@ -360,6 +387,7 @@ async fn open_writer(
             .with_flush_interval(Duration::from_millis(7))
             .with_segment_max_bytes(48)
             .with_manifest_batch(2)
+            .with_checkpoint_policy(plan.checkpoint.clone())
             .open()
             .await;
         match opened {

@@ -18,6 +18,11 @@
 //! * reads on any writer (zombies included) and on the follower are
 //!   prefixes of the final log, the follower's never go backwards, and the
 //!   follower ends equal to the final log;
+//! * exactly-once appends: most appends carry append ids (their payloads),
+//!   and every `Indeterminate` one is retried with them on the newest
+//!   writer (across failovers) until it gets an answer; each id is in the
+//!   log exactly once, in the frame of the entry it names, and a retried
+//!   append that was acknowledged is where it was told;
 //! * epochs and manifest history as in `sim.rs`.
 
 // Tests wait and measure in real (or tokio's paused) time and name their
@@ -46,7 +51,9 @@ use weft::wal::Manifest;
 use weft::{AppendRequest, ErrorDetail, ErrorKind, Log, LogEntry, LogTag, Position, Storage};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore};
 
-use super::sim::{Profile, Recorder, check_manifest_history, faults, ms};
+use super::sim::{
+    Profile, Recorder, check_manifest_history, expand, faults, load_pages, ms, tiny_checkpoints,
+};
 
 const PREFIX: &str = "log";
 const TAGS: [&str; 3] = ["acct:0", "acct:1", "acct:2"];
@@ -61,8 +68,13 @@ pub struct LogRun {
     pub acked: usize,
     pub conflicts: usize,
     pub fenced: usize,
+    /// Appends retried with their ids after `Indeterminate`, and how many
+    /// of those retries were answered with an original that had landed.
+    pub retried: usize,
+    pub retried_landed: usize,
     pub writers: usize,
     pub stats: FaultStats,
+    pub pages: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -122,6 +134,11 @@ struct World {
     writers: Mutex<Vec<Writer>>,
     violations: Mutex<Vec<String>>,
     appenders_done: AtomicBool,
+    /// Writers an appender saw fail (they stop for good): the supervisor
+    /// replaces them, also while the appender's retries are still going.
+    failed_writers: Mutex<Vec<usize>>,
+    /// (retried, answered with an original that had landed)
+    retries: Mutex<(usize, usize)>,
 }
 
 impl World {
@@ -230,6 +247,8 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
         writers: Mutex::new(Vec::new()),
         violations: Mutex::new(Vec::new()),
         appenders_done: AtomicBool::new(false),
+        failed_writers: Mutex::new(Vec::new()),
+        retries: Mutex::new((0, 0)),
     });
     world.note(format!("seed {seed} {profile:?} {plan:?}"));
     let store: Arc<dyn ObjectStore> = faults.clone();
@@ -244,7 +263,14 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
             });
 
     let inner: Arc<dyn ObjectStore> = memory;
-    let final_log = match final_log(&inner).await {
+    let pages = match load_pages(&inner, &format!("{PREFIX}/history")).await {
+        Ok(pages) => pages,
+        Err(e) => {
+            world.violation(format!("the history pages cannot be read: {e}"));
+            HashMap::new()
+        }
+    };
+    let final_log = match final_log(&inner, &pages).await {
         Ok(log) => log,
         Err(e) => {
             world.violation(format!("the final log cannot be read: {e}"));
@@ -284,7 +310,7 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
     let manifests = recorder.history();
     let mut violations = std::mem::take(&mut *world.violations.lock().unwrap());
     violations.extend(check(&ops, &final_log));
-    violations.extend(check_manifest_history(&manifests, &runs));
+    violations.extend(check_manifest_history(&manifests, &pages, &runs));
     let appends = || {
         ops.iter()
             .filter(|o| matches!(o.kind, OpKind::Append { .. }))
@@ -307,6 +333,7 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
         .filter(|o| matches!(o.result, OpResult::Failed(ErrorKind::Fenced, _)))
         .count();
     let trace = std::mem::take(&mut *world.trace.lock().unwrap());
+    let (retried, retried_landed) = *world.retries.lock().unwrap();
     LogRun {
         seed,
         trace,
@@ -315,8 +342,11 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
         acked,
         conflicts,
         fenced,
+        retried,
+        retried_landed,
         writers: world.writer_count(),
         stats: faults.stats(),
+        pages: pages.len(),
     }
 }
 
@@ -389,6 +419,7 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
             flush_interval: plan.flush_interval,
             retry: plan.retry.clone(),
             seed: Some(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1)),
+            checkpoint: tiny_checkpoints(seed),
             // Failovers fence the writer before on purpose.
             take_over: true,
             ..BucketOptions::default()
@@ -450,6 +481,7 @@ async fn supervise(seed: u64, plan: Plan, world: Arc<World>, store: Arc<dyn Obje
                     )
             })
         };
+        let stopped = stopped || world.failed_writers.lock().unwrap().contains(&current);
         if stopped && stopped_seen <= current {
             stopped_seen = current + 1;
         } else if !due {
@@ -502,27 +534,30 @@ async fn append_some(mut rng: ChaCha8Rng, plan: Plan, world: Arc<World>) {
             }
             _ => (vec![(tag, Bytes::from(format!("op{id_hint}e0")))], None),
         };
+        let with_ids = rng.random_bool(0.85);
         let id = world.invoke(OpKind::Append {
             writer,
             entries: entries.clone(),
             expected,
         });
         assert_eq!(id, id_hint, "single-threaded: nothing ran in between");
+        // An entry's append id is its payload, so the checker can match
+        // them up in the final log.
         let requests: Vec<AppendRequest> = entries
             .iter()
-            .map(|(t, d)| AppendRequest::new(t.clone(), d.clone()))
+            .map(|(t, d)| {
+                let r = AppendRequest::new(t.clone(), d.clone());
+                if with_ids {
+                    r.with_id(String::from_utf8(d.to_vec()).unwrap())
+                } else {
+                    r
+                }
+            })
             .collect();
-        let result = match (expected, requests.len()) {
-            (Some(v), _) => log
-                .append_if(requests.into_iter().next().unwrap(), v)
-                .await
-                .map(|r| vec![r]),
-            (None, 1) => log
-                .append(requests.into_iter().next().unwrap())
-                .await
-                .map(|r| vec![r]),
-            (None, _) => log.append_batch(requests).await,
-        };
+        let mut result = attempt(&log, requests.clone(), expected).await;
+        if with_ids && is_unknown(&result) {
+            result = retry(&mut rng, &world, id, writer, requests, expected, result).await;
+        }
         match result {
             Ok(results) => {
                 let at = results
@@ -536,6 +571,99 @@ async fn append_some(mut rng: ChaCha8Rng, plan: Plan, world: Arc<World>) {
             Err(e) => world.complete(id, OpResult::Failed(e.kind(), e.detail().cloned())),
         }
     }
+}
+
+/// One try of an append: `append_if`, `append` or `append_batch`.
+async fn attempt(
+    log: &Log,
+    requests: Vec<AppendRequest>,
+    expected: Option<u64>,
+) -> weft::Result<Vec<weft::AppendResult>> {
+    match (expected, requests.len()) {
+        (Some(v), _) => log
+            .append_if(requests.into_iter().next().unwrap(), v)
+            .await
+            .map(|r| vec![r]),
+        (None, 1) => log
+            .append(requests.into_iter().next().unwrap())
+            .await
+            .map(|r| vec![r]),
+        (None, _) => log.append_batch(requests).await,
+    }
+}
+
+/// True for an outcome the caller cannot tell from "written": retried with
+/// the append's ids.
+fn is_unknown(result: &weft::Result<Vec<weft::AppendResult>>) -> bool {
+    matches!(result, Err(e) if e.kind() == ErrorKind::Indeterminate)
+}
+
+/// Retries op `id` (first tried on `writer`, with outcome `first`) with
+/// its append ids on the newest writer, until it gets an answer: success,
+/// or `Conflict` (then the original did not land: its id would have
+/// answered). Other failures of a retry (a writer that stopped, was fenced
+/// or could not reach the store) are tried again on the next writer,
+/// within a bound; an op that never gets an answer stays `Indeterminate`.
+async fn retry(
+    rng: &mut ChaCha8Rng,
+    world: &World,
+    id: usize,
+    mut writer: usize,
+    requests: Vec<AppendRequest>,
+    expected: Option<u64>,
+    first: weft::Result<Vec<weft::AppendResult>>,
+) -> weft::Result<Vec<weft::AppendResult>> {
+    let mut result = first;
+    for n in 1..=200 {
+        world.failed_writers.lock().unwrap().push(writer);
+        tokio::time::sleep(ms(rng, 2, 20)).await;
+        writer = world.writer_count() - 1;
+        let log = world.writer(writer);
+        let Ok(before) = log.tip().await else {
+            continue;
+        };
+        result = attempt(&log, requests.clone(), expected).await;
+        world.note(format!(
+            "#{id} retry {n} on writer {writer} (tip {}): {:?}",
+            before.next,
+            result
+                .as_ref()
+                .map(|rs| rs.iter().map(|r| r.seqnum).collect::<Vec<_>>())
+        ));
+        match &result {
+            Ok(rs) => {
+                let mut retries = world.retries.lock().unwrap();
+                retries.0 += 1;
+                if rs.iter().any(|r| r.seqnum < before.next) {
+                    retries.1 += 1;
+                }
+                return result;
+            }
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                world.retries.lock().unwrap().0 += 1;
+                return result;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Indeterminate
+                        | ErrorKind::Closed
+                        | ErrorKind::Fenced
+                        | ErrorKind::Unavailable
+                        | ErrorKind::Internal
+                ) => {}
+            Err(e) => {
+                world.violation(format!("#{id}: a retry failed with {e}"));
+                break;
+            }
+        }
+    }
+    // Still unknown: whatever the last retry said, an earlier try may
+    // have landed.
+    Err(weft::Error::new(
+        ErrorKind::Indeterminate,
+        format!("no answer after retries; the last: {:?}", result.err()),
+    ))
 }
 
 async fn read_writer(world: &World, writer: usize) {
@@ -564,7 +692,10 @@ async fn read_follower(interval: Duration, world: Arc<World>, follower: Arc<Buck
 }
 
 /// The final log, decoded from the store below the faults.
-async fn final_log(store: &Arc<dyn ObjectStore>) -> Result<Vec<LogEntry>, String> {
+async fn final_log(
+    store: &Arc<dyn ObjectStore>,
+    pages: &HashMap<String, weft::format::HistoryPage>,
+) -> Result<Vec<LogEntry>, String> {
     let path = Path::from(format!("{PREFIX}/manifest"));
     let bytes = match store.get(&path).await {
         Ok(got) => got.bytes().await.map_err(|e| e.to_string())?,
@@ -572,8 +703,12 @@ async fn final_log(store: &Arc<dyn ObjectStore>) -> Result<Vec<LogEntry>, String
         Err(e) => return Err(e.to_string()),
     };
     let m = Manifest::from_bytes(&bytes).map_err(|e| e.to_string())?;
+    let (entries, _) = expand(&m, pages)?;
     let mut out = Vec::new();
-    for e in m.entries() {
+    for e in entries
+        .iter()
+        .filter(|e| e.end_sequence() > m.first_sequence())
+    {
         let seg = store
             .get(&Path::from(e.location.as_str()))
             .await
@@ -590,6 +725,16 @@ async fn final_log(store: &Arc<dyn ObjectStore>) -> Result<Vec<LogEntry>, String
                     e.location,
                     f.meta.seqnum,
                     e.sequence + i as u64
+                ));
+            }
+            // An append id, where there is one, is its entry's payload.
+            if let Some(id) = f.append_id
+                && id.as_bytes() != f.data
+            {
+                return Err(format!(
+                    "{} record {i} carries append id {id:?} for payload {:?}",
+                    e.location,
+                    String::from_utf8_lossy(f.data)
                 ));
             }
             out.push(f.to_entry());
@@ -629,6 +774,8 @@ fn check(ops: &[OpRecord], final_log: &[LogEntry]) -> Vec<String> {
             ));
         }
         *want = e.stream_version + 1;
+        // Payloads are unique per append (and are its append ids): one
+        // twice is an append written twice, a retry that was not caught.
         if position.insert(&e.data, e).is_some() {
             v.push(format!("payload {:?} is in the log twice", e.data));
         }

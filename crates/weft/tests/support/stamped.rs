@@ -2,7 +2,11 @@
 //! simulated time (the store's own `last_modified`, which GC compares) and
 //! checks, at the instant each write lands, the promise retention GC makes:
 //! a manifest that lands references only objects that exist, and a delete
-//! that lands removes nothing the current manifest references.
+//! that lands removes nothing the current manifest references. A v5
+//! manifest's references include its live history: the stamper decodes
+//! every history page as it lands and expands the tree on its own (every
+//! page that ends after the first live sequence, and the segments of the
+//! live entries those pages hold).
 
 // Tests wait and measure in real (or tokio's paused) time and name their
 // objects with fresh ULIDs: the determinism rules of clippy.toml are for
@@ -22,6 +26,7 @@ use object_store::{
 };
 use tokio::time::Instant;
 use weft::clock::Clock;
+use weft::format::history::{PageItems, decode_page};
 use weft::wal::Manifest;
 
 /// Wall-clock time of the simulated world's start.
@@ -62,6 +67,10 @@ pub struct Stamper {
 #[derive(Debug, Default)]
 struct StamperState {
     stamps: HashMap<String, i64>,
+    /// Every history page that landed, decoded.
+    pages: HashMap<String, PageItems>,
+    /// History pages some landed manifest named.
+    pages_named: BTreeSet<String>,
     /// What the current manifest references.
     referenced: BTreeSet<String>,
     manifests: usize,
@@ -90,6 +99,21 @@ impl Stamper {
         self.state.lock().unwrap().deleted.clone()
     }
 
+    /// History pages some landed manifest named, so far.
+    pub fn pages_named(&self) -> usize {
+        self.state.lock().unwrap().pages_named.len()
+    }
+
+    /// History pages deleted so far.
+    pub fn pages_deleted(&self) -> usize {
+        let state = self.state.lock().unwrap();
+        state
+            .deleted
+            .iter()
+            .filter(|d| d.contains("/history/"))
+            .count()
+    }
+
     /// Manifest states that landed so far.
     pub fn manifests(&self) -> usize {
         self.state.lock().unwrap().manifests
@@ -113,6 +137,11 @@ impl Stamper {
         let mut state = self.state.lock().unwrap();
         state.stamps.insert(location.to_string(), now);
         if *location != self.manifest {
+            if location.as_ref().contains("/history/")
+                && let Ok(page) = decode_page(bytes)
+            {
+                state.pages.insert(location.to_string(), page.items);
+            }
             return;
         }
         state.manifests += 1;
@@ -125,12 +154,38 @@ impl Stamper {
                 return;
             }
         };
-        let referenced: BTreeSet<String> = m
+        let mut referenced: BTreeSet<String> = m
             .entries()
             .iter()
             .map(|e| e.location.clone())
             .chain(m.snapshot().map(|s| s.location.clone()))
             .collect();
+        if let Some(h) = m.history() {
+            // Depth first through the live part of the tree, as stored.
+            let mut stack: Vec<(String, u64)> = h
+                .pointers()
+                .map(|(_, p)| (p.location.clone(), p.end_seq))
+                .collect();
+            while let Some((location, end)) = stack.pop() {
+                if end <= h.live_from {
+                    continue;
+                }
+                referenced.insert(location.clone());
+                state.pages_named.insert(location.clone());
+                match state.pages.get(&location) {
+                    Some(PageItems::Entries(es)) => referenced.extend(
+                        es.iter()
+                            .filter(|e| e.end_sequence() > h.live_from)
+                            .map(|e| e.location.clone()),
+                    ),
+                    Some(PageItems::Pointers(ps)) => {
+                        stack.extend(ps.iter().map(|p| (p.location.clone(), p.end_seq)))
+                    }
+                    // Reported below as a reference to a missing object.
+                    None => {}
+                }
+            }
+        }
         for location in &referenced {
             if !state.stamps.contains_key(location) {
                 let n = state.manifests;
@@ -153,6 +208,7 @@ impl Stamper {
                 "{location} was deleted while the current manifest references it"
             ));
         }
+        state.pages.remove(location.as_ref());
         if state.stamps.remove(location.as_ref()).is_some() {
             state.deleted.push(location.to_string());
         }

@@ -1,9 +1,10 @@
 //! `weft demo`: a small but real system on the embedded default.
 //!
 //! It opens (or creates) a log — a local directory by default, or a bucket
-//! (`s3://`, `az://`), through the same `open_log` as `weft append` —
-//! starts the shop's two executors
-//! ([`shop`]), restocks the warehouse, places a handful of orders with
+//! (`s3://`, `az://`), through the same `open_log` as `weft append`, or a
+//! PostgreSQL log — starts the shop's two executors
+//! ([`shop`]; on PostgreSQL the shipping executor runs in a second process,
+//! see [`split`]), restocks the warehouse, places a handful of orders with
 //! conditional appends, prints every entry as it commits, waits until every
 //! order is decided and every reserved order shipped, and ends with a
 //! summary. Everything is in the log: run it again on the same directory
@@ -11,6 +12,7 @@
 //! on), and says so.
 
 mod shop;
+mod split;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -39,6 +41,17 @@ pub(crate) struct DemoArgs {
     /// How many orders this run places.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1000))]
     orders: u64,
+
+    /// Run one executor only, until stdin closes (the demo starts its
+    /// second process on a shared log this way).
+    #[arg(long, value_enum, hide = true)]
+    role: Option<Role>,
+}
+
+/// An executor the demo runs in a process of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Role {
+    Shipping,
 }
 
 /// Runs `weft demo`.
@@ -46,19 +59,46 @@ pub(crate) async fn run(args: DemoArgs, store: &StoreArgs) -> Result<ExitCode> {
     let started = weft::clock::os_monotonic_now();
     // A location, not a path: `s3://bucket/x` is a bucket, never a local
     // directory named `s3:`.
+    if let Some(pg) = crate::pg::location(&args.log) {
+        let shown = pg.as_ref().map(|l| l.to_string()).unwrap_or_default();
+        let log = Log::new(crate::pg::open(pg?, Create::IfMissing).await?);
+        let outcome = match args.role {
+            Some(Role::Shipping) => split::run_shipping(&log).await,
+            None => run_on(&log, &args, &shown, Executors::Split, started).await,
+        };
+        let closed = log.close().await;
+        outcome?;
+        closed?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.role.is_some() {
+        return Err(Error::invalid_input(
+            "--role runs one executor of the demo on a log many processes share (postgres://)",
+        ));
+    }
     let location = location::parse(&args.log)?;
     let log = location::open_log(&location, Create::IfMissing, false, store).await?;
-    let outcome = run_on(&log, &args, &location, started).await;
+    let outcome = run_on(&log, &args, &location.to_string(), Executors::Here, started).await;
     let closed = log.close().await;
     outcome?;
     closed?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where the demo's executors run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Executors {
+    /// Both in this process.
+    Here,
+    /// Inventory here, shipping in a second process ([`split`]).
+    Split,
+}
+
 async fn run_on(
     log: &Log,
     args: &DemoArgs,
-    location: &weft::connect::Location,
+    location: &str,
+    executors: Executors,
     started: Instant,
 ) -> Result<()> {
     let tags = Tags::new()?;
@@ -91,7 +131,19 @@ async fn run_on(
 
     let mut engine = ExecutorEngine::new(log.clone());
     let mut inventory = engine.register(Inventory { tags: tags.clone() })?;
-    let mut shipping = engine.register(Shipping { tags: tags.clone() })?;
+    let (mut shipping, mut shipping_process) = match executors {
+        Executors::Here => (
+            Some(engine.register(Shipping { tags: tags.clone() })?),
+            None,
+        ),
+        Executors::Split => {
+            output::line(&format!(
+                "inventory runs in this process ({}); shipping in a second one",
+                std::process::id()
+            ))?;
+            (None, Some(split::ShippingProcess::start(&args.log)?))
+        }
+    };
     let handle = engine.start()?;
 
     let driven = async {
@@ -101,14 +153,19 @@ async fn run_on(
             let inv = tokio::time::timeout(SETTLE_TIMEOUT, inventory.wait_for(|_| true))
                 .await
                 .map_err(|_| stuck("the inventory did not finish its replay"))??;
-            let ship = tokio::time::timeout(SETTLE_TIMEOUT, shipping.wait_for(|_| true))
-                .await
-                .map_err(|_| stuck("shipping did not finish its replay"))??;
             output::line(&format!(
-                "replayed: inventory knows {} orders ({} reserved, {} rejected), \
-                 shipping has shipped {}",
-                inv.state.placed, inv.state.reserved, inv.state.rejected, ship.state.shipped
+                "replayed: inventory knows {} orders ({} reserved, {} rejected)",
+                inv.state.placed, inv.state.reserved, inv.state.rejected
             ))?;
+            if let Some(shipping) = shipping.as_mut() {
+                let ship = tokio::time::timeout(SETTLE_TIMEOUT, shipping.wait_for(|_| true))
+                    .await
+                    .map_err(|_| stuck("shipping did not finish its replay"))??;
+                output::line(&format!(
+                    "replayed: shipping has shipped {}",
+                    ship.state.shipped
+                ))?;
+            }
         }
         let restock = Event::Restocked {
             run,
@@ -139,12 +196,25 @@ async fn run_on(
         .await
         .map_err(|_| stuck("the inventory did not decide every order"))??;
         let reserved = inv.state.reserved;
-        tokio::time::timeout(
-            SETTLE_TIMEOUT,
-            shipping.wait_for(|s| s.state.reserved == reserved && s.state.waiting.is_empty()),
-        )
-        .await
-        .map_err(|_| stuck("shipping did not ship every reserved order"))??;
+        match (shipping.as_mut(), shipping_process.as_mut()) {
+            (Some(shipping), _) => {
+                tokio::time::timeout(
+                    SETTLE_TIMEOUT,
+                    shipping
+                        .wait_for(|s| s.state.reserved == reserved && s.state.waiting.is_empty()),
+                )
+                .await
+                .map_err(|_| stuck("shipping did not ship every reserved order"))??;
+            }
+            (None, Some(process)) => {
+                tokio::time::timeout(SETTLE_TIMEOUT, process.wait_shipped(log, &tags, reserved))
+                    .await
+                    .map_err(|_| {
+                        stuck("the shipping process did not ship every reserved order")
+                    })??;
+            }
+            (None, None) => return Err(Error::internal("the demo has no shipping executor")),
+        }
         // Let the printer show the last entry before the summary.
         let end = log.tip().await?.next;
         tokio::time::timeout(SETTLE_TIMEOUT, printed_rx.wait_for(|p| *p >= end))
@@ -157,7 +227,12 @@ async fn run_on(
 
     let finals = handle.shutdown().await;
     printer.abort();
+    let stopped = match shipping_process {
+        Some(process) => process.stop().await,
+        None => Ok(()),
+    };
     let inv = driven?;
+    stopped?;
     for (name, status) in finals {
         if let ExecutorStatus::Failed(why) = status {
             return Err(Error::internal(format!("executor {name} failed: {why}")));

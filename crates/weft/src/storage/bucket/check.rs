@@ -11,7 +11,8 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 
 use super::BucketLayout;
-use super::writer::{BucketOptions, read_log};
+use super::catchup::read_numbers;
+use super::writer::BucketOptions;
 use crate::error::{Error, ErrorKind, Result};
 
 /// What [`check`] found.
@@ -61,16 +62,13 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
         }
     }
     let options = BucketOptions::default();
-    match read_log(&store, &layout, options.rebuild_prefetch, &options.retry).await {
-        Ok((cache, _)) => {
-            let index = cache.index();
-            Ok(BucketCheck {
-                first_seqnum: index.first(),
-                next_seqnum: index.next(),
-                entries: index.len(),
-                problem: None,
-            })
-        }
+    match read_numbers(&store, &layout, options.rebuild_prefetch, &options.retry).await {
+        Ok((index, _)) => Ok(BucketCheck {
+            first_seqnum: index.first(),
+            next_seqnum: index.next(),
+            entries: index.len(),
+            problem: None,
+        }),
         Err(e) if matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::InvalidInput) => {
             Ok(BucketCheck {
                 first_seqnum: 0,

@@ -1,26 +1,38 @@
 //! A read-only follower of a bucket log.
 //!
-//! The follower runs a [`Replica`] on a background task. Its applier
-//! reassembles committed batches from the records and adds them, whole, to
-//! a local [`EntryCache`], then publishes them on the commit feed, so every
-//! read, view, typed view and subscription of the core API works on a
-//! follower exactly as on the writer — lagging it by about one poll
-//! interval. Writes are refused with `ReadOnly`. The local copy lives in
-//! memory: a restarted follower rebuilds it from the bucket (a snapshot
-//! taken by the writer bounds that work once retention trims the log).
+//! The follower keeps the log's numbers, not its entries: which seqnums
+//! carry each tag and which seqnum holds each version of a stream, plus a
+//! bounded cache of the newest entries. Every other entry is read on demand
+//! from its segment through bounded caches (see `local` and `reader` in this
+//! module's parent). Its memory is the numbers plus
+//! [`FollowerOptions::memory_budget`], whatever the log's length.
 //!
-//! Retention: a follower that starts on a trimmed log restores the log
-//! state the writer stored when it trimmed (first seqnum, every stream's
-//! next version) and reads on from there. While it runs, after every poll
-//! it drops from its copy whatever the manifest no longer holds — the
-//! entries through the snapshot, or below the first live entry — so its
-//! reads fail with `Trimmed` where the writer's do. A follower that falls
-//! so far behind that the entries it still needs were truncated stops with
-//! `Trimmed` (see [`BucketFollower::stopped`]); it never skips entries.
+//! Opening reads the manifest and returns: the follower serves the log's
+//! live end at once. Two background tasks then run a [`Replica`] each:
+//!
+//! * the **tail** follows the manifest from where the log ended at open,
+//!   publishes every committed batch on the commit feed (so reads, views
+//!   and subscriptions work as on the writer, lagging it by about one poll)
+//!   and applies retention after every poll;
+//! * the **fill** indexes the history before that point, reading segments
+//!   `fill_prefetch` at a time, and ends when it reaches it.
+//!
+//! Until the fill is over, reads by seqnum are served at once (any live
+//! entry); reads by tag or version are served at once when what they ask
+//! lies in what is indexed so far — the entries since open, or the part of
+//! the history the fill has reached — and otherwise wait for the fill. No
+//! read returns a partial answer. Writes are refused with `ReadOnly`.
+//!
+//! Retention: the fill starts from the log state the writer stored when it
+//! last trimmed (first seqnum, every stream's next version); the tail drops
+//! from the follower's copy whatever the manifest no longer holds after each
+//! poll, so reads fail with `Trimmed` where the writer's do. A follower that
+//! falls so far behind that the entries it still needs were truncated stops
+//! with `Trimmed` (see [`BucketFollower::stopped`]); it never skips entries.
 //!
 //! Tip and version queries answer for the prefix applied so far
-//! ([`Freshness::AppliedPrefix`]): a follower never asks the bucket
-//! whether the writer is ahead.
+//! ([`Freshness::AppliedPrefix`]): a follower never asks the bucket whether
+//! the writer is ahead.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,7 +44,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::BucketLayout;
+use super::budget::Budget;
+use super::catchup::{Patience, fill, open_numbers, read_start, request_timeout};
 use super::kv::BucketKv;
+use super::local::{LocalLog, LocalState};
+use super::numbers::{CacheDir, Numbers};
+use super::reader::BucketReader;
 use super::records::BatchAssembler;
 use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
@@ -40,24 +57,38 @@ use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
-use crate::storage::cache::EntryCache;
-use crate::storage::core::CachedLog;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::store::RetryPolicy;
-use crate::wal::{Applier, Record, Replica};
+use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
 /// How a follower tails the bucket.
 #[derive(Clone, Debug)]
 pub struct FollowerOptions {
     /// Wait between polls that found nothing new.
     pub poll_interval: Duration,
-    /// Segments fetched concurrently while catching up.
+    /// Segments fetched concurrently while tailing.
     pub prefetch: usize,
-    /// Retries of the catch-up on open and of KV requests, and the
-    /// deadline of every operation: opening fails (`Unavailable`) once the
-    /// store has made no progress for [`RetryPolicy::deadline`], and a
-    /// store request that takes longer than it (or the policy's attempt
-    /// timeout) fails its poll, which the tailing task retries.
+    /// Segments fetched concurrently while filling in history (a fresh
+    /// follower reads the whole log this way: its speed is the GET
+    /// parallelism; each segment in flight is held in memory).
+    pub fill_prefetch: usize,
+    /// Bytes the follower keeps in memory besides the log's numbers: the
+    /// newest entries, decoded segments read back, manifest history pages,
+    /// and (with a cache directory) the persistent index's caches.
+    pub memory_budget: usize,
+    /// A directory for the follower's persistent state (the log's numbers
+    /// in a persistent index). With one, memory does not grow with the log
+    /// and a restarted follower reads only what was committed since it
+    /// last ran; without one, the numbers live in memory (a few dozen bytes
+    /// per entry) and every open reads the whole log in the background.
+    /// The state is derived from the log and rebuilt when it is damaged or
+    /// belongs to another log. Two live handles must not share one.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Retries of the reads on open and of KV requests, and the deadline
+    /// of every operation: opening fails (`Unavailable`) once the store has
+    /// made no progress for [`RetryPolicy::deadline`], and a store request
+    /// that takes longer than it (or the policy's attempt timeout) fails
+    /// its poll, which the tailing task (or the background fill) retries.
     pub retry: RetryPolicy,
 }
 
@@ -66,87 +97,35 @@ impl Default for FollowerOptions {
         FollowerOptions {
             poll_interval: Duration::from_millis(50),
             prefetch: 8,
+            fill_prefetch: 32,
+            memory_budget: 256 << 20,
+            cache_dir: None,
             retry: RetryPolicy::default(),
         }
     }
 }
 
-/// The local copy, its feed, and why the tailing task stopped (the gate's
-/// stop), shared by the handle and the tailing task.
-type Shared = CachedLog;
+/// What the tail and the fill share with the handle.
+type Shared = LocalLog;
 
-struct FollowerApplier {
+/// The tail's applier: publishes committed batches at the live end.
+struct TailApplier {
     shared: Arc<Shared>,
     assembler: BatchAssembler,
 }
 
-/// How long one store request of a replica may take under `retry`.
-pub(super) fn request_timeout(retry: &RetryPolicy) -> Duration {
-    retry
-        .attempt_timeout
-        .map_or(retry.deadline, |t| t.min(retry.deadline))
-}
-
-/// Polls until caught up, retrying transient failures within `retry`; the
-/// deadline starts over whenever a poll made progress.
-pub(super) async fn catch_up<A: crate::wal::Applier>(
-    replica: &mut Replica<A>,
-    retry: &RetryPolicy,
-) -> Result<()> {
-    let mut backoff = retry.backoff(0x666f_6c6c_6f77);
-    loop {
-        let before = replica.cursor();
-        let err = match replica.poll().await {
-            Ok(_) => return Ok(()),
-            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => e,
-            Err(e) => return Err(e),
-        };
-        if replica.cursor() != before {
-            backoff.reset();
-        }
-        tracing::debug!(error = %err, "reading the bucket log: retrying");
-        if !backoff.wait().await {
-            return Err(err.context(format!(
-                "reading the bucket log (no progress within {:.1} s or {} attempts)",
-                retry.deadline.as_secs_f64(),
-                backoff.attempts()
-            )));
-        }
-    }
-}
-
-/// Retention, as the follower applies it to its copy.
-trait HonourRetention {
-    fn honour_retention(&self, manifest: &ManifestData);
-}
-
-impl HonourRetention for CachedLog {
-    /// Drops what `manifest` no longer holds from the local copy.
-    fn honour_retention(&self, manifest: &ManifestData) {
-        let first_entry = manifest
-            .entries
-            .first()
-            .map_or(manifest.next_sequence, |e| e.sequence);
-        let after_snapshot = manifest
-            .snapshot
-            .as_ref()
-            .map_or(0, |s| s.through_seq.saturating_add(1));
-        let live_from = first_entry.max(after_snapshot);
-        let mut cache = self.visible().write();
-        if live_from > cache.index().first() {
-            cache.trim(live_from - 1);
-        }
-    }
-}
-
 #[async_trait]
-impl Applier for FollowerApplier {
-    /// Starts the local copy over at the trim point the writer stored.
+impl Applier for TailApplier {
+    /// A log whose manifest did not exist at open and was trimmed before
+    /// the tail first read it: start over at the trim point the writer
+    /// stored.
     async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
         let state = decode_trim_state(&snapshot, through_seq)?;
         let first = through_seq.saturating_add(1);
-        *self.shared.visible().write() =
-            EntryCache::with_version_floors(first, state.next_versions);
+        self.shared
+            .visible()
+            .write()
+            .restore_history(first, state.next_versions)?;
         // Nothing below `first` will ever be announced.
         self.shared.feed().advance_to(first);
         self.assembler = BatchAssembler::starting_at(first);
@@ -155,22 +134,28 @@ impl Applier for FollowerApplier {
 
     async fn apply(&mut self, record: &Record) -> Result<()> {
         if let Some(batch) = self.assembler.push(record)? {
-            self.shared.visible().publish(batch, |cache, entries| {
-                if cache.index().is_empty() && cache.index().next() != entries[0].seqnum {
-                    // The log was trimmed before we first saw it.
-                    *cache = EntryCache::starting_at(entries[0].seqnum);
-                }
-                cache.extend(entries.iter().cloned())
-            })?;
+            self.shared.publish(batch)?;
         }
         Ok(())
     }
 }
 
+/// Drops what `manifest` no longer holds from the follower's copy.
+///
+/// Errors: the persistent index's.
+fn honour_retention(shared: &Shared, manifest: &ManifestData) -> Result<()> {
+    let live_from = super::catchup::first_live(manifest);
+    let mut state = shared.visible().write();
+    if live_from > state.tip().first {
+        state.trim(live_from - 1, &[])?;
+    }
+    Ok(())
+}
+
 /// Polls until `shutdown`, honouring retention after every poll. Transient
 /// store errors are retried after `interval`; any other error ends it.
 async fn tail(
-    replica: &mut Replica<FollowerApplier>,
+    replica: &mut Replica<TailApplier>,
     shared: &Shared,
     interval: Duration,
     shutdown: impl std::future::Future<Output = ()>,
@@ -182,7 +167,10 @@ async fn tail(
             Ok(outcome) => {
                 outage.recovered();
                 if let Some(m) = replica.manifest() {
-                    shared.honour_retention(m);
+                    if !outcome.unchanged {
+                        shared.reader().set_manifest(Arc::new(m.clone()));
+                    }
+                    honour_retention(shared, m)?;
                 }
                 if outcome.applied > 0 {
                     Duration::ZERO
@@ -208,7 +196,7 @@ pub struct BucketFollower {
     shared: Arc<Shared>,
     kv: Arc<BucketKv>,
     stop: watch::Sender<bool>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for BucketFollower {
@@ -218,54 +206,126 @@ impl std::fmt::Debug for BucketFollower {
 }
 
 impl BucketFollower {
-    /// Opens a follower of the log at `prefix` in `store`: catches up once
-    /// (so reads right after `open` see the log as of now), then keeps
-    /// tailing in the background.
+    /// Opens a follower of the log at `prefix` in `store`. It reads the
+    /// manifest and returns: from then on it serves the log as of that
+    /// read, and newer entries as the tail applies them (see the
+    /// [module docs](self) for what waits for the history to be filled
+    /// in).
     ///
-    /// Errors: store errors (`NotFound` for a missing bucket,
-    /// `PermissionDenied`, `Unavailable` once the store has made no
-    /// progress for `options.retry.deadline`), `Corrupt` data.
+    /// Errors: store errors reading the manifest (`NotFound` for a missing
+    /// bucket, `PermissionDenied`, `Unavailable` once the store has made no
+    /// progress for `options.retry.deadline`), `Corrupt` for an unreadable
+    /// manifest or a trim state that is not a weft log state;
+    /// `InvalidInput` for a manifest that is not a weft log's (a
+    /// segment-numbered WAL);
+    /// `Locked` when another handle uses [`FollowerOptions::cache_dir`].
     pub async fn open(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
         options: FollowerOptions,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
-        let shared = Arc::new(CachedLog::new(
-            "the bucket follower",
-            EntryCache::starting_at(0),
-        ));
-        let applier = FollowerApplier {
+        let budget = Budget::follower(options.memory_budget);
+        let cache = options
+            .cache_dir
+            .as_deref()
+            .map(CacheDir::acquire)
+            .transpose()?;
+        let (manifest, trim) = read_start(&store, &layout, &options.retry).await?;
+        if let Some(m) = &manifest {
+            super::writer::check_weft_log(&layout.manifest(), m)?;
+        }
+        let exists = manifest.is_some();
+        let manifest = manifest
+            .unwrap_or_else(|| ManifestData::empty(crate::format::ManifestVersion::default()));
+        let reader = BucketReader::new(
+            store.clone(),
+            layout.manifest(),
+            Arc::new(manifest.clone()),
+            budget.pages,
+            budget.segments,
+        );
+        let (numbers, from) = open_numbers(
+            &layout,
+            &manifest,
+            trim.as_ref(),
+            cache,
+            budget.index.clone(),
+            &reader,
+        )
+        .await?;
+        // The live end starts where the log ended at open.
+        let live_from = manifest.next_sequence;
+        let state = LocalState::filling(numbers, live_from, budget.recent);
+        let shared = Arc::new(LocalLog::new("the bucket follower", state, reader));
+        // The tail goes on from there (from scratch when there was no log:
+        // then it restores a trim point itself).
+        let cursors = MemoryCursorStore::new();
+        if exists {
+            cursors.save(Cursor::at_entry(live_from)).await?;
+        }
+        let tail_applier = TailApplier {
             shared: shared.clone(),
-            assembler: BatchAssembler::new(),
+            assembler: if exists {
+                BatchAssembler::starting_at(live_from)
+            } else {
+                BatchAssembler::new()
+            },
         };
-        let mut replica = Replica::builder(store.clone(), layout.manifest(), applier)
+        let mut replica = Replica::builder(store.clone(), layout.manifest(), tail_applier)
+            .with_cursor_store(cursors)
             .with_prefetch(options.prefetch)
             .with_poll_interval(options.poll_interval)
+            .with_page_cache_bytes(budget.pages)
             .with_request_timeout(request_timeout(&options.retry))
             .build();
-        catch_up(&mut replica, &options.retry).await?;
-        if let Some(m) = replica.manifest() {
-            shared.honour_retention(m);
-        }
         let (stop, mut stopped_rx) = watch::channel(false);
         let task_shared = shared.clone();
         let interval = options.poll_interval;
-        let task = tokio::spawn(async move {
+        let tail_task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped_rx.wait_for(|s| *s).await;
             };
             if let Err(e) = tail(&mut replica, &task_shared, interval, shutdown).await {
                 tracing::error!(error = %e, "bucket follower stopped");
                 task_shared.gate().stop(&e);
+                task_shared.fill_failed(&e);
                 task_shared.feed().close();
             }
         });
+        let mut tasks = vec![tail_task];
+        if from < live_from {
+            let (store, shared, layout) = (store.clone(), shared.clone(), layout.clone());
+            let prefetch = options.fill_prefetch.max(1);
+            let timeout = request_timeout(&options.retry);
+            tasks.push(tokio::spawn(async move {
+                let patience = Patience::Forever {
+                    pause: interval,
+                    request_timeout: timeout,
+                };
+                let filled = fill(
+                    store,
+                    layout,
+                    shared.clone(),
+                    from,
+                    live_from,
+                    prefetch,
+                    patience,
+                    None,
+                );
+                if let Err(e) = filled.await {
+                    // Every read that waits for the fill gets this error
+                    // (and `filled_in`): that is where it is reported.
+                    tracing::info!(error = %e, "bucket follower could not fill in its history");
+                    shared.fill_failed(&e);
+                }
+            }));
+        }
         Ok(BucketFollower {
             shared,
             kv: Arc::new(BucketKv::new(store, layout.kv()).with_retry_policy(options.retry)),
             stop,
-            task: Mutex::new(Some(task)),
+            tasks: Mutex::new(tasks),
         })
     }
 
@@ -278,6 +338,25 @@ impl BucketFollower {
     /// The error that stopped the tailing, if one did.
     pub fn stop_error(&self) -> Option<Error> {
         self.shared.gate().stopped()
+    }
+
+    /// True while the follower is still indexing the history from before it
+    /// opened (reads that need it wait).
+    pub fn filling_in(&self) -> bool {
+        self.shared.visible().read().filling_in()
+    }
+
+    /// Waits until the history from before the follower opened is indexed.
+    ///
+    /// Errors: why filling it in failed; `Closed`.
+    pub async fn filled_in(&self) -> Result<()> {
+        self.shared.filled_in().await
+    }
+
+    /// Bytes the follower's caches hold now (entries read back, history
+    /// pages), excluding the newest entries it keeps.
+    pub fn cached_bytes(&self) -> usize {
+        self.shared.reader().cached_bytes()
     }
 
     fn read_only() -> Error {
@@ -295,7 +374,7 @@ impl Storage for BucketFollower {
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        self.shared.read(tag, from, max)
+        self.shared.read(tag, from, max).await
     }
 
     async fn read_versions(
@@ -304,11 +383,11 @@ impl Storage for BucketFollower {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.shared.read_versions(tag, from_version, max)
+        self.shared.read_versions(tag, from_version, max).await
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        self.shared.read_prev(tag, before)
+        self.shared.read_prev(tag, before).await
     }
 
     async fn tip(&self) -> Result<Tip> {
@@ -316,7 +395,7 @@ impl Storage for BucketFollower {
     }
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
-        self.shared.latest_version(tag)
+        self.shared.latest_version(tag).await
     }
 
     async fn trim(&self, _through: u64) -> Result<()> {
@@ -343,17 +422,44 @@ impl Storage for BucketFollower {
     async fn close(&self) -> Result<()> {
         self.shared.gate().close();
         let _ = self.stop.send(true);
-        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(task) = task {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        // The tail stops at the signal; the fill is simply dropped.
+        for (i, task) in tasks.into_iter().enumerate() {
+            if i > 0 {
+                task.abort();
+            }
             let _ = task.await;
         }
         self.shared.close();
-        Ok(())
+        close_index(&self.shared).await
+    }
+}
+
+/// Flushes, closes and lets go of the persistent index, if the numbers
+/// live in one, so that another handle may open its directory (off the
+/// runtime: it waits for the index's flusher). Call once the handle is
+/// closed: its reads fail with `Closed` from then on anyway.
+pub(super) async fn close_index(shared: &LocalLog) -> Result<()> {
+    let numbers = shared.visible().write().take_numbers();
+    match numbers {
+        Numbers::Disk(index, lock) => tokio::task::spawn_blocking(move || {
+            let closed = index.close();
+            drop(index);
+            // Only now may another handle take the directory.
+            drop(lock);
+            closed
+        })
+        .await
+        .map_err(|e| Error::internal("closing the log index panicked").with_source(e))?,
+        Numbers::Memory(_) => Ok(()),
     }
 }
 
 impl Drop for BucketFollower {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
+        for task in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            task.abort();
+        }
     }
 }

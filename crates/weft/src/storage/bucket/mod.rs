@@ -2,20 +2,38 @@
 //!
 //! Each log entry travels as one WAL record holding its entry frame
 //! ([`crate::format::frame`]: seqnum, version, timestamp, tags, data,
-//! CRC-32C). The manifest is written in a record-numbered format (v3/v4), so
-//! a record's WAL sequence *is* the entry's seqnum, and a whole append batch
-//! is one producer group, committed in one segment by one manifest CAS.
+//! CRC-32C). The manifest is written in weft's record-numbered format (v5:
+//! bounded, older entries in history pages), so a record's WAL sequence
+//! *is* the entry's seqnum, and a whole append batch is one producer group,
+//! committed in one segment by one manifest CAS.
 //!
 //! * [`BucketStorage`] — the writer: owns the epoch (opening it fences any
 //!   older writer), checks conditional appends against its authoritative
-//!   versions before the CAS, and rebuilds those versions from the bucket
+//!   versions before the CAS, and completes those versions from the bucket
 //!   when it opens.
-//! * [`BucketFollower`] — a read replica: tails the manifest, keeps the
-//!   entries and their tag/version indexes locally, serves every read and
-//!   subscription, and refuses writes with `ReadOnly`.
+//! * [`BucketFollower`] — a read replica: tails the manifest, serves every
+//!   read and subscription, and refuses writes with `ReadOnly`.
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
+//! `history/<level>-<first>-<end>-<run>-<plan>` (the manifest's history pages),
 //! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
+//!
+//! # Memory and open time
+//!
+//! Neither keeps the log's entries. Both keep its *numbers* (which seqnums
+//! carry each tag, which seqnum holds each version) — in memory, or with a
+//! cache directory in the persistent log index ([`crate::index`]) — plus the
+//! newest entries up to a budget; any other entry is read back from its
+//! segment on demand, through bounded caches of segments and history pages.
+//! Everything but in-memory numbers comes out of one `memory_budget`.
+//!
+//! With a cache directory, opening reads only what was committed since the
+//! directory's index last covered the log; without one (or on an empty
+//! one) it reads the whole live log once: the writer before it accepts
+//! appends, a follower in the background while it already serves the live
+//! end (see [`follower`]). A standby follower's directory can be handed to
+//! a new writer. The directory is derived state, checked against the log
+//! and rebuilt when it does not match (`docs/FAILURE_SEMANTICS.md`).
 //!
 //! # Retention
 //!
@@ -30,9 +48,14 @@
 //! references any more; [`trim_unowned`] trims from a tool without fencing
 //! the writer.
 
+mod budget;
+mod catchup;
 pub mod check;
 pub mod follower;
 pub mod kv;
+mod local;
+mod numbers;
+mod reader;
 mod records;
 pub mod retention;
 pub mod writer;
@@ -42,6 +65,21 @@ pub use follower::{BucketFollower, FollowerOptions};
 pub use kv::BucketKv;
 pub use retention::{gc, trim_unowned};
 pub use writer::{BucketOptions, BucketStorage};
+
+/// Whether another writer or follower handle (in this process or another)
+/// uses the cache directory at `path` now, so that a tool can open without
+/// it instead of failing: opening with a directory in use fails with
+/// `Locked` (as does a writer lease held by a live writer, which this tells
+/// apart). The answer can be stale by the time the directory is used.
+///
+/// Errors: I/O kinds when the directory cannot be created or locked.
+pub fn cache_dir_in_use(path: &std::path::Path) -> crate::Result<bool> {
+    match numbers::CacheDir::acquire(path) {
+        Ok(_released_on_drop) => Ok(false),
+        Err(e) if e.kind() == crate::ErrorKind::Locked => Ok(true),
+        Err(e) => Err(e),
+    }
+}
 
 use object_store::path::Path;
 
@@ -74,6 +112,11 @@ impl BucketLayout {
     /// The prefix of segment objects.
     pub fn segments(&self) -> String {
         self.join("segments")
+    }
+
+    /// The prefix of the manifest's history pages.
+    pub fn history(&self) -> String {
+        self.join("history")
     }
 
     /// The prefix of snapshot objects.

@@ -8,21 +8,31 @@ use crate::model::LogEntry;
 use crate::wal::Record;
 
 /// Frames a batch as records: one frame per entry, the last one marked as
-/// the end of the batch.
-pub(super) fn encode_batch(entries: &[LogEntry]) -> Result<Vec<Bytes>> {
+/// the end of the batch, each carrying the append id at its position in
+/// `ids` (which may be empty: no ids).
+pub(super) fn encode_batch(entries: &[LogEntry], ids: &[Option<String>]) -> Result<Vec<Bytes>> {
     let last = entries.len().saturating_sub(1);
     entries
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let mut buf = Vec::with_capacity(frame::encoded_len(&e.tags, e.data.len()));
+            let id = ids.get(i).and_then(|id| id.as_deref());
+            let mut buf = Vec::with_capacity(frame::encoded_len_with_id(&e.tags, id, e.data.len()));
             let offset = u32::try_from(i).map_err(|_| {
                 Error::invalid_input("an append batch is limited to u32::MAX entries")
             })?;
-            frame::encode(&mut buf, e, offset, i == last)?;
+            frame::encode_with_id(&mut buf, e, id, offset, i == last)?;
             Ok(Bytes::from(buf))
         })
         .collect()
+}
+
+/// A whole batch as its records held it: the entries, and the append id
+/// of each (`None` for an entry without one).
+#[derive(Debug)]
+pub(super) struct Assembled {
+    pub(super) entries: Vec<LogEntry>,
+    pub(super) ids: Vec<Option<Box<str>>>,
 }
 
 /// Turns records back into whole batches, in order, dropping records that
@@ -34,6 +44,7 @@ pub(super) struct BatchAssembler {
     /// was trimmed).
     next: Option<u64>,
     pending: Vec<LogEntry>,
+    pending_ids: Vec<Option<Box<str>>>,
 }
 
 impl BatchAssembler {
@@ -42,6 +53,7 @@ impl BatchAssembler {
         BatchAssembler {
             next: None,
             pending: Vec::new(),
+            pending_ids: Vec::new(),
         }
     }
 
@@ -53,6 +65,7 @@ impl BatchAssembler {
         BatchAssembler {
             next: Some(first),
             pending: Vec::new(),
+            pending_ids: Vec::new(),
         }
     }
 
@@ -61,6 +74,13 @@ impl BatchAssembler {
     /// Errors: `Corrupt` when the record is not a valid frame, or its seqnum
     /// does not continue the log, or disagrees with the WAL's numbering.
     pub(super) fn push(&mut self, record: &Record) -> Result<Option<Vec<LogEntry>>> {
+        Ok(self.push_with_ids(record)?.map(|b| b.entries))
+    }
+
+    /// [`push`](BatchAssembler::push), keeping the batch's append ids.
+    ///
+    /// Errors: as [`push`](BatchAssembler::push).
+    pub(super) fn push_with_ids(&mut self, record: &Record) -> Result<Option<Assembled>> {
         let decoded = frame::decode(&record.data).map_err(|e| {
             Error::from(e).context(format!(
                 "record {} of entry {}",
@@ -96,11 +116,13 @@ impl BatchAssembler {
         }
         let batch_end = decoded.meta.batch_end;
         self.pending.push(decoded.to_entry());
+        self.pending_ids.push(decoded.append_id.map(Box::from));
         if !batch_end {
             return Ok(None);
         }
-        let batch = std::mem::take(&mut self.pending);
-        self.next = Some(next + batch.len() as u64);
-        Ok(Some(batch))
+        let entries = std::mem::take(&mut self.pending);
+        let ids = std::mem::take(&mut self.pending_ids);
+        self.next = Some(next + entries.len() as u64);
+        Ok(Some(Assembled { entries, ids }))
     }
 }

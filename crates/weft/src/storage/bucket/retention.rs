@@ -13,7 +13,7 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 
 use super::BucketLayout;
-use super::writer::read_log;
+use super::catchup::read_numbers;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, SnapshotPointer, encode_log_state};
@@ -27,6 +27,7 @@ pub fn gc(store: Arc<dyn ObjectStore>, prefix: &str) -> Gc {
     let layout = BucketLayout::new(prefix);
     Gc::new(store, layout.manifest().to_string(), layout.segments())
         .with_snapshot_prefix(layout.snapshots())
+        .with_history_prefix(layout.history())
 }
 
 /// Trims the bucket log at `prefix` through `through` without claiming it:
@@ -63,12 +64,17 @@ pub async fn trim_unowned(
             format!("no bucket log at {manifest}: nothing to trim"),
         ));
     }
-    let (cache, _) = read_log(&store, &layout, 8, retry).await?;
-    cache.check_trim(through)?;
-    if through < cache.index().first() {
+    let (index, _) = read_numbers(&store, &layout, 8, retry).await?;
+    if through >= index.next() {
+        return Err(Error::invalid_input(format!(
+            "cannot trim through {through}: the log ends before it (next seqnum {})",
+            index.next()
+        )));
+    }
+    if through < index.first() {
         return Ok(None);
     }
-    let state = LogState::new(through, cache.index().next_versions_through(through))?;
+    let state = LogState::new(through, index.next_versions_through(through))?;
     let pointer = SnapshotWriter::new(store, manifest.as_ref())
         .with_prefix(layout.snapshots())
         .with_clock(clock)

@@ -19,6 +19,14 @@
 //! conflict would have been false, and the answer is the writer's failure
 //! instead.
 //!
+//! Append ids ([`crate::storage::append_ids`]) are checked in the same
+//! step as the numbers. A retry whose original is still in flight waits for
+//! it the same way, and answers with the original's result once it is
+//! committed (or with the writer's failure if it is not). A new writer
+//! rebuilds the ids of the newest [`BucketOptions::append_id_window`]
+//! entries from the bucket when it opens, so a retry after a failover is
+//! answered too.
+//!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
 //! numbers already planned can no longer be trusted, so the writer stops:
@@ -26,22 +34,36 @@
 //! error (`Fenced`, with both epochs, when a newer writer took over;
 //! `Closed` otherwise); reads of what was committed keep working.
 //!
-//! The reads, the tip and the stop/close state are the shared
-//! [`CachedLog`]; this module adds the sequencer, the producer and the
+//! ## Memory
+//!
+//! The writer keeps the log's numbers (the counters above and, for reads,
+//! which seqnums carry each tag and hold each version), not its entries:
+//! the newest entries up to a budget, and any other entry read back from
+//! its segment on demand through bounded caches. Its memory is the numbers
+//! plus [`BucketOptions::memory_budget`] (which also bounds the appends in
+//! flight), whatever the log's length. Opening reads the live log once to
+//! rebuild the numbers, keeping no entry.
+//!
+//! The reads, the tip and the stop/close state are the shared local log
+//! (`local`); this module adds the sequencer, the producer and the
 //! visibility task.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use object_store::ObjectStore;
 use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
-use super::follower::{catch_up, request_timeout};
+use super::budget::Budget;
+use super::catchup::{Patience, SharedIds, fill, open_numbers, read_start};
+use super::follower::close_index;
 use super::kv::BucketKv;
-use super::records::{BatchAssembler, encode_batch};
+use super::local::{LocalLog, LocalState};
+use super::numbers::{CacheDir, IndexVersions, Numbers, WriterVersions};
+use super::reader::BucketReader;
+use super::records::encode_batch;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
@@ -49,12 +71,11 @@ use crate::format::{
 };
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
-use crate::storage::cache::EntryCache;
-use crate::storage::core::{CachedLog, results_of};
-use crate::storage::sequencer::Sequencer;
+use crate::storage::append_ids::{AppendIds, check_batch_ids};
+use crate::storage::sequencer::{MemoryVersions, Sequencer};
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::store::RetryPolicy;
-use crate::wal::{Applier, Durability, Producer, Record, Replica, SnapshotWriter};
+use crate::wal::{CheckpointPolicy, Durability, Producer, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
 #[derive(Clone, Debug)]
@@ -80,6 +101,31 @@ pub struct BucketOptions {
     /// and simulation; `None` (the default) draws it from the operating
     /// system, which keeps run ids unique across processes.
     pub seed: Option<u64>,
+    /// How many append ids the writer remembers: the ids of the newest
+    /// this many entries appended with one, rebuilt from what a writer reads
+    /// when it opens (so they survive a failover; with a
+    /// [`cache_dir`](Self::cache_dir), only the ids of entries committed
+    /// since that directory was last current). A retry whose original is
+    /// older is appended again. Each id costs its bytes, its entry's
+    /// primary tag and about 120 bytes of memory. At least 1; default
+    /// 65,536.
+    pub append_id_window: usize,
+    /// When the manifest moves older entries into history pages (which
+    /// keeps it, and the cost of each commit, bounded).
+    pub checkpoint: CheckpointPolicy,
+    /// Bytes the writer holds besides the log's numbers: a quarter bounds
+    /// the appends in flight (the producer's budget), the rest the newest
+    /// entries, decoded segments read back, manifest history pages and
+    /// (with a cache directory) the persistent index's caches.
+    pub memory_budget: usize,
+    /// A directory for the writer's persistent state (the log's numbers in
+    /// a persistent index, see [`FollowerOptions::cache_dir`]). With one, a
+    /// reopened writer reads only what was committed since it last ran, and
+    /// a standby follower's directory can be handed to a new writer; without
+    /// one, every open reads the whole live log.
+    ///
+    /// [`FollowerOptions::cache_dir`]: super::FollowerOptions::cache_dir
+    pub cache_dir: Option<std::path::PathBuf>,
     /// Open even when the log's writer lease shows a live writer, fencing
     /// it (a deliberate failover). By default opening waits to see whether
     /// the lease's writer is alive and fails with `Locked` if it is (see
@@ -97,9 +143,13 @@ impl Default for BucketOptions {
             flush_interval: Duration::from_millis(20),
             flush_bytes: 4 << 20,
             max_entry_bytes: MAX_ENTRY_BYTES,
-            rebuild_prefetch: 8,
+            rebuild_prefetch: 32,
             retry: RetryPolicy::default(),
             seed: None,
+            append_id_window: 1 << 16,
+            checkpoint: CheckpointPolicy::default(),
+            memory_budget: 256 << 20,
+            cache_dir: None,
             take_over: false,
             lease_renew_every: crate::wal::lease::DEFAULT_RENEW_EVERY,
             writer_name: None,
@@ -117,8 +167,9 @@ struct InFlight {
 /// What the writer handle and its visibility task share.
 #[derive(Debug)]
 struct Shared {
-    /// The committed entries, the feed, and whether the writer stopped.
-    log: CachedLog,
+    /// The committed log's numbers and newest entries, the reader of the
+    /// others, the feed, and whether the writer stopped.
+    log: LocalLog,
     /// Ticks whenever a batch became visible or the writer failed.
     settled: tokio::sync::watch::Sender<()>,
 }
@@ -129,7 +180,10 @@ pub struct BucketStorage {
     snapshots: SnapshotWriter,
     /// One trim at a time, so trim points (and snapshots) only move forward.
     trim_lock: tokio::sync::Mutex<()>,
-    sequencer: tokio::sync::Mutex<Sequencer>,
+    sequencer: tokio::sync::Mutex<Sequencer<WriterVersions>>,
+    /// The append ids of the newest entries; changed only while the
+    /// sequencer is held.
+    ids: std::sync::Mutex<AppendIds>,
     /// Batches in planning order; the visibility task makes them readable
     /// in that order, whether or not their callers are still waiting.
     in_flight: mpsc::UnboundedSender<InFlight>,
@@ -145,97 +199,10 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// Collects every committed batch during the rebuild on open, after the
-/// log state of the last trim if there is one.
-struct Rebuild {
-    assembler: BatchAssembler,
-    batches: Vec<Vec<LogEntry>>,
-    state: Option<LogState>,
-}
-
-#[async_trait]
-impl Applier for Rebuild {
-    async fn apply(&mut self, record: &Record) -> Result<()> {
-        if let Some(batch) = self.assembler.push(record)? {
-            self.batches.push(batch);
-        }
-        Ok(())
-    }
-
-    async fn restore(&mut self, snapshot: Bytes, through_seq: u64) -> Result<()> {
-        let state = decode_trim_state(&snapshot, through_seq)?;
-        self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
-        self.batches.clear();
-        self.state = Some(state);
-        Ok(())
-    }
-}
-
-/// Reads a bucket log's committed entries, from the log state of its last
-/// trim if there is one: the local copy and the counters that continue it.
-///
-/// Errors: `InvalidInput` for a segment-numbered (v1/v2) manifest;
-/// `Corrupt` for entries that do not continue each other or the stored
-/// state; store errors.
-pub(super) async fn read_log(
-    store: &Arc<dyn ObjectStore>,
-    layout: &BucketLayout,
-    prefetch: usize,
-    retry: &RetryPolicy,
-) -> Result<(EntryCache, Sequencer)> {
-    let rebuild = Rebuild {
-        assembler: BatchAssembler::new(),
-        batches: Vec::new(),
-        state: None,
-    };
-    let mut replica = Replica::builder(store.clone(), layout.manifest(), rebuild)
-        .with_prefetch(prefetch)
-        .with_request_timeout(request_timeout(retry))
-        .build();
-    catch_up(&mut replica, retry).await?;
-    if let Some(m) = replica.manifest() {
-        check_weft_log(&layout.manifest(), m)?;
-    }
-    let batches = std::mem::take(&mut replica.applier_mut().batches);
-    let (mut cache, mut sequencer) = match replica.applier_mut().state.take() {
-        // Trimmed: the numbering goes on from the stored state.
-        Some(state) => {
-            let first = state.through.saturating_add(1);
-            (
-                EntryCache::with_version_floors(first, state.next_versions.clone()),
-                Sequencer::resume(first, state.next_versions),
-            )
-        }
-        None => {
-            let first = batches
-                .first()
-                .map(|b| b[0].seqnum)
-                .or_else(|| replica.manifest().map(|m| m.next_sequence))
-                .unwrap_or(0);
-            (EntryCache::starting_at(first), Sequencer::new())
-        }
-    };
-    for batch in batches {
-        for entry in &batch {
-            sequencer.observe(entry)?;
-        }
-        cache.extend(batch)?;
-    }
-    let next = replica.manifest().map_or(0, |m| m.next_sequence);
-    sequencer.advance_to(next);
-    if sequencer.next_seqnum() != next {
-        return Err(Error::corrupt(format!(
-            "the log's entries end at seqnum {} but its manifest says {next}",
-            sequencer.next_seqnum()
-        )));
-    }
-    Ok((cache, sequencer))
-}
-
 /// A weft log's manifest numbers records (v3/v4) and every entry has
 /// records; segment-numbered entries (v1/v2, or legacy entries of a
 /// converted v1/v2 manifest) mean a WAL some other writer keeps.
-fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
+pub(super) fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
     if m.version.has_record_counts() && m.entries.iter().all(|e| e.count.is_some_and(|c| c > 0)) {
         return Ok(());
     }
@@ -293,7 +260,9 @@ impl BucketStorage {
     /// written), `PermissionDenied` (credentials), `NotFound` (bucket),
     /// `Unavailable` (endpoint), `Corrupt` (data), `InvalidInput` when the
     /// manifest is not a record-numbered (v3/v4) weft log — refused before
-    /// anything is written. A WAL whose records are not entry frames is
+    /// anything is written; `Locked` when another handle uses
+    /// [`BucketOptions::cache_dir`] (refused before the claim too). A WAL
+    /// whose records are not entry frames is
     /// only found out while rebuilding, after the claim (`Corrupt`); the
     /// claim has then fenced that WAL's writer.
     pub async fn open(
@@ -312,13 +281,25 @@ impl BucketStorage {
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
+        if options.append_id_window == 0 {
+            return Err(Error::invalid_input("append_id_window must be at least 1"));
+        }
         refuse_foreign_wal(store.as_ref(), &layout.manifest(), &options.retry).await?;
+        // Taken before the claim: a writer that cannot have its directory
+        // must not fence the one that has it.
+        let cache = options
+            .cache_dir
+            .as_deref()
+            .map(CacheDir::acquire)
+            .transpose()?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
         let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
             .with_flush_interval(options.flush_interval)
             .with_flush_bytes(options.flush_bytes)
-            .with_manifest_version(ManifestVersion::V4)
+            .with_manifest_version(ManifestVersion::V5)
+            .with_checkpoint_policy(options.checkpoint.clone())
+            .with_history_prefix(layout.history())
             .with_retry_policy(options.retry.clone())
             .with_lease_renewal(options.lease_renew_every)
             .with_take_over(options.take_over)
@@ -329,14 +310,76 @@ impl BucketStorage {
         if let Some(name) = &options.writer_name {
             builder = builder.with_holder(name.clone());
         }
+        let budget = Budget::writer(options.memory_budget);
+        builder = builder.with_max_inflight_bytes(budget.in_flight);
         let producer = builder.open().await?;
-        let (cache, sequencer) =
-            read_log(&store, &layout, options.rebuild_prefetch, &options.retry).await?;
+        // Our epoch is in the manifest: what is read from here on is final.
+        let (manifest, trim) = read_start(&store, &layout, &options.retry).await?;
+        let manifest = manifest.unwrap_or_else(|| ManifestData::empty(ManifestVersion::default()));
+        check_weft_log(&layout.manifest(), &manifest)?;
+        let next = manifest.next_sequence;
+        let reader = BucketReader::new(
+            store.clone(),
+            layout.manifest(),
+            Arc::new(manifest.clone()),
+            budget.pages,
+            budget.segments,
+        );
+        let (numbers, from) = open_numbers(
+            &layout,
+            &manifest,
+            trim.as_ref(),
+            cache,
+            budget.index.clone(),
+            &reader,
+        )
+        .await?;
+        let log = Arc::new(LocalLog::new(
+            "the bucket writer",
+            LocalState::new(numbers, budget.recent),
+            reader,
+        ));
+        let ids: SharedIds = Arc::new(std::sync::Mutex::new(AppendIds::bounded(
+            options.append_id_window,
+        )));
+        let patience = Patience::Bounded(options.retry.clone(), options.seed.unwrap_or(0));
+        fill(
+            store.clone(),
+            layout.clone(),
+            log.clone(),
+            from,
+            next,
+            options.rebuild_prefetch,
+            patience,
+            Some(ids.clone()),
+        )
+        .await?;
+        let ids = Arc::into_inner(ids)
+            .ok_or_else(|| Error::internal("the rebuild kept a handle on the append ids"))?
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sequencer = {
+            let state = log.visible().read();
+            match state.numbers() {
+                Numbers::Memory(index) => Sequencer::with_table(
+                    next,
+                    WriterVersions::Memory(MemoryVersions::from_versions(
+                        index.next_versions_through(u64::MAX),
+                    )),
+                ),
+                Numbers::Disk(index, _) => Sequencer::with_table(
+                    next,
+                    WriterVersions::Index(IndexVersions::new(index.clone(), 100_000)),
+                ),
+            }
+        };
+        let log = Arc::into_inner(log)
+            .ok_or_else(|| Error::internal("the rebuild kept a handle on the writer's log"))?;
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
             .with_clock(clock.clone());
         let shared = Arc::new(Shared {
-            log: CachedLog::new("the bucket writer", cache),
+            log,
             settled: tokio::sync::watch::Sender::new(()),
         });
         let (in_flight, rx) = mpsc::unbounded_channel();
@@ -346,6 +389,7 @@ impl BucketStorage {
             snapshots,
             trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
+            ids: std::sync::Mutex::new(ids),
             in_flight,
             shared,
             kv: Arc::new(
@@ -378,6 +422,11 @@ impl BucketStorage {
     fn check_failed(&self) -> Result<()> {
         self.shared.log.gate().check_writable()
     }
+
+    /// The append ids (held only under the sequencer's lock, briefly).
+    fn ids(&self) -> std::sync::MutexGuard<'_, AppendIds> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Shared {
@@ -400,7 +449,7 @@ impl Shared {
         let mut rx = self.settled.subscribe();
         let _ = rx
             .wait_for(|_| {
-                self.log.gate().is_done() || self.log.visible().read().index().next() >= through
+                self.log.gate().is_done() || self.log.visible().read().tip().next >= through
             })
             .await;
     }
@@ -436,11 +485,13 @@ async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFli
 impl Storage for BucketStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         self.check_failed()?;
+        check_batch_ids(&batch)?;
         let now = self.clock.now_ms();
         let (planned, durability) = {
             let mut sequencer = self.sequencer.lock().await;
             self.check_failed()?;
-            let planned = match sequencer.plan(batch, now) {
+            let plan = self.ids().plan(&mut sequencer, batch, now, |_| Ok(None));
+            let planned = match plan {
                 Ok(planned) => planned,
                 Err(e) if e.kind() == ErrorKind::Conflict => {
                     // The check ran against every planned batch, committed
@@ -454,41 +505,60 @@ impl Storage for BucketStorage {
                 }
                 Err(e) => return Err(e),
             };
-            let handed = match encode_batch(&planned) {
-                Ok(records) => self.producer.append(records, None).await,
-                Err(e) => Err(e),
-            };
-            let durability = match handed {
-                Ok(d) => d,
-                Err(e) => {
-                    // Not handed over: the numbers go back, and the writer
-                    // stops unless only this batch was at fault.
-                    sequencer.unplan(&planned)?;
-                    if e.kind() != ErrorKind::InvalidInput {
-                        self.shared.fail(&e);
+            if planned.entries.is_empty() {
+                // Every entry is a retry: nothing to write.
+                (planned, None)
+            } else {
+                let handed = match encode_batch(&planned.entries, &planned.ids) {
+                    Ok(records) => self.producer.append(records, None).await,
+                    Err(e) => Err(e),
+                };
+                let durability = match handed {
+                    Ok(d) => d,
+                    Err(e) => {
+                        // Not handed over: the numbers and ids go back, and
+                        // the writer stops unless only this batch was at
+                        // fault.
+                        sequencer.unplan(&planned.entries)?;
+                        self.ids().forget_from(planned.entries[0].seqnum);
+                        if e.kind() != ErrorKind::InvalidInput {
+                            self.shared.fail(&e);
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
+                };
+                let (reply, answer) = oneshot::channel();
+                let in_flight = InFlight {
+                    planned: planned.entries.clone(),
+                    durability,
+                    reply,
+                };
+                if self.in_flight.send(in_flight).is_err() {
+                    return Err(Error::closed("the bucket writer is closed"));
                 }
-            };
-            let (reply, answer) = oneshot::channel();
-            let in_flight = InFlight {
-                planned: planned.clone(),
-                durability,
-                reply,
-            };
-            if self.in_flight.send(in_flight).is_err() {
+                (planned, Some(answer))
+            }
+        };
+        if let Some(durability) = durability {
+            durability
+                .await
+                .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
+        }
+        // A retried id whose original is still in flight is answered once
+        // the original is committed (batches commit in planning order, so
+        // this waits only when nothing of this call was written).
+        if let Some(through) = planned.known_through {
+            self.shared.settle(through + 1).await;
+            if self.shared.log.visible().read().tip().next <= through {
+                self.check_failed()?;
                 return Err(Error::closed("the bucket writer is closed"));
             }
-            (planned, answer)
-        };
-        durability
-            .await
-            .unwrap_or_else(|_| Err(Error::closed("the bucket writer stopped")))?;
-        Ok(results_of(&planned))
+        }
+        Ok(planned.results)
     }
 
     async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
-        self.shared.log.read(tag, from, max)
+        self.shared.log.read(tag, from, max).await
     }
 
     async fn read_versions(
@@ -497,11 +567,11 @@ impl Storage for BucketStorage {
         from_version: u64,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        self.shared.log.read_versions(tag, from_version, max)
+        self.shared.log.read_versions(tag, from_version, max).await
     }
 
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
-        self.shared.log.read_prev(tag, before)
+        self.shared.log.read_prev(tag, before).await
     }
 
     async fn tip(&self) -> Result<Tip> {
@@ -509,7 +579,7 @@ impl Storage for BucketStorage {
     }
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
-        self.shared.log.latest_version(tag)
+        self.shared.log.latest_version(tag).await
     }
 
     /// Stores the numbering state as of `through` as the WAL's snapshot and
@@ -520,19 +590,32 @@ impl Storage for BucketStorage {
         self.check_failed()?;
         let _one_at_a_time = self.trim_lock.lock().await;
         let floors = {
-            let cache = self.shared.log.visible().read();
-            cache.check_trim(through)?;
-            if through < cache.index().first() {
+            let state = self.shared.log.visible().read();
+            let tip = state.tip();
+            if through >= tip.next {
+                return Err(Error::invalid_input(format!(
+                    "cannot trim through {through}: the log ends before it (next seqnum {})",
+                    tip.next
+                )));
+            }
+            if through < tip.first {
                 return Ok(());
             }
-            cache.index().next_versions_through(through)
+            state.numbers().floors_through(through)?
         };
+        let floors_kept = floors.clone();
         let state = encode_log_state(&LogState::new(through, floors)?)?;
         self.snapshots
             .write(&self.producer, state, through)
             .await
             .map_err(|e| e.context(format!("trimming the bucket log through {through}")))?;
-        self.shared.log.visible().write().trim(through);
+        self.shared
+            .log
+            .visible()
+            .write()
+            .trim(through, &floors_kept)?;
+        let _numbering = self.sequencer.lock().await;
+        self.ids().forget_through(through);
         Ok(())
     }
 
@@ -553,11 +636,20 @@ impl Storage for BucketStorage {
         }
     }
 
+    fn supports_append_ids(&self) -> bool {
+        true
+    }
+
     async fn close(&self) -> Result<()> {
         self.shared.log.gate().close();
         self.shared.settled.send_replace(());
         let result = self.producer.close().await;
         self.shared.log.feed().close();
-        result
+        // The sequencer's hold on the index goes first, so closing it lets
+        // go of its directory.
+        *self.sequencer.lock().await =
+            Sequencer::with_table(0, WriterVersions::Memory(MemoryVersions::default()));
+        let closed = close_index(&self.shared.log).await;
+        result.and(closed)
     }
 }

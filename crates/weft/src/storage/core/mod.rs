@@ -14,7 +14,8 @@
 //!   backend, the bucket writer and the bucket follower are this plus how
 //!   they number (a [`Sequencer`](super::sequencer::Sequencer)) and make
 //!   entries durable (nothing, a producer, a replica).
-//! * [`results_of`] — the answer to an append, from the numbered entries.
+//! * [`results_of`], [`result_of`] — the answer to an append, from the
+//!   numbered entries.
 //!
 //! A backend whose numbers are assigned by a shared database has no
 //! sequencer and may keep no copy of the entries: it uses a [`Gate`] and
@@ -37,13 +38,15 @@ use crate::model::{AppendResult, LogEntry};
 
 /// The result of appending `entries`, one per entry, in order.
 pub fn results_of(entries: &[LogEntry]) -> Vec<AppendResult> {
-    entries
-        .iter()
-        .map(|e| AppendResult {
-            seqnum: e.seqnum,
-            stream_version: e.stream_version,
-            primary_tag: e.tags[0].clone(),
-            timestamp_ms: e.timestamp_ms,
-        })
-        .collect()
+    entries.iter().map(result_of).collect()
+}
+
+/// The result of appending `entry`.
+pub fn result_of(entry: &LogEntry) -> AppendResult {
+    AppendResult {
+        seqnum: entry.seqnum,
+        stream_version: entry.stream_version,
+        primary_tag: entry.tags[0].clone(),
+        timestamp_ms: entry.timestamp_ms,
+    }
 }

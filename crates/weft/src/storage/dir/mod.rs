@@ -68,6 +68,19 @@
 //! which reads everything. A missing, damaged or foreign index is rebuilt
 //! from the log, once (see `recovery.rs`).
 //!
+//! ## Append ids
+//!
+//! An entry appended with an id carries it in its frame. The writer
+//! remembers the ids of the newest [`DirOptions::append_id_window`] such
+//! entries, and answers a retry whose id it remembers with the original
+//! result instead of writing again; see [`crate::storage::append_ids`].
+//! On open the window gets the ids of the entries the open scans (those the
+//! log index did not cover), then of older entries walked backward segment
+//! by segment until it is full or `append_id_window` entries were walked
+//! over: the open stays bounded on a log with few ids, and a
+//! retry whose original is among the newest `append_id_window` entries is
+//! always recognized.
+//!
 //! ## Reads
 //!
 //! A read by tag or version asks the index for seqnums, then walks from the
@@ -77,6 +90,7 @@
 mod check;
 mod follower;
 mod fsutil;
+mod ids;
 mod kv;
 mod lock;
 mod options;
@@ -230,6 +244,14 @@ impl DirStorage {
         recovery::repair(&dir, &survey.repairs)?;
         let next = survey.next_seqnum;
         let first = survey.live_from();
+        let ids = ids::rebuild(
+            &survey.segments,
+            first,
+            opened.scanned_from,
+            next,
+            opened.tail_ids,
+            options.append_id_window,
+        )?;
         let sequencer = Sequencer::with_table(
             next,
             IndexVersions::new(Arc::clone(&index), split.sequencer_streams),
@@ -255,8 +277,11 @@ impl DirStorage {
             Arc::clone(&queue),
             options.clone(),
             clock,
-            sequencer,
-            opened.locators,
+            writer::Resumed {
+                sequencer,
+                locators: opened.locators,
+                ids,
+            },
             lock,
         )?;
         let thread = std::thread::Builder::new()
@@ -392,6 +417,10 @@ impl Storage for DirStorage {
             max_entry_bytes: self.options.max_entry_bytes,
             freshness: Freshness::SingleWriter,
         }
+    }
+
+    fn supports_append_ids(&self) -> bool {
+        true
     }
 
     async fn close(&self) -> Result<()> {

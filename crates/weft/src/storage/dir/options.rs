@@ -64,6 +64,16 @@ pub struct DirOptions {
     /// The largest payload accepted; larger appends fail with
     /// `InvalidInput`. At most 16 MiB; default 16 MiB.
     pub max_entry_bytes: usize,
+    /// How many append ids the writer remembers: the ids of the newest
+    /// this many entries appended with one
+    /// ([`AppendRequest::with_id`](crate::AppendRequest::with_id)). A retry
+    /// whose original is among them answers with the original result; an
+    /// older one is appended again. Rebuilt from the log on open, as far
+    /// back as this many ids or this many entries (whole segments),
+    /// whichever is reached first. Each id
+    /// costs its bytes, its entry's primary tag and about 120 bytes of
+    /// memory. At least 1; default 65,536.
+    pub append_id_window: usize,
     /// The memory the backend may use for what it keeps besides the write
     /// groups in flight: the log index (its in-memory tail, its store's
     /// cache and write buffers), recently committed entries kept for
@@ -114,6 +124,7 @@ impl Default for DirOptions {
             linger_micros: 200,
             spin_micros: 50,
             max_entry_bytes: MAX_ENTRY_BYTES,
+            append_id_window: 1 << 16,
             memory_budget: 256 << 20,
         }
     }
@@ -172,6 +183,9 @@ impl DirOptions {
                 "spin_micros {} exceeds linger_micros {}",
                 self.spin_micros, self.linger_micros
             )));
+        }
+        if self.append_id_window == 0 {
+            return Err(Error::invalid_input("append_id_window must be at least 1"));
         }
         if self.memory_budget < MIN_MEMORY_BUDGET {
             return Err(Error::invalid_input(format!(

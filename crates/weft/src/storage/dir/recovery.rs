@@ -33,6 +33,7 @@ use super::walk::{Locator, Locators, Position, Walker};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::dir_segment::SegmentHeader;
 use crate::index::{Index, IndexEntry};
+use crate::model::AppendResult;
 use crate::model::LogTag;
 
 /// The writer's index directory, inside the log directory.
@@ -50,6 +51,12 @@ pub(super) struct Opened {
     pub(super) replayed: u64,
     /// Where the next locator goes.
     pub(super) locators: Locators,
+    /// The append ids of the live entries the survey read, with their
+    /// results, in log order.
+    pub(super) tail_ids: Vec<(Box<str>, AppendResult)>,
+    /// The first seqnum the survey read (entries before it were read into
+    /// the index by an earlier open).
+    pub(super) scanned_from: u64,
 }
 
 /// Judges the log in `dir` and records in `index` every whole batch it
@@ -200,6 +207,8 @@ fn survey_into(
     let from = index.next();
     let mut locators = Locators::default();
     let mut replayed = 0u64;
+    let mut tail_ids = Vec::new();
+    let scanned_from = start.map_or_else(|| layout.live_from(), |s| s.seqnum);
     let survey = scan::survey(
         dir,
         layout,
@@ -207,6 +216,11 @@ fn survey_into(
         Versions::Index(Arc::clone(index)),
         start,
         |a| {
+            if a.live
+                && let Some(id) = &a.append_id
+            {
+                tail_ids.push((id.clone(), a.result()));
+            }
             if !a.live || a.seqnum < from {
                 return Ok(());
             }
@@ -234,6 +248,8 @@ fn survey_into(
         survey,
         replayed,
         locators,
+        tail_ids,
+        scanned_from,
     })
 }
 

@@ -80,11 +80,14 @@ use crate::error::{Error, Result};
 use crate::format::dir_segment::SegmentHeader;
 use crate::format::frame::{self, FIXED_LEN, FrameError, FrameMeta, MIN_FRAME_LEN};
 use crate::index::Index;
-use crate::model::{LogTag, MAX_ENTRY_BYTES, MAX_TAG_PART_BYTES, MAX_TAGS_PER_ENTRY};
+use crate::model::{AppendResult, LogTag, MAX_ENTRY_BYTES, MAX_TAG_PART_BYTES, MAX_TAGS_PER_ENTRY};
 
 /// The longest frame any writer can have produced.
-const MAX_FRAME_LEN: usize =
-    FIXED_LEN + MAX_TAGS_PER_ENTRY * (4 + 2 * MAX_TAG_PART_BYTES) + MAX_ENTRY_BYTES;
+const MAX_FRAME_LEN: usize = FIXED_LEN
+    + MAX_TAGS_PER_ENTRY * (4 + 2 * MAX_TAG_PART_BYTES)
+    + 1
+    + frame::MAX_FRAME_APPEND_ID
+    + MAX_ENTRY_BYTES;
 
 /// How much of a segment the scan reads at once.
 const CHUNK: usize = 4 << 20;
@@ -347,6 +350,9 @@ pub(super) struct Accepted {
     pub(super) version: u64,
     /// The first seqnum of its segment (the segment's name).
     pub(super) segment: u64,
+    pub(super) timestamp_ms: u64,
+    /// Its append id, if its frame carries one.
+    pub(super) append_id: Option<Box<str>>,
     /// Where its frame starts in the segment.
     pub(super) offset: u64,
     /// The frame's CRC-32C (what the log index records as its check).
@@ -588,6 +594,18 @@ pub(super) fn survey(
     })
 }
 
+impl Accepted {
+    /// The answer its append got.
+    pub(super) fn result(&self) -> AppendResult {
+        AppendResult {
+            seqnum: self.seqnum,
+            stream_version: self.version,
+            primary_tag: self.tags[0].clone(),
+            timestamp_ms: self.timestamp_ms,
+        }
+    }
+}
+
 /// `Corrupt` unless the first live segment (`first`, if any) starts at or
 /// before `live_from`.
 pub(super) fn check_first(dir: &Path, first: Option<u64>, live_from: u64) -> Result<()> {
@@ -728,6 +746,7 @@ impl Scan {
                 end: HEADER_LEN,
                 next: self.next,
                 relaxed: header.relaxed,
+                append_ids: header.allows_append_ids(),
             },
             file,
         )))
@@ -765,7 +784,15 @@ impl Scan {
                     .then(|| (pos, "the file ends inside a batch".to_owned()));
             }
             match reader.frame(pos, &mut self.tags, io)? {
-                Ok((meta, (tags, primary), frame_len, crc)) => {
+                Ok(framed) => {
+                    let Framed {
+                        meta,
+                        tags,
+                        primary,
+                        len: frame_len,
+                        crc,
+                        append_id,
+                    } = framed;
                     let want = self.next + pending.len() as u64;
                     if meta.seqnum != want {
                         return Err(corrupt(format!(
@@ -777,6 +804,7 @@ impl Scan {
                         meta,
                         tags,
                         primary,
+                        append_id,
                         offset: pos,
                         end: pos + frame_len as u64,
                         crc,
@@ -858,6 +886,8 @@ impl Scan {
             segment,
             offset: entry.offset,
             crc: entry.crc,
+            timestamp_ms: entry.meta.timestamp_ms,
+            append_id: entry.append_id,
             end: entry.end,
             live,
         })
@@ -883,9 +913,22 @@ struct Pending {
     tags: Rc<[LogTag]>,
     /// Stream number of the primary tag in the [`TagCache`].
     primary: usize,
+    append_id: Option<Box<str>>,
     offset: u64,
     end: u64,
     crc: u32,
+}
+
+/// A frame as the scan reads it: fixed fields, tags, length, checksum and
+/// append id (the payload is not kept).
+struct Framed {
+    meta: FrameMeta,
+    tags: Rc<[LogTag]>,
+    /// Stream number of the primary tag in the [`TagCache`].
+    primary: usize,
+    len: usize,
+    crc: u32,
+    append_id: Option<Box<str>>,
 }
 
 /// Reads a segment in large chunks and hands out frames.
@@ -927,15 +970,13 @@ impl<'f> Chunks<'f> {
         Ok(self.buf.get((at - self.start) as usize..).unwrap_or(&[]))
     }
 
-    /// The frame at `at`: its fixed fields, tags, length and checksum, or
-    /// why the bytes there are not a frame.
-    #[allow(clippy::type_complexity)]
+    /// The frame at `at`, or why the bytes there are not a frame.
     fn frame(
         &mut self,
         at: u64,
         cache: &mut TagCache,
         io: impl Fn(std::io::Error) -> Error,
-    ) -> Result<Result<(FrameMeta, (Rc<[LogTag]>, usize), usize, u32), FrameError>> {
+    ) -> Result<Result<Framed, FrameError>> {
         let head = self.window(at, FIXED_LEN).map_err(&io)?;
         let need = frame::claimed_len(head).unwrap_or(FIXED_LEN);
         if at.saturating_add(need as u64) > self.len {
@@ -950,7 +991,14 @@ impl<'f> Chunks<'f> {
         let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         Ok(cache
             .get(head.raw_tags, head.tag_count)?
-            .map(|tags| (head.meta, tags, head.frame_len, crc)))
+            .map(|(tags, primary)| Framed {
+                meta: head.meta,
+                tags,
+                primary,
+                len: head.frame_len,
+                crc,
+                append_id: head.append_id.map(Box::from),
+            }))
     }
 
     /// The offset of a valid frame after `damage` whose group started after
@@ -977,7 +1025,7 @@ impl<'f> Chunks<'f> {
                 _ => false,
             };
             if plausible
-                && matches!(self.frame(p, cache, &io)?, Ok((meta, _, _, _)) if meta.group_first() > torn_from)
+                && matches!(self.frame(p, cache, &io)?, Ok(f) if f.meta.group_first() > torn_from)
             {
                 return Ok(Some(p));
             }

@@ -62,11 +62,7 @@ pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<(Segment, 
         .create_new(true)
         .open(&path)
         .map_err(|e| io("create", e))?;
-    let header = SegmentHeader {
-        first_seqnum: first,
-        relaxed,
-    }
-    .encode();
+    let header = SegmentHeader::new(first, relaxed).encode();
     file.write_all_at(&header, 0)
         .map_err(|e| io("write header of", e))?;
     file.sync_data().map_err(|e| io("sync", e))?;
@@ -78,6 +74,7 @@ pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<(Segment, 
             end: HEADER_LEN,
             next: first,
             relaxed,
+            append_ids: true,
         },
         file,
     ))
@@ -98,6 +95,8 @@ pub(super) struct Segment {
     pub(super) next: u64,
     /// Written in relaxed mode (see [`SegmentHeader::relaxed`]).
     pub(super) relaxed: bool,
+    /// Its format allows frames with append ids (segment version 2).
+    pub(super) append_ids: bool,
 }
 
 /// The [`Segment::end`] of a sealed segment that was not scanned: a sealed
@@ -114,6 +113,9 @@ impl Segment {
             end: UNSCANNED,
             next,
             relaxed: false,
+            // Unknown (its header is not read), and only the active
+            // segment's matters: a writer never appends to this one.
+            append_ids: false,
         }
     }
 

@@ -189,6 +189,15 @@ impl Walker {
     /// Reads and verifies the frame at `pos`; returns the entry and the
     /// position after it.
     pub(super) fn read(&mut self, pos: Position) -> Result<(LogEntry, Position, u32)> {
+        self.read_with_id(pos)
+            .map(|(entry, _, next, crc)| (entry, next, crc))
+    }
+
+    /// [`read`](Walker::read), with the entry's append id.
+    pub(super) fn read_with_id(
+        &mut self,
+        pos: Position,
+    ) -> Result<(LogEntry, Option<Box<str>>, Position, u32)> {
         let head = self.window(pos.offset, FIXED_LEN)?;
         let need = frame::claimed_len(head).unwrap_or(FIXED_LEN);
         let bytes = self.window(pos.offset, need)?;
@@ -203,6 +212,7 @@ impl Walker {
             )));
         }
         let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        let id = decoded.append_id.map(Box::from);
         let entry = LogEntry {
             seqnum: pos.seqnum,
             stream_version: decoded.meta.stream_version,
@@ -214,7 +224,7 @@ impl Walker {
             offset: pos.offset + decoded.frame_len as u64,
             seqnum: pos.seqnum + 1,
         };
-        Ok((entry, next, crc))
+        Ok((entry, id, next, crc))
     }
 }
 

@@ -60,7 +60,8 @@ use crate::format::frame;
 use crate::index::{IndexEntry, IndexVersions};
 use crate::model::{AppendResult, LogEntry, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
-use crate::storage::core::{Gate, results_of};
+use crate::storage::append_ids::{AppendIds, Planned, check_batch_ids};
+use crate::storage::core::Gate;
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
@@ -154,10 +155,12 @@ struct Active {
     /// Seqnum after its last entry.
     next: u64,
     relaxed: bool,
+    /// Its format allows frames with append ids.
+    append_ids: bool,
 }
 
-/// An append's reply channel with its numbered entries (or why not).
-type Planned = (Reply<Vec<AppendResult>>, Result<Vec<LogEntry>>);
+/// An append's reply channel with its plan (or why it has none).
+type Answer = (Reply<Vec<AppendResult>>, Result<Planned>);
 
 struct Pending {
     batch: Vec<NewEntry>,
@@ -176,6 +179,8 @@ pub(super) struct Writer {
     sequencer: Sequencer<IndexVersions>,
     /// Which entries get a locator in the index.
     locators: Locators,
+    /// The append ids of the newest entries (see `DirOptions::append_id_window`).
+    ids: AppendIds,
     active: Option<Active>,
     /// The group being written: copied bytes...
     buf: Vec<u8>,
@@ -189,6 +194,14 @@ pub(super) struct Writer {
     failed: bool,
 }
 
+/// What the open rebuilt for the writer to go on from.
+pub(super) struct Resumed {
+    pub(super) sequencer: Sequencer<IndexVersions>,
+    /// Where the next locator goes.
+    pub(super) locators: Locators,
+    pub(super) ids: AppendIds,
+}
+
 impl Writer {
     /// A writer appending to the last of the segments in `shared`.
     ///
@@ -198,10 +211,14 @@ impl Writer {
         queue: Arc<Queue<Command>>,
         options: DirOptions,
         clock: Arc<dyn Clock>,
-        sequencer: Sequencer<IndexVersions>,
-        locators: Locators,
+        resumed: Resumed,
         lock: DirLock,
     ) -> Result<Self> {
+        let Resumed {
+            sequencer,
+            locators,
+            ids,
+        } = resumed;
         let last = shared.read_state().segments.values().next_back().cloned();
         let active = match last {
             Some(s) => Some(Active {
@@ -210,6 +227,7 @@ impl Writer {
                 end: s.end,
                 next: s.next,
                 relaxed: s.relaxed,
+                append_ids: s.append_ids,
             }),
             None => None,
         };
@@ -221,6 +239,7 @@ impl Writer {
             clock,
             sequencer,
             locators,
+            ids,
             active,
             buf: Vec::new(),
             large: Vec::new(),
@@ -379,26 +398,43 @@ impl Writer {
         self.buf.clear();
         self.large.clear();
         let mut referenced = 0usize;
-        let mut planned: Vec<Planned> = Vec::with_capacity(group.len());
+        let mut planned: Vec<Answer> = Vec::with_capacity(group.len());
         // Per entry written: where its frame starts in the group, and in
         // `buf` (where its checksum is).
         let mut frame_starts: Vec<(usize, usize)> = Vec::new();
+        let mut writes_ids = false;
         for p in group {
             // `DirStorage::append` validated the batch before sending it.
-            let outcome = self.sequencer.plan(p.batch, timestamp_ms);
-            if let Ok(entries) = &outcome {
-                for (i, entry) in entries.iter().enumerate() {
+            // Every id numbered before this group is committed (the writer
+            // stops when a group fails), and an id numbered earlier in this
+            // group is answered only if the group commits.
+            let outcome = self
+                .ids
+                .plan(&mut self.sequencer, p.batch, timestamp_ms, |_| Ok(None));
+            if let Ok(plan) = &outcome {
+                writes_ids |= plan.writes_ids();
+                // The appender's payload checksums are by batch position,
+                // which retried entries shifted: without them large
+                // payloads are copied instead.
+                let crcs: &[u32] = if p.data_crcs.len() == plan.entries.len() {
+                    &p.data_crcs
+                } else {
+                    &[]
+                };
+                for (i, entry) in plan.entries.iter().enumerate() {
                     frame_starts.push((self.buf.len() + referenced, self.buf.len()));
                     let offset = (entry.seqnum - group_first) as u32;
-                    let end = i + 1 == entries.len();
-                    let encoded = match p.data_crcs.get(i) {
+                    let end = i + 1 == plan.entries.len();
+                    let id = plan.id(i);
+                    let encoded = match crcs.get(i) {
                         Some(&crc) if entry.data.len() >= LARGE_PAYLOAD => {
-                            frame::encode_head(&mut self.buf, entry, offset, end, crc).map(|()| {
-                                self.large.push((self.buf.len(), entry.data.clone()));
-                                referenced += entry.data.len();
-                            })
+                            frame::encode_head_with_id(&mut self.buf, entry, id, offset, end, crc)
+                                .map(|()| {
+                                    self.large.push((self.buf.len(), entry.data.clone()));
+                                    referenced += entry.data.len();
+                                })
                         }
-                        _ => frame::encode(&mut self.buf, entry, offset, end),
+                        _ => frame::encode_with_id(&mut self.buf, entry, id, offset, end),
                     };
                     if let Err(e) = encoded {
                         // Validation makes this unreachable; never write a
@@ -417,18 +453,27 @@ impl Writer {
         }
         self.group_len = self.buf.len() + referenced;
         if self.group_len == 0 {
+            // Nothing to write: conflicts, and retries of committed appends.
             for (reply, outcome) in planned {
-                let _ = reply.send(outcome.map(|_| Vec::new()));
+                let _ = reply.send(outcome.map(|plan| plan.results));
             }
             return;
         }
 
-        let (first, base) = match self.write_group(group_first) {
+        let (first, base) = match self.write_group(group_first, writes_ids) {
             Ok(placed) => placed,
             Err(e) => {
                 self.stop(&e);
                 for (reply, outcome) in planned {
                     let answer = match outcome {
+                        // A retry of an append committed before this group
+                        // has its answer whatever became of the group.
+                        Ok(plan)
+                            if plan.entries.is_empty()
+                                && plan.known_through.is_none_or(|s| s < group_first) =>
+                        {
+                            Ok(plan.results)
+                        }
                         Ok(_) => Err(Error::new(
                             ErrorKind::Indeterminate,
                             "the write or sync of this append failed; it may or may not be durable",
@@ -448,10 +493,10 @@ impl Writer {
         let mut appends = 0u64;
         for (reply, outcome) in planned {
             match outcome {
-                Ok(entries) => {
+                Ok(plan) => {
                     appends += 1;
-                    answers.push((reply, Ok(results_of(&entries))));
-                    committed.extend(entries);
+                    answers.push((reply, Ok(plan.results)));
+                    committed.extend(plan.entries);
                 }
                 Err(e) => answers.push((reply, Err(e))),
             }
@@ -511,7 +556,9 @@ impl Writer {
 
     /// Places the encoded group in a segment, writes and (durable mode)
     /// syncs it. Returns the segment's first seqnum and the write offset.
-    fn write_group(&mut self, group_first: u64) -> Result<(u64, u64)> {
+    /// A group with append ids never goes into a segment whose format
+    /// predates them.
+    fn write_group(&mut self, group_first: u64, writes_ids: bool) -> Result<(u64, u64)> {
         let len = self.group_len as u64;
         let relaxed = self.relaxed();
         let roll = match &self.active {
@@ -519,6 +566,7 @@ impl Writer {
             Some(a) => {
                 a.next != group_first
                     || a.relaxed != relaxed
+                    || (writes_ids && !a.append_ids)
                     || (a.next > a.first && a.end + len > self.options.segment_bytes)
             }
         };
@@ -556,6 +604,7 @@ impl Writer {
             end: HEADER_LEN,
             next: first,
             relaxed: seg.relaxed,
+            append_ids: seg.append_ids,
         });
         self.shared.write_state().segments.insert(first, seg);
         Ok(())
@@ -643,6 +692,7 @@ impl Writer {
             // The next open records it from the trim file.
             warn!(error = %e, "could not record the trim point in the log index");
         }
+        self.ids.forget_through(through);
         let doomed: Vec<Segment> = self.shared.write_state().trim(through);
         self.shared
             .state
@@ -706,6 +756,7 @@ pub(super) fn validate(batch: &[NewEntry], max_entry_bytes: usize) -> Result<()>
             "an append batch needs at least one entry",
         ));
     }
+    check_batch_ids(batch)?;
     let mut total = 0usize;
     for entry in batch {
         if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
@@ -727,7 +778,8 @@ pub(super) fn validate(batch: &[NewEntry], max_entry_bytes: usize) -> Result<()>
                 )));
             }
         }
-        total += frame::encoded_len(&entry.tags, entry.data.len());
+        total +=
+            frame::encoded_len_with_id(&entry.tags, entry.append_id.as_deref(), entry.data.len());
     }
     if total > MAX_BATCH_FRAME_BYTES {
         return Err(Error::invalid_input(format!(

@@ -1,0 +1,519 @@
+//! PostgreSQL workloads: many writer processes on one log, each case
+//! against a baseline measured in the same run on the same server.
+//!
+//! * `pg-append` — 1, 4 and 16 OS processes × 8 closed-loop appenders of
+//!   128 B entries (1 tag, and 2 tags: a stream and a shared tag; then
+//!   `append_if` on each appender's own stream), against the same
+//!   processes and appenders doing bare batched `INSERT` + COMMIT of rows
+//!   of the same size (see `pg_child.rs`).
+//! * `pg-lag` — a subscriber in its own process: the time from the append
+//!   call in a writer process to delivery on a live subscription, against
+//!   the writers' own append latency.
+//!
+//! Every process is a child `weft-bench --pg-child SPEC`; the parent
+//! starts them all, waits until each is connected, and starts them
+//! together.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+use weft::storage::postgres::{PgLocation, PgStorage};
+use weft::{AppendRequest, Log, LogTag};
+
+use super::Ctx;
+use super::pg_child::{BASELINE_TABLE, ChildResult, ChildSpec, END_TAG, Role};
+use crate::report::{Report, Row};
+use crate::stats::Samples;
+
+const RECORD: usize = 128;
+const APPENDERS: usize = 8;
+
+/// Where the server is: `WEFT_TEST_PG_URL`, from the environment or the
+/// env file `scripts/postgres.sh start` writes.
+#[derive(Clone, Debug)]
+pub struct PgEnv {
+    pub url: String,
+}
+
+impl PgEnv {
+    /// Reads `WEFT_TEST_PG_URL` from the environment, else from `file`.
+    pub fn discover(file: Option<&std::path::Path>) -> Result<PgEnv> {
+        const HINT: &str =
+            "start the server with scripts/postgres.sh start (or run scripts/bench.sh)";
+        if let Ok(url) = std::env::var("WEFT_TEST_PG_URL")
+            && !url.is_empty()
+        {
+            return Ok(PgEnv { url });
+        }
+        let file = file
+            .map(|p| p.to_path_buf())
+            .or_else(|| std::env::var_os("WEFT_PG_ENV_FILE").map(Into::into))
+            .with_context(|| format!("WEFT_TEST_PG_URL is not set: {HINT}"))?;
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("read {}: {HINT}", file.display()))?;
+        for line in text.lines() {
+            let line = line.trim().trim_start_matches("export ");
+            if let Some(url) = line.strip_prefix("WEFT_TEST_PG_URL=") {
+                return Ok(PgEnv {
+                    url: url.trim_matches('"').to_string(),
+                });
+            }
+        }
+        bail!("{} sets no WEFT_TEST_PG_URL: {HINT}", file.display())
+    }
+}
+
+/// One case's processes, all of one role except an optional subscriber.
+struct Case {
+    specs: Vec<ChildSpec>,
+}
+
+/// What a case's processes measured together.
+struct Measured {
+    entries_per_s: f64,
+    latency: Samples,
+    conflicts: u64,
+    /// The subscriber's lag samples, when the case had one.
+    lag: Samples,
+    /// The server's counters of the log (weft cases).
+    rounds: Rounds,
+}
+
+/// A running child process and its output lines.
+struct Proc {
+    role: Role,
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Proc {
+    fn spawn(spec: &ChildSpec) -> Result<Proc> {
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .arg("--pg-child")
+            .arg(serde_json::to_string(spec)?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawn a --pg-child process")?;
+        let stdout = child.stdout.take().context("child stdout")?;
+        Ok(Proc {
+            role: spec.role,
+            child,
+            lines: BufReader::new(stdout).lines(),
+        })
+    }
+
+    async fn line(&mut self, within: Duration) -> Result<String> {
+        let line = tokio::time::timeout(within, self.lines.next_line())
+            .await
+            .context("a child did not answer in time")??;
+        line.context("a child exited early")
+    }
+
+    async fn go(&mut self) -> Result<()> {
+        let stdin = self.child.stdin.as_mut().context("child stdin")?;
+        stdin.write_all(b"go\n").await?;
+        stdin.flush().await?;
+        Ok(())
+    }
+
+    async fn finish(mut self) -> Result<ChildResult> {
+        let line = self.line(Duration::from_secs(300)).await?;
+        let status = self.child.wait().await?;
+        if !status.success() {
+            bail!("a child failed ({status})");
+        }
+        serde_json::from_str(&line).with_context(|| format!("parse a child's result {line:?}"))
+    }
+}
+
+impl Case {
+    /// Runs the processes together; `end` appends the subscriber's stop
+    /// entry once the writers are done.
+    async fn run(&self, end: Option<&Log>) -> Result<Measured> {
+        let mut procs = Vec::new();
+        for spec in &self.specs {
+            procs.push(Proc::spawn(spec)?);
+        }
+        for p in procs.iter_mut() {
+            let line = p.line(Duration::from_secs(120)).await?;
+            if line != "ready" {
+                bail!("a child said {line:?} instead of ready");
+            }
+        }
+        for p in procs.iter_mut() {
+            p.go().await?;
+        }
+        let mut results: Vec<(Role, ChildResult)> = Vec::new();
+        let mut subscriber = None;
+        for p in procs {
+            if p.role == Role::Subscriber {
+                subscriber = Some(p);
+                continue;
+            }
+            results.push((p.role, p.finish().await?));
+        }
+        if let Some(p) = subscriber {
+            let log = end.context("a subscriber needs the end entry's log")?;
+            log.append(AppendRequest::new(LogTag::new(END_TAG)?, "end"))
+                .await?;
+            results.push((Role::Subscriber, p.finish().await?));
+        }
+        let mut m = Measured {
+            entries_per_s: 0.0,
+            latency: Samples::new(),
+            conflicts: 0,
+            lag: Samples::new(),
+            rounds: Rounds::default(),
+        };
+        let (mut ops, mut elapsed_ms) = (0u64, 0f64);
+        for (role, r) in results {
+            let samples = if role == Role::Subscriber {
+                &mut m.lag
+            } else {
+                ops += r.ops;
+                elapsed_ms = elapsed_ms.max(r.elapsed_ms);
+                m.conflicts += r.conflicts;
+                &mut m.latency
+            };
+            for ms in r.latency_ms {
+                samples.push(Duration::from_secs_f64(ms / 1e3));
+            }
+        }
+        m.entries_per_s = ops as f64 / (elapsed_ms / 1e3).max(1e-9);
+        Ok(m)
+    }
+}
+
+/// A fresh log (schema) for one case, created before its processes start.
+async fn fresh_log(env: &PgEnv, ctx: &mut Ctx, name: &str) -> Result<(String, Log)> {
+    let log_name = ctx.fresh_name(name);
+    let url = format!("{}?log={log_name}", env.url);
+    let location: PgLocation = url.parse()?;
+    let log = Log::new(PgStorage::open_with(location, super::pg_child::options()).await?);
+    Ok((url, log))
+}
+
+async fn admin(env: &PgEnv) -> Result<tokio_postgres::Client> {
+    let (client, connection) = env
+        .url
+        .parse::<tokio_postgres::Config>()?
+        .connect(tokio_postgres::NoTls)
+        .await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Where a case's time went, from the server's own counters of the log's
+/// functions (`pg_stat_user_functions`, on with `track_functions = pl`,
+/// which [`track_functions`] sets for the database) and tables.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rounds {
+    /// Entries in the log.
+    entries: f64,
+    /// Append groups sent (calls of `append`).
+    groups: f64,
+    /// Groups staged, i.e. not numbered by their own call.
+    staged: f64,
+    /// Numbering rounds (calls of `number`), empty ones included.
+    rounds: f64,
+    /// Time inside `number`, in ms (all rounds).
+    number_ms: f64,
+    /// Calls of `outcome_of` and the time in them (waiting included), ms.
+    outcome_calls: f64,
+    outcome_ms: f64,
+}
+
+impl Rounds {
+    fn add(&mut self, o: &Rounds) {
+        self.entries += o.entries;
+        self.groups += o.groups;
+        self.staged += o.staged;
+        self.rounds += o.rounds;
+        self.number_ms += o.number_ms;
+        self.outcome_calls += o.outcome_calls;
+        self.outcome_ms += o.outcome_ms;
+    }
+
+    fn describe(&self) -> String {
+        let per = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        format!(
+            "{:.1} entries/group, {:.1} entries/round, {:.0}% of groups staged, {:.2} ms in number() per round, {:.1} ms per outcome_of",
+            per(self.entries, self.groups),
+            per(self.entries, self.rounds),
+            100.0 * per(self.staged, self.groups),
+            per(self.number_ms, self.rounds),
+            per(self.outcome_ms, self.outcome_calls),
+        )
+    }
+}
+
+/// Turns on the per-function counters for new sessions of the database.
+async fn track_functions(env: &PgEnv) -> Result<()> {
+    admin(env)
+        .await?
+        .batch_execute("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions = pl', current_database()); END $$")
+        .await
+        .context("turn on track_functions (the bench's role must be a superuser)")?;
+    Ok(())
+}
+
+/// The counters of the log at `url`, once its processes are gone (a
+/// backend reports its counters when its session ends).
+async fn rounds_of(env: &PgEnv, url: &str) -> Result<Rounds> {
+    let location: PgLocation = url.parse()?;
+    let schema = location.log().to_string();
+    let client = admin(env).await?;
+    let query = format!(
+        r#"SELECT (SELECT next_seqnum::float8 FROM "{schema}".head),
+             coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'append'), 0),
+             coalesce((SELECT n_tup_ins::float8 FROM pg_stat_user_tables
+                        WHERE schemaname = $1 AND relname = 'staged'), 0),
+             coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'number'), 0),
+             coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'number'), 0),
+             coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'outcome_of'), 0),
+             coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
+                        WHERE schemaname = $1 AND funcname = 'outcome_of'), 0)"#
+    );
+    let mut last: Option<Rounds> = None;
+    // The exiting backends' reports arrive shortly after the children
+    // exit: read until two reads a little apart agree (bounded).
+    for _ in 0..20 {
+        client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await?;
+        let r = client.query_one(&query, &[&schema]).await?;
+        let now = Rounds {
+            entries: r.get(0),
+            groups: r.get(1),
+            staged: r.get(2),
+            rounds: r.get(3),
+            number_ms: r.get(4),
+            outcome_calls: r.get(5),
+            outcome_ms: r.get(6),
+        };
+        if let Some(prev) = last
+            && prev.groups == now.groups
+            && prev.rounds == now.rounds
+            && prev.staged == now.staged
+        {
+            return Ok(now);
+        }
+        last = Some(now);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(last.unwrap_or_default())
+}
+
+/// Drops what a case created, so the server's disk does not fill up.
+async fn drop_log(env: &PgEnv, url: &str) -> Result<()> {
+    let location: PgLocation = url.parse()?;
+    admin(env)
+        .await?
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            location.log()
+        ))
+        .await?;
+    Ok(())
+}
+
+fn specs(
+    role: Role,
+    url: &str,
+    procs: usize,
+    tags: usize,
+    conditional: bool,
+    duration: Duration,
+) -> Vec<ChildSpec> {
+    (0..procs)
+        .map(|index| ChildSpec {
+            role,
+            url: url.to_string(),
+            appenders: APPENDERS,
+            tags,
+            conditional,
+            record: RECORD,
+            duration_ms: duration.as_millis() as u64,
+            index,
+        })
+        .collect()
+}
+
+async fn weft_case(
+    env: &PgEnv,
+    ctx: &mut Ctx,
+    procs: usize,
+    tags: usize,
+    conditional: bool,
+    duration: Duration,
+) -> Result<Measured> {
+    let (url, log) = fresh_log(env, ctx, "append").await?;
+    let m = Case {
+        specs: specs(Role::Weft, &url, procs, tags, conditional, duration),
+    }
+    .run(None)
+    .await;
+    log.close().await?;
+    let rounds = rounds_of(env, &url).await;
+    drop_log(env, &url).await?;
+    let mut m = m?;
+    m.rounds = rounds?;
+    Ok(m)
+}
+
+async fn baseline_case(env: &PgEnv, procs: usize, duration: Duration) -> Result<Measured> {
+    let client = admin(env).await?;
+    client
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {BASELINE_TABLE}; \
+             CREATE TABLE {BASELINE_TABLE} (id bigserial PRIMARY KEY, data bytea NOT NULL)"
+        ))
+        .await?;
+    let m = Case {
+        specs: specs(Role::Baseline, &env.url, procs, 1, false, duration),
+    }
+    .run(None)
+    .await;
+    client
+        .batch_execute(&format!("DROP TABLE IF EXISTS {BASELINE_TABLE}"))
+        .await?;
+    m
+}
+
+/// One subject's runs of one case.
+#[derive(Default, Clone)]
+struct Series {
+    runs: Vec<f64>,
+    latency: Samples,
+    conflicts: u64,
+    rounds: Rounds,
+}
+
+impl Series {
+    fn add(&mut self, m: &Measured) {
+        self.runs.push(m.entries_per_s);
+        self.latency.extend(&m.latency);
+        self.conflicts += m.conflicts;
+        self.rounds.add(&m.rounds);
+    }
+}
+
+pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
+    const W: &str = "pg-append";
+    let env = ctx.pg()?.clone();
+    track_functions(&env).await?;
+    let duration = ctx.duration(Duration::from_secs(5));
+    let counts: &[usize] = if ctx.quick { &[1, 4] } else { &[1, 4, 16] };
+    let case_of = |procs: usize| format!("{procs} proc × {APPENDERS} appenders, {RECORD} B");
+    let wanted = |procs: usize| {
+        ctx.case_filter
+            .as_deref()
+            .is_none_or(|f| case_of(procs).contains(f))
+    };
+    let counts: Vec<usize> = counts.iter().copied().filter(|&p| wanted(p)).collect();
+    // Subjects per process count: baseline, 1 tag, 2 tags, conditional.
+    // Baseline and weft runs interleave, so slow phases of the shared
+    // machine hit both alike.
+    let mut series = vec![vec![Series::default(); 4]; counts.len()];
+    for run in 0..ctx.runs {
+        for (k, &procs) in counts.iter().enumerate() {
+            println!("   run {}: {procs} processes", run + 1);
+            series[k][0].add(&baseline_case(&env, procs, duration).await?);
+            series[k][1].add(&weft_case(&env, ctx, procs, 1, false, duration).await?);
+            series[k][2].add(&weft_case(&env, ctx, procs, 2, false, duration).await?);
+            series[k][3].add(&weft_case(&env, ctx, procs, 1, true, duration).await?);
+        }
+    }
+    for (k, &procs) in counts.iter().enumerate() {
+        let case = case_of(procs);
+        let s = &series[k];
+        let base = report.add(
+            Row::new(W, case.clone(), "bare batched INSERT+COMMIT")
+                .value(s[0].runs.clone(), "rows/s")
+                .latency(s[0].latency.summary()),
+        );
+        let subjects = [
+            (1, "weft PgStorage, 1 tag", None),
+            (2, "weft PgStorage, 2 tags", None),
+            (3, "weft PgStorage, append_if", Some(s[3].conflicts)),
+        ];
+        for (i, subject, conflicts) in subjects {
+            let mut row = Row::new(W, case.clone(), subject)
+                .value(s[i].runs.clone(), "entries/s")
+                .latency(s[i].latency.summary())
+                .against(&base);
+            if procs == 16 && i == 1 {
+                let ratio = row.ratio.unwrap_or(0.0);
+                row = row.target("≥ 0.5 × baseline at 16 processes", ratio >= 0.5);
+            }
+            let mut note = s[i].rounds.describe();
+            if let Some(c) = conflicts {
+                note = format!("{note}; {c} conflicts (own streams: none expected)");
+            }
+            row = row.note(note);
+            report.add(row);
+        }
+    }
+    Ok(())
+}
+
+pub async fn lag(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
+    const W: &str = "pg-lag";
+    let env = ctx.pg()?.clone();
+    let duration = ctx.duration(Duration::from_secs(5));
+    let shapes: [(usize, usize); 2] = [(1, 1), (4, APPENDERS)];
+    let mut lags = vec![Samples::new(); shapes.len()];
+    let mut commits = vec![Samples::new(); shapes.len()];
+    let mut rates = vec![Vec::new(); shapes.len()];
+    for _ in 0..ctx.runs {
+        for (k, &(procs, appenders)) in shapes.iter().enumerate() {
+            let (url, log) = fresh_log(&env, ctx, "lag").await?;
+            let mut specs = specs(Role::Weft, &url, procs, 1, false, duration);
+            for s in &mut specs {
+                s.appenders = appenders;
+            }
+            let mut subscriber = specs[0].clone();
+            subscriber.role = Role::Subscriber;
+            specs.push(subscriber);
+            let m = Case { specs }.run(Some(&log)).await;
+            log.close().await?;
+            drop_log(&env, &url).await?;
+            let m = m?;
+            lags[k].extend(&m.lag);
+            commits[k].extend(&m.latency);
+            rates[k].push(m.entries_per_s);
+        }
+    }
+    for (k, &(procs, appenders)) in shapes.iter().enumerate() {
+        let case =
+            format!("{procs} writer proc × {appenders} appenders, subscriber in another process");
+        let base = report.add(
+            Row::new(W, case.clone(), "append latency (call to ack)")
+                .value(rates[k].clone(), "entries/s")
+                .latency(commits[k].summary()),
+        );
+        let lag = lags[k].summary();
+        let mut row = Row::new(W, case, "subscriber lag (call to delivery)")
+            .value(vec![lag.map_or(f64::NAN, |l| l.p50)], "ms p50")
+            .latency(lag);
+        if let (Some(l), Some(b)) = (lag, base.latency) {
+            row = row.against_value("append p50", b.p50).note(format!(
+                "p99 lag {:.1} ms vs append p99 {:.1} ms",
+                l.p99, b.p99
+            ));
+        }
+        report.add(row);
+    }
+    Ok(())
+}

@@ -1,0 +1,633 @@
+//! What a bucket writer or follower keeps locally, and how it serves reads.
+//!
+//! Neither keeps the log's entries: only their numbers (which seqnums carry
+//! each tag, which seqnum holds each version of a stream) and a bounded
+//! cache of the newest entries. Any other entry is read on demand from its
+//! segment ([`BucketReader`]), through bounded caches. So memory holds the
+//! numbers and a configured budget of bytes, not the log's payloads.
+//!
+//! ## Filling in history
+//!
+//! A follower that starts with nothing indexed does not make its first
+//! reader wait for the whole log: it serves the log's live end at once and
+//! indexes the older history in the background. Until that fill reaches the
+//! point where the follower started (`pending.from`), entries since then
+//! are indexed apart ([`Pending`]); a query is answered at once when what it
+//! asks lies there (or in the part already filled in), and otherwise waits
+//! for the fill:
+//!
+//! * reads by seqnum never wait (they need no index);
+//! * reads by tag from a seqnum wait only when the entries the fill has
+//!   indexed do not already hold `max` answers;
+//! * reads by version, `latest_version` and `read_prev` by tag are answered
+//!   from the entries since the start when the stream shows up there, and
+//!   otherwise wait.
+//!
+//! A query never returns an answer the complete index would not give.
+
+use std::collections::VecDeque;
+
+use tokio::sync::watch;
+
+use super::numbers::{EntryNumbers, Numbers};
+use super::reader::BucketReader;
+use crate::error::{Error, Result};
+use crate::model::{LogEntry, LogTag};
+use crate::storage::Tip;
+use crate::storage::core::{Gate, Visible};
+use crate::storage::index::LogIndex;
+
+/// The entries since a follower started, while the history before them is
+/// still being filled in.
+#[derive(Debug)]
+struct Pending {
+    /// Where the follower started: the fill indexes everything before it.
+    from: u64,
+    index: LogIndex,
+    numbers: Vec<EntryNumbers>,
+}
+
+/// The newest entries, up to a byte budget.
+#[derive(Debug, Default)]
+struct Recent {
+    entries: VecDeque<LogEntry>,
+    bytes: usize,
+    budget: usize,
+}
+
+fn entry_bytes(e: &LogEntry) -> usize {
+    let tags: usize = e
+        .tags
+        .iter()
+        .map(|t| t.namespace().len() + t.key().map_or(0, str::len) + 48)
+        .sum();
+    e.data.len() + tags + 64
+}
+
+impl Recent {
+    fn push(&mut self, batch: &[LogEntry]) {
+        for e in batch {
+            if self
+                .entries
+                .back()
+                .is_some_and(|b| b.seqnum + 1 != e.seqnum)
+            {
+                self.entries.clear();
+                self.bytes = 0;
+            }
+            self.bytes += entry_bytes(e);
+            self.entries.push_back(e.clone());
+        }
+        while self.bytes > self.budget {
+            match self.entries.pop_front() {
+                Some(e) => self.bytes -= entry_bytes(&e),
+                None => break,
+            }
+        }
+    }
+
+    fn get(&self, seqnum: u64) -> Option<&LogEntry> {
+        let first = self.entries.front()?.seqnum;
+        self.entries
+            .get(usize::try_from(seqnum.checked_sub(first)?).ok()?)
+    }
+
+    fn trim(&mut self, through: u64) {
+        while self.entries.front().is_some_and(|e| e.seqnum <= through) {
+            if let Some(e) = self.entries.pop_front() {
+                self.bytes -= entry_bytes(&e);
+            }
+        }
+    }
+}
+
+/// A query's answer, or that it must wait until the history is filled in.
+enum Plan<T> {
+    Ready(T),
+    Wait,
+}
+
+/// The numbers of a bucket log as a writer or follower knows them.
+#[derive(Debug)]
+pub(crate) struct LocalState {
+    /// Tags and versions of `[first, indexed)`.
+    index: Numbers,
+    pending: Option<Pending>,
+    recent: Recent,
+    /// A trim point that came while filling in history: applied to the
+    /// index once the fill is over (until then reads below it are
+    /// refused here).
+    deferred_trim: Option<u64>,
+}
+
+impl LocalState {
+    /// Everything indexed from `index` on; entries after it are live.
+    pub(crate) fn new(index: Numbers, recent_budget: usize) -> Self {
+        LocalState {
+            index,
+            pending: None,
+            recent: Recent {
+                budget: recent_budget,
+                ..Recent::default()
+            },
+            deferred_trim: None,
+        }
+    }
+
+    /// A state that serves from `from` on at once while the history before
+    /// it is filled in (see the module docs), starting from `index`.
+    pub(crate) fn filling(index: Numbers, from: u64, recent_budget: usize) -> Self {
+        let mut s = LocalState::new(index, recent_budget);
+        if s.index.next() < from {
+            s.pending = Some(Pending {
+                from,
+                index: LogIndex::starting_at(from),
+                numbers: Vec::new(),
+            });
+        }
+        s
+    }
+
+    /// The first live seqnum and the next one to be published.
+    pub(crate) fn tip(&self) -> Tip {
+        Tip {
+            first: self.first(),
+            next: self.next(),
+        }
+    }
+
+    fn first(&self) -> u64 {
+        let deferred = self.deferred_trim.map_or(0, |t| t.saturating_add(1));
+        self.index.first().max(deferred).min(self.next())
+    }
+
+    fn next(&self) -> u64 {
+        match &self.pending {
+            Some(p) => p.index.next(),
+            None => self.index.next(),
+        }
+    }
+
+    /// How far the index is complete: every entry below it is indexed.
+    pub(crate) fn indexed(&self) -> u64 {
+        self.index.next()
+    }
+
+    /// True while history is being filled in.
+    pub(crate) fn filling_in(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// The numbers (for a writer's trim: version floors; its sequencer).
+    pub(crate) fn numbers(&self) -> &Numbers {
+        &self.index
+    }
+
+    /// Takes the numbers out, leaving an empty index behind.
+    pub(crate) fn take_numbers(&mut self) -> Numbers {
+        std::mem::replace(&mut self.index, Numbers::Memory(LogIndex::default()))
+    }
+
+    /// Adds a committed batch at the live end.
+    ///
+    /// Errors: `Corrupt` when it does not continue the log.
+    pub(crate) fn add_live(&mut self, batch: &[LogEntry]) -> Result<()> {
+        match &mut self.pending {
+            Some(p) => {
+                for e in batch {
+                    p.index.insert(e.seqnum, &e.tags, e.stream_version)?;
+                    p.numbers.push(EntryNumbers::of(e));
+                }
+            }
+            None => self.index.push(&EntryNumbers::of_all(batch))?,
+        }
+        self.recent.push(batch);
+        Ok(())
+    }
+
+    /// Adds a batch of history (the fill); once it reaches where the live
+    /// end started, the entries since are moved into the index and the fill
+    /// is over. Entries at or past that point are ignored (the live end has
+    /// them).
+    ///
+    /// Errors: `Corrupt` when it does not continue the index.
+    pub(crate) fn add_history(&mut self, batch: &[LogEntry]) -> Result<()> {
+        let until = self.pending.as_ref().map_or(u64::MAX, |p| p.from);
+        let next = self.index.next();
+        let fresh: Vec<EntryNumbers> = batch
+            .iter()
+            .filter(|e| e.seqnum >= next && e.seqnum < until)
+            .map(EntryNumbers::of)
+            .collect();
+        if !fresh.is_empty() {
+            self.index.push(&fresh)?;
+        }
+        if self.index.next() == until
+            && let Some(p) = self.pending.take()
+        {
+            self.index.push(&p.numbers)?;
+            if let Some(through) = self.deferred_trim.take() {
+                self.index.trim(through, &[])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the index over at a trim point: history from `first` on, with
+    /// the version `floors` the writer stored; the live entries stay.
+    ///
+    /// Errors: the index's I/O kinds.
+    pub(crate) fn restore_history(&mut self, first: u64, floors: Vec<(LogTag, u64)>) -> Result<()> {
+        match &mut self.index {
+            Numbers::Memory(i) => {
+                *i = LogIndex::with_version_floors(first, floors);
+                Ok(())
+            }
+            Numbers::Disk(i, _) => i.trim(first, &floors),
+        }
+    }
+
+    /// Forgets every entry with seqnum `<= through` (while filling in
+    /// history, the index is trimmed once the fill is over).
+    ///
+    /// Errors: the index's I/O kinds.
+    pub(crate) fn trim(&mut self, through: u64, floors: &[(LogTag, u64)]) -> Result<()> {
+        self.recent.trim(through);
+        match &mut self.pending {
+            None => {
+                if through >= self.index.first() {
+                    self.index.trim(through, floors)?;
+                }
+            }
+            Some(p) => {
+                self.deferred_trim = Some(self.deferred_trim.map_or(through, |d| d.max(through)));
+                if through >= p.from {
+                    p.index.trim(through);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn seqnums(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Plan<Vec<u64>>> {
+        let Some(p) = &self.pending else {
+            return self.index.seqnums(tag, from, max).map(Plan::Ready);
+        };
+        if from >= p.from {
+            return p.index.seqnums(tag, from, max).map(Plan::Ready);
+        }
+        if from < self.first() {
+            return Err(Error::trimmed(from, self.first()));
+        }
+        let Some(tag) = tag else {
+            // By seqnum: every live seqnum is there, indexed or not.
+            let end = self.next().min(from.saturating_add(max as u64));
+            return Ok(Plan::Ready((from..end.max(from)).collect()));
+        };
+        if from >= self.index.next() {
+            return Ok(Plan::Wait);
+        }
+        let got = self.index.seqnums(Some(tag), from, max)?;
+        Ok(if got.len() >= max {
+            Plan::Ready(got)
+        } else {
+            Plan::Wait
+        })
+    }
+
+    fn version_seqnums(&self, tag: &LogTag, from: u64, max: usize) -> Result<Plan<Vec<u64>>> {
+        let Some(p) = &self.pending else {
+            return self.index.version_seqnums(tag, from, max).map(Plan::Ready);
+        };
+        match p.index.next_version_at(tag, p.from) {
+            // The stream shows up since the start, from this version on.
+            Some(first_live) if from >= first_live => {
+                p.index.version_seqnums(tag, from, max).map(Plan::Ready)
+            }
+            _ => Ok(Plan::Wait),
+        }
+    }
+
+    fn prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Plan<Option<u64>>> {
+        let Some(p) = &self.pending else {
+            return self.index.prev(tag, before).map(Plan::Ready);
+        };
+        if tag.is_none() {
+            let candidate = before.min(self.next()).checked_sub(1);
+            return Ok(Plan::Ready(candidate.filter(|&c| c >= self.first())));
+        }
+        if before > p.from
+            && let Some(found) = p.index.prev(tag, before)
+        {
+            return Ok(Plan::Ready(Some(found)));
+        }
+        if before <= self.index.next() {
+            return self.index.prev(tag, before).map(Plan::Ready);
+        }
+        Ok(Plan::Wait)
+    }
+
+    fn latest_version(&self, tag: &LogTag) -> Result<Plan<Option<u64>>> {
+        let Some(p) = &self.pending else {
+            return self.index.latest_version(tag).map(Plan::Ready);
+        };
+        Ok(match p.index.latest_version(tag) {
+            Some(v) => Plan::Ready(Some(v)),
+            None => Plan::Wait,
+        })
+    }
+}
+
+/// A bucket log as served by a writer or a follower: the local numbers,
+/// the newest entries, the reader for everything else, the feed and the
+/// handle's lifecycle.
+#[derive(Debug)]
+pub(crate) struct LocalLog {
+    gate: Gate,
+    visible: Visible<LocalState>,
+    reader: BucketReader,
+    /// How far the index is complete; ticks as the fill goes on.
+    indexed: watch::Sender<u64>,
+    /// Why the fill stopped, if it failed.
+    fill_failed: std::sync::Mutex<Option<Error>>,
+}
+
+impl LocalLog {
+    pub(crate) fn new(what: &'static str, state: LocalState, reader: BucketReader) -> Self {
+        let next = state.next();
+        let indexed = state.indexed();
+        LocalLog {
+            gate: Gate::new(what),
+            visible: Visible::new(state, next),
+            reader,
+            indexed: watch::Sender::new(indexed),
+            fill_failed: std::sync::Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    pub(crate) fn visible(&self) -> &Visible<LocalState> {
+        &self.visible
+    }
+
+    pub(crate) fn reader(&self) -> &BucketReader {
+        &self.reader
+    }
+
+    pub(crate) fn feed(&self) -> &crate::storage::CommitFeed {
+        self.visible.feed()
+    }
+
+    /// Makes a committed batch readable and announces it.
+    ///
+    /// Errors: `Corrupt` when it does not continue the log.
+    pub(crate) fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
+        self.visible
+            .publish(batch, |state, entries| state.add_live(entries))?;
+        self.indexed.send_replace(self.visible.read().indexed());
+        Ok(())
+    }
+
+    /// Adds a batch of filled-in history.
+    ///
+    /// Errors: `Corrupt` when it does not continue the index.
+    pub(crate) fn add_history(&self, batch: &[LogEntry]) -> Result<()> {
+        let indexed = {
+            let mut state = self.visible.write();
+            state.add_history(batch)?;
+            state.indexed()
+        };
+        self.indexed.send_replace(indexed);
+        Ok(())
+    }
+
+    /// Records that the fill failed: queries that wait for it get `err`.
+    pub(crate) fn fill_failed(&self, err: &Error) {
+        *self.fill_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.clone());
+        self.indexed.send_replace(self.visible.read().indexed());
+    }
+
+    /// Answers `plan` on the state, waiting for the fill when it must.
+    async fn answer<T>(&self, plan: impl Fn(&LocalState) -> Result<Plan<T>>) -> Result<T> {
+        let mut rx = self.indexed.subscribe();
+        loop {
+            self.gate.check_open()?;
+            let attempt = plan(&self.visible.read())?;
+            match attempt {
+                Plan::Ready(t) => return Ok(t),
+                Plan::Wait => {
+                    if let Some(e) = self
+                        .fill_failed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone()
+                    {
+                        return Err(e.context("filling in the follower's history"));
+                    }
+                    if rx.changed().await.is_err() {
+                        return Err(Error::closed("the bucket log is closed"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until no history is left to fill in.
+    ///
+    /// Errors: why the fill failed; `Closed`.
+    pub(crate) async fn filled_in(&self) -> Result<()> {
+        self.answer(|s| {
+            Ok(if s.filling_in() {
+                Plan::Wait
+            } else {
+                Plan::Ready(())
+            })
+        })
+        .await
+    }
+
+    /// The entries with these seqnums, in order.
+    async fn entries(&self, seqnums: Vec<u64>) -> Result<Vec<LogEntry>> {
+        let mut out = Vec::with_capacity(seqnums.len());
+        let mut missing = Vec::new();
+        {
+            let state = self.visible.read();
+            for (i, s) in seqnums.iter().enumerate() {
+                match state.recent.get(*s) {
+                    Some(e) => out.push(Some(e.clone())),
+                    None => {
+                        out.push(None);
+                        missing.push(i);
+                    }
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let wanted: Vec<u64> = missing.iter().map(|&i| seqnums[i]).collect();
+            let fetched = self.reader.read_seqnums(&wanted).await?;
+            for (i, e) in missing.into_iter().zip(fetched) {
+                out[i] = Some(e);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// See [`Storage::read`](crate::Storage::read).
+    pub(crate) async fn read(
+        &self,
+        tag: Option<&LogTag>,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
+        let seqnums = self.answer(|s| s.seqnums(tag, from, max)).await?;
+        self.entries(seqnums).await
+    }
+
+    /// See [`Storage::read_versions`](crate::Storage::read_versions).
+    pub(crate) async fn read_versions(
+        &self,
+        tag: &LogTag,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
+        let seqnums = self
+            .answer(|s| s.version_seqnums(tag, from_version, max))
+            .await?;
+        self.entries(seqnums).await
+    }
+
+    /// See [`Storage::read_prev`](crate::Storage::read_prev).
+    pub(crate) async fn read_prev(
+        &self,
+        tag: Option<&LogTag>,
+        before: u64,
+    ) -> Result<Option<LogEntry>> {
+        let found = self.answer(|s| s.prev(tag, before)).await?;
+        match found {
+            Some(s) => Ok(self.entries(vec![s]).await?.pop()),
+            None => Ok(None),
+        }
+    }
+
+    /// See [`Storage::tip`](crate::Storage::tip).
+    pub(crate) fn tip(&self) -> Result<Tip> {
+        self.gate.check_open()?;
+        Ok(self.visible.read().tip())
+    }
+
+    /// See [`Storage::latest_version`](crate::Storage::latest_version).
+    pub(crate) async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.answer(|s| s.latest_version(tag)).await
+    }
+
+    /// Closes the handle and ends every subscription.
+    pub(crate) fn close(&self) -> bool {
+        let first = self.gate.close();
+        self.feed().close();
+        self.indexed.send_replace(self.visible.read().indexed());
+        first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tag(t: &str) -> LogTag {
+        t.parse().unwrap()
+    }
+
+    fn entry(seqnum: u64, t: &str, version: u64) -> LogEntry {
+        LogEntry {
+            seqnum,
+            stream_version: version,
+            tags: vec![tag(t)],
+            data: bytes::Bytes::from(vec![0u8; 10]),
+            timestamp_ms: 0,
+        }
+    }
+
+    fn ready<T>(p: Result<Plan<T>>) -> Option<T> {
+        match p.unwrap() {
+            Plan::Ready(t) => Some(t),
+            Plan::Wait => None,
+        }
+    }
+
+    /// A follower that started at 4 on a log whose entries 0..4 are
+    /// `a0 b0 a1 b1` and goes on with `a2 c0`.
+    fn filling() -> LocalState {
+        let mut s = LocalState::filling(Numbers::Memory(LogIndex::starting_at(0)), 4, 1 << 20);
+        s.add_live(&[entry(4, "a", 2), entry(5, "c", 0)]).unwrap();
+        s
+    }
+
+    #[test]
+    fn queries_answer_from_the_live_end_and_wait_for_history() {
+        let mut s = filling();
+        assert_eq!(s.tip(), Tip { first: 0, next: 6 });
+        // By seqnum: anything live, at once.
+        assert_eq!(ready(s.seqnums(None, 1, 3)), Some(vec![1, 2, 3]));
+        // By tag from the start: after the fill. From the live end: now.
+        assert!(ready(s.seqnums(Some(&tag("a")), 0, 10)).is_none());
+        assert_eq!(ready(s.seqnums(Some(&tag("a")), 4, 10)), Some(vec![4]));
+        // Versions: a's live versions from 2 on; older ones, and streams
+        // not seen since the start, wait.
+        assert_eq!(ready(s.version_seqnums(&tag("a"), 2, 5)), Some(vec![4]));
+        assert!(ready(s.version_seqnums(&tag("a"), 1, 5)).is_none());
+        assert!(ready(s.version_seqnums(&tag("b"), 0, 5)).is_none());
+        assert!(matches!(
+            s.latest_version(&tag("c")).unwrap(),
+            Plan::Ready(Some(0))
+        ));
+        assert!(matches!(s.latest_version(&tag("b")).unwrap(), Plan::Wait));
+        assert!(matches!(
+            s.prev(Some(&tag("a")), 6).unwrap(),
+            Plan::Ready(Some(4))
+        ));
+        assert!(matches!(s.prev(Some(&tag("b")), 6).unwrap(), Plan::Wait));
+
+        // The fill: part of it answers what it holds enough of.
+        s.add_history(&[entry(0, "a", 0), entry(1, "b", 0)])
+            .unwrap();
+        assert_eq!(ready(s.seqnums(Some(&tag("a")), 0, 1)), Some(vec![0]));
+        assert!(ready(s.seqnums(Some(&tag("a")), 0, 2)).is_none());
+        assert!(matches!(
+            s.prev(Some(&tag("b")), 2).unwrap(),
+            Plan::Ready(Some(1))
+        ));
+        // Done: the live numbers move in; everything answers.
+        s.add_history(&[entry(2, "a", 1), entry(3, "b", 1), entry(4, "a", 2)])
+            .unwrap();
+        assert!(!s.filling_in());
+        assert_eq!(
+            ready(s.seqnums(Some(&tag("a")), 0, 10)),
+            Some(vec![0, 2, 4])
+        );
+        assert_eq!(ready(s.version_seqnums(&tag("b"), 0, 5)), Some(vec![1, 3]));
+        assert_eq!(s.tip(), Tip { first: 0, next: 6 });
+        s.add_live(&[entry(6, "b", 2)]).unwrap();
+        assert!(matches!(
+            s.latest_version(&tag("b")).unwrap(),
+            Plan::Ready(Some(2))
+        ));
+        assert_eq!(s.recent.get(6).map(|e| e.seqnum), Some(6));
+        assert!(s.recent.get(0).is_none(), "history is never cached");
+    }
+
+    #[test]
+    fn recent_entries_stay_within_their_budget() {
+        let mut s = LocalState::new(Numbers::Memory(LogIndex::starting_at(0)), 300);
+        for i in 0..10 {
+            s.add_live(&[entry(i, "a", i)]).unwrap();
+        }
+        assert!(s.recent.bytes <= 300);
+        assert!(s.recent.get(9).is_some() && s.recent.get(0).is_none());
+        s.trim(8, &[]).unwrap();
+        assert!(s.recent.get(8).is_none() && s.recent.get(9).is_some());
+        assert_eq!(s.tip(), Tip { first: 9, next: 10 });
+    }
+}

@@ -1,0 +1,313 @@
+//! A bucket log's numbers — which seqnums carry each tag, which seqnum
+//! holds each version of a stream — in memory, or in the persistent log
+//! index ([`crate::index`]) in a cache directory.
+//!
+//! In memory ([`LogIndex`]) they cost a few dozen bytes per entry and are
+//! rebuilt from the bucket on every open. In a cache directory they cost
+//! disk, memory stays within the index's configured caches whatever the
+//! log's length, and a writer or follower that reopens on the directory
+//! reads only what was committed since it last recorded (the index's
+//! covered point). The index is derived state: one of another log, damaged,
+//! or inconsistent with the log (its recorded tip does not match the entry
+//! in the bucket, or it covers more than the log holds) is rebuilt.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::index::{Index, IndexEntry, IndexOptions};
+use crate::model::{LogEntry, LogTag};
+use crate::storage::index::LogIndex;
+use crate::storage::sequencer::{MemoryVersions, VersionTable};
+
+/// One entry's numbers, and the check value the index records for it.
+#[derive(Clone, Debug)]
+pub(crate) struct EntryNumbers {
+    pub(crate) seqnum: u64,
+    pub(crate) tags: Vec<LogTag>,
+    pub(crate) version: u64,
+    pub(crate) check: u64,
+}
+
+impl EntryNumbers {
+    pub(crate) fn of(e: &LogEntry) -> Self {
+        EntryNumbers {
+            seqnum: e.seqnum,
+            tags: e.tags.clone(),
+            version: e.stream_version,
+            check: check_of(e),
+        }
+    }
+
+    pub(crate) fn of_all(batch: &[LogEntry]) -> Vec<Self> {
+        batch.iter().map(EntryNumbers::of).collect()
+    }
+}
+
+/// Where a log's numbers live.
+#[derive(Debug)]
+pub(crate) enum Numbers {
+    /// In memory, rebuilt on open.
+    Memory(LogIndex),
+    /// In the persistent index of a cache directory, and the directory's
+    /// lock.
+    Disk(Arc<Index>, Arc<CacheDir>),
+}
+
+/// The value the index records for an entry, to tell later whether the
+/// bucket still holds the same log: a CRC-32C of its numbers and payload.
+pub(crate) fn check_of(e: &LogEntry) -> u64 {
+    let mut crc = crc32c::crc32c(&e.seqnum.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, &e.stream_version.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, &e.timestamp_ms.to_le_bytes());
+    u64::from(crc32c::crc32c_append(crc, &e.data))
+}
+
+impl Numbers {
+    /// The first live seqnum.
+    pub(crate) fn first(&self) -> u64 {
+        match self {
+            Numbers::Memory(i) => i.first(),
+            Numbers::Disk(i, _) => i.first(),
+        }
+    }
+
+    /// The seqnum after the last entry recorded.
+    pub(crate) fn next(&self) -> u64 {
+        match self {
+            Numbers::Memory(i) => i.next(),
+            Numbers::Disk(i, _) => i.next(),
+        }
+    }
+
+    /// Records entries that continue the log.
+    ///
+    /// Errors: `Corrupt` (memory) or `Internal` (index) for an entry out of
+    /// order; the index's I/O kinds.
+    pub(crate) fn push(&mut self, batch: &[EntryNumbers]) -> Result<()> {
+        match self {
+            Numbers::Memory(i) => {
+                for e in batch {
+                    i.insert(e.seqnum, &e.tags, e.version)?;
+                }
+                Ok(())
+            }
+            Numbers::Disk(i, _) => {
+                let entries: Vec<IndexEntry> = batch
+                    .iter()
+                    .map(|e| IndexEntry {
+                        seqnum: e.seqnum,
+                        tags: e.tags.clone(),
+                        version: e.version,
+                        locator: None,
+                        check: e.check,
+                    })
+                    .collect();
+                i.push(&entries)
+            }
+        }
+    }
+
+    /// Forgets every entry with seqnum `<= through`; `floors` are the
+    /// version floors a trim stored (the index keeps its own for streams it
+    /// has rows for).
+    ///
+    /// Errors: the index's I/O kinds.
+    pub(crate) fn trim(&mut self, through: u64, floors: &[(LogTag, u64)]) -> Result<()> {
+        match self {
+            Numbers::Memory(i) => {
+                i.trim(through);
+                Ok(())
+            }
+            Numbers::Disk(i, _) => i.trim(through.saturating_add(1), floors),
+        }
+    }
+
+    pub(crate) fn seqnums(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<u64>> {
+        match self {
+            Numbers::Memory(i) => i.seqnums(tag, from, max),
+            Numbers::Disk(i, _) => {
+                if from < i.first() {
+                    return Err(Error::trimmed(from, i.first()));
+                }
+                i.seqnums(tag, from, max)
+            }
+        }
+    }
+
+    pub(crate) fn version_seqnums(
+        &self,
+        tag: &LogTag,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<u64>> {
+        match self {
+            Numbers::Memory(i) => i.version_seqnums(tag, from_version, max),
+            Numbers::Disk(i, _) => i.version_seqnums(tag, from_version, max),
+        }
+    }
+
+    pub(crate) fn prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<u64>> {
+        match self {
+            Numbers::Memory(i) => Ok(i.prev(tag, before)),
+            Numbers::Disk(i, _) => i.prev(tag, before),
+        }
+    }
+
+    pub(crate) fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        match self {
+            Numbers::Memory(i) => Ok(i.latest_version(tag)),
+            Numbers::Disk(i, _) => Ok(i.next_version(tag)?.checked_sub(1)),
+        }
+    }
+
+    /// The version floors a trim through `through` must store: every
+    /// primary tag's next version as of `through` (memory), or those of
+    /// the streams no live entry will carry on (index).
+    ///
+    /// Errors: the index's I/O kinds.
+    pub(crate) fn floors_through(&self, through: u64) -> Result<Vec<(LogTag, u64)>> {
+        match self {
+            Numbers::Memory(i) => Ok(i.next_versions_through(through)),
+            Numbers::Disk(i, _) => i.streams_ending_by(through),
+        }
+    }
+}
+
+/// A cache directory held by one handle until dropped: an OS advisory lock
+/// (`flock`) on `<dir>/LOCK`, released by the OS if the process dies.
+#[derive(Debug)]
+pub(crate) struct CacheDir {
+    path: std::path::PathBuf,
+    _lock: std::fs::File,
+}
+
+impl CacheDir {
+    /// Takes the directory `path` (created if absent) without waiting.
+    ///
+    /// Errors: `Locked` when another handle (in this process or another)
+    /// uses it; I/O kinds when it cannot be used.
+    pub(crate) fn acquire(path: &Path) -> Result<CacheDir> {
+        use fs4::fs_std::FileExt;
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::io(format!("create the cache directory {}", path.display()), e))?;
+        let lock = path.join("LOCK");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock)
+            .map_err(|e| Error::io(format!("open lock file {}", lock.display()), e))?;
+        let locked = file
+            .try_lock_exclusive()
+            .map_err(|e| Error::io(format!("lock {}", lock.display()), e))?;
+        if !locked {
+            return Err(Error::new(
+                crate::ErrorKind::Locked,
+                format!(
+                    "the cache directory {} is in use by another writer or follower",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(CacheDir {
+            path: path.to_path_buf(),
+            _lock: file,
+        })
+    }
+
+    /// Opens the persistent index in the directory for the log `identity`
+    /// names.
+    ///
+    /// Errors: `InvalidInput` for bad options; I/O kinds.
+    pub(crate) fn open_index(&self, identity: &str, options: IndexOptions) -> Result<Index> {
+        Index::open(&self.path.join("index"), identity.as_bytes(), options)
+    }
+}
+
+/// A writer's stream versions over the persistent index: the streams it
+/// planned appends for are held in memory (planned numbers are not in the
+/// index until committed); any other is looked up in the index. Streams
+/// whose held version the index has caught up with are dropped when more
+/// than `capacity` are held, so ten million streams cost disk, not memory.
+#[derive(Debug)]
+pub(crate) struct IndexVersions {
+    index: Arc<Index>,
+    held: HashMap<LogTag, u64>,
+    capacity: usize,
+}
+
+impl IndexVersions {
+    pub(crate) fn new(index: Arc<Index>, capacity: usize) -> Self {
+        IndexVersions {
+            index,
+            held: HashMap::new(),
+            capacity: capacity.max(16),
+        }
+    }
+
+    /// Drops the held streams the index now agrees with.
+    fn shrink(&mut self) -> Result<()> {
+        let index = self.index.clone();
+        let mut failed = None;
+        self.held.retain(|tag, next| match index.next_version(tag) {
+            Ok(v) => v != *next,
+            Err(e) => {
+                failed.get_or_insert(e);
+                true
+            }
+        });
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+impl VersionTable for IndexVersions {
+    fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>> {
+        if let Some(v) = self.held.get(tag) {
+            return Ok(Some(*v));
+        }
+        let v = self.index.next_version(tag)?;
+        Ok((v > 0).then_some(v))
+    }
+
+    fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
+        if self.held.len() >= self.capacity && !self.held.contains_key(tag) {
+            self.shrink()?;
+        }
+        self.held.insert(tag.clone(), next);
+        Ok(())
+    }
+}
+
+/// A writer's stream versions: all in memory, or over the index.
+#[derive(Debug)]
+pub(crate) enum WriterVersions {
+    Memory(MemoryVersions),
+    Index(IndexVersions),
+}
+
+impl VersionTable for WriterVersions {
+    fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>> {
+        match self {
+            WriterVersions::Memory(m) => m.next_version(tag),
+            WriterVersions::Index(i) => i.next_version(tag),
+        }
+    }
+
+    fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
+        match self {
+            WriterVersions::Memory(m) => m.set_next_version(tag, next),
+            WriterVersions::Index(i) => i.set_next_version(tag, next),
+        }
+    }
+}
+
+/// Bytes naming a log for its index: the manifest's path. (Not the store:
+/// the same bucket reached through another wrapper is the same log. Two
+/// logs at the same path in different buckets are told apart by the tip
+/// check instead.)
+pub(crate) fn identity(manifest: &str) -> String {
+    format!("weft bucket log\n{manifest}")
+}

@@ -1,0 +1,558 @@
+//! The `postgres` backend: one log that any number of processes on any
+//! hosts append to, with PostgreSQL assigning the numbers.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> weft::Result<()> {
+//! use weft::storage::postgres::PgStorage;
+//! use weft::{AppendRequest, Log, LogTag};
+//!
+//! let log = Log::new(PgStorage::open("postgres://app@db.internal/shop?log=orders".parse()?).await?);
+//! let orders = LogTag::new("orders")?;
+//! log.append_if(AppendRequest::new(orders.clone(), "placed"), 0).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## How the numbers stay dense and in commit order
+//!
+//! Numbers are handed out by *numbering rounds*: one transaction at a time
+//! (it holds the log's numbering lock, a transaction-scoped advisory lock)
+//! locks the `head` row, checks conditions and append ids, assigns seqnums
+//! and versions, writes the entries, moves the counters and commits. So
+//! seqnums are assigned in the order rounds commit, and an entry with
+//! seqnum N+1 is never visible before N — the gap that event stores
+//! numbering from a sequence before commit are known for cannot happen.
+//! Conditional appends and append ids are checked inside the round.
+//!
+//! What a round numbers is everybody's: an append group (what one handle's
+//! appenders queued meanwhile, see `writer.rs`) first tries the lock
+//! without waiting. Its taker runs a round over every group other
+//! processes *staged* so far plus its own. Everyone else stages the group
+//! (one row in `staged`, committed at once: those commits need no lock, so
+//! PostgreSQL's group commit shares their WAL flushes across connections)
+//! and learns its outcome when the round that numbers it commits (its
+//! NOTIFY wakes the appender, which collects the outcome), or runs the
+//! next round itself. A round costs one commit whatever it carries, so the
+//! log's throughput grows with the number of writers instead of stopping
+//! at one transaction per flush. The whole exchange is one call of a
+//! server-side function per step (`schema.rs`), so no lock is ever held
+//! across a client round trip. The layout is drawn in `docs/FORMATS.md`.
+//!
+//! Failure cases of the two steps (`docs/FAILURE_SEMANTICS.md` has the
+//! table): a group staged by a process that then dies is numbered by the
+//! next round, or by the *sweep* every handle's tailer runs at each poll
+//! (so within about one poll interval while any handle is open); a group
+//! whose appender gave up waiting (deadline, lost connection) lands all the
+//! same — its append was `Indeterminate`, like any lost reply, and a retry
+//! with the same append id lands once. A round that fails rolls back: the
+//! groups stay staged for the next one.
+//!
+//! ## Subscriptions across processes
+//!
+//! A handle's writer announces its own commits on the handle's
+//! [`CommitFeed`]; a tailer task per handle (`tailer.rs`) LISTENs on the
+//! log's channel and reads what other processes committed, in seqnum
+//! order, while anybody subscribes (otherwise it only moves the announced
+//! tip); polling covers lost notifications.
+//!
+//! ## Failures
+//!
+//! Every statement runs under a deadline, and the server enforces a
+//! shorter `statement_timeout`. SQLSTATE codes map to error kinds in
+//! `errors.rs`; a write whose answer was lost (connection closed, deadline
+//! passed after sending) is `Indeterminate`. The pool replaces broken
+//! connections. `docs/FAILURE_SEMANTICS.md` has the table.
+
+mod client;
+mod errors;
+mod inspect;
+mod kv;
+mod options;
+mod rows;
+mod schema;
+mod sql;
+mod tailer;
+mod writer;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use crate::clock::{self, Clock};
+use crate::error::{Error, Result};
+use crate::kv::KvStore;
+use crate::model::{AppendResult, LogEntry, LogTag};
+
+use client::Connections;
+use errors::Op;
+use rows::{entry_at, i64_of, u64_of};
+use sql::Statements;
+
+pub use inspect::PgSummary;
+pub use kv::PgKv;
+// Where a log is lives with the other locations, in `connect`.
+pub use crate::connect::{MAX_LOG_NAME_BYTES, PgLocation, validate_log_name};
+pub use options::PgOptions;
+
+/// What the handle's tasks share.
+pub(crate) struct Shared {
+    schema: String,
+    config: tokio_postgres::Config,
+    connections: Connections,
+    sql: Statements,
+    options: PgOptions,
+    clock: Arc<dyn Clock>,
+    feed: CommitFeed,
+    closed: AtomicBool,
+    closing: Notify,
+    /// Counts the log's notifications (each a committed numbering round)
+    /// the tailer heard: appenders whose groups are staged wait on it.
+    rounds: Arc<watch::Sender<u64>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgShared")
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+impl Shared {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::closed("the PostgreSQL log handle is closed"));
+        }
+        Ok(())
+    }
+
+    fn publish(&self, batch: Vec<LogEntry>) {
+        self.feed.publish(batch.into());
+    }
+}
+
+/// A log in a PostgreSQL database, shared by every process that opens it.
+///
+/// Open it with [`PgStorage::open`]; wrap it in a [`Log`](crate::Log).
+/// Any number of handles, in any processes, may be open on one log.
+pub struct PgStorage {
+    shared: Arc<Shared>,
+    location: PgLocation,
+    queue: Mutex<Option<mpsc::UnboundedSender<writer::Pending>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    kv: Arc<PgKv>,
+}
+
+impl std::fmt::Debug for PgStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStorage")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+impl PgStorage {
+    /// Opens the log at `location`, creating its schema when absent, with
+    /// default options.
+    ///
+    /// Errors: `Unavailable` when the server cannot be reached;
+    /// `PermissionDenied` for refused credentials or a role that may not
+    /// create the schema; `NotFound` for a missing database; `Corrupt`
+    /// for a schema of another layout version.
+    pub async fn open(location: PgLocation) -> Result<PgStorage> {
+        PgStorage::open_with(location, PgOptions::default()).await
+    }
+
+    /// Opens the log at `location` with `options`.
+    ///
+    /// Errors: as [`PgStorage::open`]; `InvalidInput` for bad options.
+    pub async fn open_with(location: PgLocation, options: PgOptions) -> Result<PgStorage> {
+        PgStorage::open_with_clock(location, options, clock::system()).await
+    }
+
+    /// Opens the log at `location`, timestamping entries from `clock`.
+    ///
+    /// Errors: as [`PgStorage::open_with`].
+    pub async fn open_with_clock(
+        location: PgLocation,
+        options: PgOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<PgStorage> {
+        options.validate()?;
+        let schema = location.log().to_owned();
+        let config = client::connection_config(&location, &options);
+        let connections = Connections::new(config.clone(), &options)?;
+        {
+            let mut conn = connections.get("open").await?;
+            let client: &mut tokio_postgres::Client = &mut conn;
+            tokio::time::timeout(
+                options.op_timeout(),
+                schema::install(client, &schema, options.create_if_missing),
+            )
+            .await
+            .map_err(|_| {
+                errors::timed_out(Op::Read, "open: install the schema", options.op_timeout())
+            })??;
+        }
+        let sql = Statements::new(&schema);
+        let head = connections
+            .query(Op::Read, "open: read the head", &sql.tip, &[])
+            .await?;
+        let row = head
+            .first()
+            .ok_or_else(|| Error::corrupt(format!("the log {schema:?} has no head row")))?;
+        let next = u64_of(row.get(1), "next seqnum")?;
+        let shared = Arc::new(Shared {
+            schema,
+            config,
+            connections,
+            sql,
+            options,
+            clock,
+            feed: CommitFeed::new(next),
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
+            rounds: Arc::new(watch::Sender::new(0)),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let tasks = vec![
+            tokio::spawn(writer::run(Arc::clone(&shared), rx)),
+            tokio::spawn(tailer::run(Arc::clone(&shared), next)),
+        ];
+        Ok(PgStorage {
+            kv: Arc::new(PgKv::new(Arc::clone(&shared))),
+            shared,
+            location,
+            queue: Mutex::new(Some(tx)),
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// Where the log is.
+    pub fn location(&self) -> &PgLocation {
+        &self.location
+    }
+
+    /// The log's live range as the database has it now (one round trip).
+    async fn tip_now(&self) -> Result<Tip> {
+        self.shared.check_open()?;
+        let rows = self
+            .shared
+            .connections
+            .query(Op::Read, "tip", &self.shared.sql.tip, &[])
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::corrupt("the log has no head row"))?;
+        Ok(Tip {
+            first: u64_of(row.get(0), "first seqnum")?,
+            next: u64_of(row.get(1), "next seqnum")?,
+        })
+    }
+
+    /// The latest version of `tag`'s stream as the database has it now.
+    async fn latest_version_now(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.shared.check_open()?;
+        let tag_text = tag.to_string();
+        let rows = self
+            .shared
+            .connections
+            .query(
+                Op::Read,
+                "latest version",
+                &self.shared.sql.next_version,
+                &[&tag_text],
+            )
+            .await?;
+        match rows.first() {
+            Some(r) => Ok(u64_of(r.get(0), "next version")?.checked_sub(1)),
+            None => Ok(None),
+        }
+    }
+
+    async fn append_batch(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        self.shared.check_open()?;
+        if batch.is_empty() {
+            return Err(Error::invalid_input(
+                "an append batch needs at least one entry",
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for id in batch.iter().filter_map(|e| e.append_id.as_ref()) {
+            if id.is_empty() || id.len() > 255 || id.chars().any(char::is_control) {
+                return Err(Error::invalid_input(format!(
+                    "append id {id:?} must be 1 to 255 bytes without control characters"
+                )));
+            }
+            if !seen.insert(id) {
+                return Err(Error::invalid_input(format!(
+                    "append id {id:?} appears twice in one batch"
+                )));
+            }
+        }
+        for entry in &batch {
+            if entry.tags.is_empty() {
+                return Err(Error::invalid_input("an entry needs at least one tag"));
+            }
+            if entry.data.len() > self.shared.options.max_entry_bytes {
+                return Err(Error::invalid_input(format!(
+                    "entry payload is {} bytes; the limit is {}",
+                    entry.data.len(),
+                    self.shared.options.max_entry_bytes
+                )));
+            }
+        }
+        let (reply, rx) = oneshot::channel();
+        let sent = self
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|q| q.send(writer::Pending { batch, reply }).is_ok())
+            .unwrap_or(false);
+        if !sent {
+            return Err(Error::closed("the PostgreSQL log handle is closed"));
+        }
+        rx.await
+            .map_err(|_| Error::closed("the PostgreSQL log handle closed during the append"))?
+    }
+
+    async fn read_rows(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        self.shared.check_open()?;
+        self.shared
+            .connections
+            .query(Op::Read, what, sql, params)
+            .await
+    }
+}
+
+fn limit_of(max: usize) -> i64 {
+    i64::try_from(max).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl Storage for PgStorage {
+    /// Entries whose append id is already in the log are not written
+    /// again; their original results are returned.
+    async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        self.append_batch(batch).await
+    }
+
+    async fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
+        let from_i = i64_of(from, "seqnum")?;
+        let limit = limit_of(max);
+        let (rows, at) = match tag {
+            None => (
+                self.read_rows("read", &self.shared.sql.read_all, &[&from_i, &limit])
+                    .await?,
+                2,
+            ),
+            Some(tag) => {
+                let tag = tag.to_string();
+                (
+                    self.read_rows(
+                        "read tag",
+                        &self.shared.sql.read_tag,
+                        &[&tag, &from_i, &limit],
+                    )
+                    .await?,
+                    1,
+                )
+            }
+        };
+        let Some(head) = rows.first() else {
+            return Err(Error::corrupt("the log has no head row"));
+        };
+        let first = u64_of(head.get(0), "first seqnum")?;
+        if from < first {
+            return Err(Error::trimmed(from, first));
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(e) = entry_at(row, at)? {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn read_versions(
+        &self,
+        tag: &LogTag,
+        from_version: u64,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
+        let tag_text = tag.to_string();
+        let from = i64_of(from_version, "version")?;
+        let limit = limit_of(max);
+        let rows = self
+            .read_rows(
+                "read versions",
+                &self.shared.sql.read_versions,
+                &[&tag_text, &from, &limit],
+            )
+            .await?;
+        let Some(head) = rows.first() else {
+            return Err(Error::corrupt("the log has no head row"));
+        };
+        let first_live: Option<i64> = head.get(0);
+        let next: Option<i64> = head.get(1);
+        let trimmed = match (first_live, next) {
+            (Some(first), _) => from < first,
+            (None, Some(next)) => from < next,
+            (None, None) => false,
+        };
+        if trimmed {
+            return Err(Error::new(
+                crate::ErrorKind::Trimmed,
+                format!("version {from_version} of {tag} was trimmed"),
+            ));
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(e) = entry_at(row, 2)? {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>> {
+        let before_i = i64_of(before.min(i64::MAX as u64), "seqnum")?;
+        let rows = match tag {
+            None => {
+                self.read_rows("read previous", &self.shared.sql.prev_all, &[&before_i])
+                    .await?
+            }
+            Some(tag) => {
+                let tag = tag.to_string();
+                self.read_rows(
+                    "read previous",
+                    &self.shared.sql.prev_tag,
+                    &[&tag, &before_i],
+                )
+                .await?
+            }
+        };
+        match rows.first() {
+            Some(row) => entry_at(row, 1),
+            None => Ok(None),
+        }
+    }
+
+    /// One round trip: the head row as the database has it now.
+    async fn tip(&self) -> Result<Tip> {
+        self.tip_now().await
+    }
+
+    /// One round trip: the stream's row as the database has it now.
+    async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.latest_version_now(tag).await
+    }
+
+    async fn trim(&self, through: u64) -> Result<()> {
+        self.shared.check_open()?;
+        let through_i = i64_of(through, "seqnum")?;
+        let rows = self
+            .shared
+            .connections
+            .query(Op::Write, "trim", &self.shared.sql.trim, &[&through_i])
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::corrupt("the log has no head row"))?;
+        let first = u64_of(row.get(0), "first seqnum")?;
+        let next = u64_of(row.get(1), "next seqnum")?;
+        if through >= next {
+            return Err(Error::invalid_input(format!(
+                "cannot trim through {through}: the log ends before it (next seqnum {next})"
+            )));
+        }
+        // The trim point moved: reads no longer see the rows below it. Drop
+        // them now, outside the head lock; a failure here leaves them for
+        // the next trim.
+        let first_i = i64_of(first, "seqnum")?;
+        if let Err(e) = self
+            .shared
+            .connections
+            .query(
+                Op::Write,
+                "delete trimmed entries",
+                &self.shared.sql.delete_trimmed,
+                &[&first_i],
+            )
+            .await
+        {
+            tracing::warn!(error = %e, "trimmed entries stay until the next trim");
+        }
+        Ok(())
+    }
+
+    fn feed(&self) -> &CommitFeed {
+        &self.shared.feed
+    }
+
+    fn kv(&self) -> Result<Arc<dyn KvStore>> {
+        self.shared.check_open()?;
+        Ok(self.kv.clone())
+    }
+
+    fn supports_append_ids(&self) -> bool {
+        true
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            read_only: false,
+            durable: true,
+            max_entry_bytes: self.shared.options.max_entry_bytes,
+            freshness: Freshness::SharedDatabase,
+        }
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Appends still queued are answered `Closed` (the writer drains
+        // its queue); groups already sent finish first.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.shared.closing.notify_waiters();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.shared.connections.close();
+        self.shared.feed.close();
+        Ok(())
+    }
+}
+
+impl Drop for PgStorage {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.closing.notify_waiters();
+        for task in self
+            .tasks
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+        self.shared.feed.close();
+    }
+}

@@ -1,0 +1,132 @@
+//! The statements one log runs, with its schema filled in.
+//!
+//! Every read is one statement, so it sees one snapshot: the head row (the
+//! trim point) and the entries are read together, and a read can never
+//! pair a trim point with entries from another moment. Entries below the
+//! trim point may still exist (they are deleted after the trim point
+//! moves, outside the head lock); every read filters them out.
+
+/// The statement texts of the log in one schema.
+#[derive(Debug)]
+pub(super) struct Statements {
+    pub(super) append: String,
+    /// `$1` a staged group's id: its outcome rows.
+    pub(super) outcome_of: String,
+    /// `$1` how long uncollected outcomes stay: `first, next`.
+    pub(super) sweep: String,
+    pub(super) trim: String,
+    pub(super) delete_trimmed: String,
+    /// `$1` from, `$2` limit: `first, next, entries...`.
+    pub(super) read_all: String,
+    /// `$1` tag, `$2` from, `$3` limit: `first, entries...`.
+    pub(super) read_tag: String,
+    /// `$1` tag, `$2` from version, `$3` limit:
+    /// `first_live_version, next_version, entries...`.
+    pub(super) read_versions: String,
+    /// `$1` before: `first, entry`.
+    pub(super) prev_all: String,
+    /// `$1` tag, `$2` before: `first, entry`.
+    pub(super) prev_tag: String,
+    pub(super) tip: String,
+    pub(super) next_version: String,
+    pub(super) kv_get: String,
+    pub(super) kv_upsert: String,
+    pub(super) kv_delete: String,
+    pub(super) kv_insert_new: String,
+    pub(super) kv_replace: String,
+    pub(super) kv_delete_if: String,
+    pub(super) kv_absent: String,
+}
+
+const ENTRY_COLUMNS: &str = "e.seqnum, e.version, e.tags, e.data, e.ts";
+
+impl Statements {
+    pub(super) fn new(schema: &str) -> Self {
+        let s = format!("\"{schema}\"");
+        Statements {
+            append: format!("SELECT * FROM {s}.append($1, $2, $3, $4, $5, $6, $7)"),
+            outcome_of: format!("SELECT * FROM {s}.outcome_of($1)"),
+            sweep: format!("SELECT * FROM {s}.sweep($1)"),
+            trim: format!("SELECT * FROM {s}.trim($1)"),
+            delete_trimmed: format!(
+                "WITH d AS (DELETE FROM {s}.entries WHERE seqnum < $1 RETURNING seqnum, tags) \
+                 DELETE FROM {s}.entry_tags et \
+                 USING (SELECT d.seqnum, unnest(d.tags[2:]) AS tag FROM d) x \
+                 WHERE et.tag = x.tag AND et.seqnum = x.seqnum"
+            ),
+            read_all: format!(
+                "SELECT h.first_seqnum, h.next_seqnum, {ENTRY_COLUMNS} FROM {s}.head h \
+                 LEFT JOIN LATERAL (SELECT * FROM {s}.entries e \
+                    WHERE e.seqnum >= greatest($1, h.first_seqnum) \
+                    ORDER BY e.seqnum LIMIT $2) e ON true \
+                 WHERE h.id = 1 ORDER BY e.seqnum"
+            ),
+            read_tag: format!(
+                "SELECT h.first_seqnum, {ENTRY_COLUMNS} FROM {s}.head h \
+                 LEFT JOIN LATERAL (SELECT * FROM {s}.entries e WHERE e.seqnum IN ( \
+                    (SELECT p.seqnum FROM {s}.entries p \
+                      WHERE p.primary_tag = $1 AND p.seqnum >= greatest($2, h.first_seqnum) \
+                      ORDER BY p.seqnum LIMIT $3) \
+                    UNION ALL \
+                    (SELECT t.seqnum FROM {s}.entry_tags t \
+                      WHERE t.tag = $1 AND t.seqnum >= greatest($2, h.first_seqnum) \
+                      ORDER BY t.seqnum LIMIT $3)) \
+                    ORDER BY e.seqnum LIMIT $3) e ON true \
+                 WHERE h.id = 1 ORDER BY e.seqnum"
+            ),
+            read_versions: format!(
+                "SELECT (SELECT f.version FROM {s}.entries f \
+                          WHERE f.primary_tag = $1 AND f.seqnum >= h.first_seqnum \
+                          ORDER BY f.seqnum LIMIT 1), \
+                        (SELECT st.next_version FROM {s}.streams st WHERE st.tag = $1), \
+                        {ENTRY_COLUMNS} FROM {s}.head h \
+                 LEFT JOIN LATERAL (SELECT * FROM {s}.entries e \
+                    WHERE e.primary_tag = $1 AND e.version >= $2 \
+                      AND e.seqnum >= h.first_seqnum \
+                    ORDER BY e.version LIMIT $3) e ON true \
+                 WHERE h.id = 1 ORDER BY e.version"
+            ),
+            prev_all: format!(
+                "SELECT h.first_seqnum, {ENTRY_COLUMNS} FROM {s}.head h \
+                 LEFT JOIN LATERAL (SELECT * FROM {s}.entries e \
+                    WHERE e.seqnum < $1 AND e.seqnum >= h.first_seqnum \
+                    ORDER BY e.seqnum DESC LIMIT 1) e ON true WHERE h.id = 1"
+            ),
+            prev_tag: format!(
+                "SELECT h.first_seqnum, {ENTRY_COLUMNS} FROM {s}.head h \
+                 LEFT JOIN LATERAL (SELECT * FROM {s}.entries e WHERE e.seqnum = ( \
+                    SELECT max(x.seqnum) FROM ( \
+                      (SELECT p.seqnum FROM {s}.entries p \
+                        WHERE p.primary_tag = $1 AND p.seqnum < $2 \
+                        ORDER BY p.seqnum DESC LIMIT 1) \
+                      UNION ALL \
+                      (SELECT t.seqnum FROM {s}.entry_tags t \
+                        WHERE t.tag = $1 AND t.seqnum < $2 \
+                        ORDER BY t.seqnum DESC LIMIT 1)) x) \
+                    AND e.seqnum >= h.first_seqnum) e ON true WHERE h.id = 1"
+            ),
+            tip: format!("SELECT first_seqnum, next_seqnum FROM {s}.head WHERE id = 1"),
+            next_version: format!("SELECT next_version FROM {s}.streams WHERE tag = $1"),
+            kv_get: format!("SELECT value FROM {s}.kv WHERE scope = $1 AND key = $2"),
+            kv_upsert: format!(
+                "INSERT INTO {s}.kv (scope, key, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value RETURNING 1"
+            ),
+            kv_delete: format!("DELETE FROM {s}.kv WHERE scope = $1 AND key = $2 RETURNING 1"),
+            kv_insert_new: format!(
+                "INSERT INTO {s}.kv (scope, key, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (scope, key) DO NOTHING RETURNING 1"
+            ),
+            kv_replace: format!(
+                "UPDATE {s}.kv SET value = $3 WHERE scope = $1 AND key = $2 AND value = $4 \
+                 RETURNING 1"
+            ),
+            kv_delete_if: format!(
+                "DELETE FROM {s}.kv WHERE scope = $1 AND key = $2 AND value = $3 RETURNING 1"
+            ),
+            kv_absent: format!(
+                "SELECT NOT EXISTS (SELECT 1 FROM {s}.kv WHERE scope = $1 AND key = $2)"
+            ),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The PostgreSQL test server: where it is, and fresh logs on it.
+//!
+//! `scripts/postgres.sh start` writes `WEFT_TEST_PG_URL` into its env file
+//! (`scripts/test.sh` sources it). These tests need the server: without
+//! the variable they fail, naming the script, rather than skip.
+
+#![allow(dead_code, unreachable_pub, clippy::disallowed_methods)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use weft::storage::postgres::{PgLocation, PgOptions, PgStorage};
+
+/// The server's URL.
+pub fn server_url() -> String {
+    std::env::var("WEFT_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!(
+            "WEFT_TEST_PG_URL is not set: start the test server with scripts/postgres.sh start \
+             and source its env file (scripts/test.sh does both)"
+        )
+    })
+}
+
+/// A log name no other test (or earlier run) uses.
+pub fn fresh_name(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{prefix}_{}_{}_{n}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// The location of a fresh (empty) log.
+pub fn fresh_location(prefix: &str) -> PgLocation {
+    let url = server_url();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}log={}", fresh_name(prefix))
+        .parse()
+        .expect("the test server's URL parses")
+}
+
+/// Options for tests: short deadlines, quick polling.
+pub fn test_options() -> PgOptions {
+    PgOptions {
+        pool_size: 4,
+        op_timeout_ms: 20_000,
+        statement_timeout_ms: 15_000,
+        poll_interval_ms: 200,
+        ..PgOptions::default()
+    }
+}
+
+/// Opens `location` with the test options.
+pub async fn open(location: &PgLocation) -> PgStorage {
+    PgStorage::open_with(location.clone(), test_options())
+        .await
+        .expect("open the PostgreSQL log")
+}
+
+pub mod proxy;
+
+/// The test server's address, for a proxy in front of it.
+pub fn server_addr() -> std::net::SocketAddr {
+    let loc: PgLocation = server_url().parse().expect("server URL");
+    let port = loc.config().get_ports().first().copied().unwrap_or(5432);
+    format!("127.0.0.1:{port}").parse().expect("address")
+}
+
+/// `location` reached through `addr` instead (a proxy), with extra
+/// connection parameters.
+pub fn via(location: &PgLocation, addr: std::net::SocketAddr, params: &str) -> PgLocation {
+    let sep = if params.is_empty() { "" } else { "&" };
+    format!(
+        "postgres://weft@{addr}/weft?log={}{sep}{params}",
+        location.log()
+    )
+    .parse()
+    .expect("proxied location")
+}
+
+/// A plain client of the test server, for setting up faults.
+pub async fn raw_client() -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&server_url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test server");
+    tokio::spawn(connection);
+    client
+}
