@@ -14,6 +14,7 @@ pub mod prefix;
 pub mod readonly;
 pub mod retry;
 
+pub(crate) use outcome::read_whole;
 pub use outcome::{
     Outcome, StoreOp, classify, classify_result, etag_value, etags_match, settle, to_error,
 };

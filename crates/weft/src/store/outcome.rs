@@ -328,6 +328,22 @@ impl Outcome {
     }
 }
 
+/// The whole object at `path`: one GET, no retry, both the request's and
+/// the body's errors converted by [`to_error`] (a missing object is
+/// `NotFound`).
+pub(crate) async fn read_whole(
+    store: &dyn object_store::ObjectStore,
+    path: &object_store::path::Path,
+) -> Result<bytes::Bytes, Error> {
+    let got = store
+        .get(path)
+        .await
+        .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?;
+    got.bytes()
+        .await
+        .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))
+}
+
 /// Converts an object-store error into weft's error, classified for `op` on
 /// `path`. The original error is kept as the source.
 pub fn to_error(op: StoreOp, path: &str, err: object_store::Error) -> Error {

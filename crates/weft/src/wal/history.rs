@@ -28,7 +28,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::history::{History, HistoryPage, PageItems, PagePointer, decode_page};
 use crate::format::manifest::ManifestEntry;
 use crate::lru::ByteLru;
-use crate::store::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
+use crate::store::{Outcome, RetryPolicy, StoreOp, read_whole, retry_store, to_error};
 
 /// The default history prefix of the log whose manifest is at
 /// `manifest_path`: `history` in the manifest's directory.
@@ -128,16 +128,7 @@ impl HistoryReader {
         if let Some(p) = self.cache.get(&key) {
             return Ok(p);
         }
-        let path = Path::from(location);
-        let got = self
-            .store
-            .get(&path)
-            .await
-            .map_err(|e| to_error(StoreOp::Read, location, e))?;
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| to_error(StoreOp::Read, location, e))?;
+        let bytes = read_whole(self.store.as_ref(), &Path::from(location)).await?;
         let page = Arc::new(
             decode_page(&bytes).map_err(|e| e.context(format!("history page {location}")))?,
         );

@@ -17,7 +17,7 @@ use object_store::path::Path;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::manifest::{ManifestEntry, decode_manifest};
 use crate::format::segment::{DecodedSegment, decode_segment};
-use crate::store::outcome::{self, StoreOp};
+use crate::store::read_whole;
 
 /// Decodes the bytes of `entry`'s segment and checks its record count.
 ///
@@ -63,7 +63,7 @@ pub async fn fetch_listed_segment(
     manifest_path: &Path,
     entry: &ManifestEntry,
 ) -> Result<(u64, DecodedSegment)> {
-    let bytes = match fetch(store, &entry.location).await {
+    let bytes = match read_whole(store.as_ref(), &Path::from(entry.location.as_str())).await {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             if still_listed(store, manifest_path, entry).await? {
@@ -84,24 +84,13 @@ pub async fn fetch_listed_segment(
     Ok((size, check_segment(entry, bytes)?))
 }
 
-async fn fetch(store: &Arc<dyn ObjectStore>, location: &str) -> Result<Bytes> {
-    let path = Path::from(location);
-    let got = store
-        .get(&path)
-        .await
-        .map_err(|e| outcome::to_error(StoreOp::Read, location, e))?;
-    got.bytes()
-        .await
-        .map_err(|e| outcome::to_error(StoreOp::Read, location, e))
-}
-
 /// True when a fresh read of the manifest still lists `entry`'s segment.
 async fn still_listed(
     store: &Arc<dyn ObjectStore>,
     manifest_path: &Path,
     entry: &ManifestEntry,
 ) -> Result<bool> {
-    let bytes = fetch(store, manifest_path.as_ref()).await?;
+    let bytes = read_whole(store.as_ref(), manifest_path).await?;
     let manifest =
         decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {manifest_path}")))?;
     if manifest

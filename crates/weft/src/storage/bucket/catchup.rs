@@ -22,6 +22,7 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 
 use super::BucketLayout;
+use super::budget::Budget;
 use super::local::LocalLog;
 use super::numbers::{CacheDir, Numbers, check_of, identity};
 use super::reader::BucketReader;
@@ -112,13 +113,35 @@ pub(crate) fn first_live(manifest: &ManifestData) -> u64 {
     manifest.first_sequence().max(after_snapshot)
 }
 
-/// The numbers a writer or follower starts from, and the seqnum from which
-/// it must read the log to complete them.
+/// A reader of the log as `manifest` shows it, within `budget`'s page and
+/// segment shares; the numbers a writer or follower starts from; and the
+/// seqnum from which it must read the log to complete them.
 ///
 /// Errors: I/O kinds for a cache directory that cannot be used; store
 /// errors reading the entry the tip check needs (other than finding it
 /// gone).
 pub(crate) async fn open_numbers(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+    manifest: &ManifestData,
+    trim: Option<&LogState>,
+    cache: Option<CacheDir>,
+    budget: &Budget,
+) -> Result<(BucketReader, Numbers, u64)> {
+    let reader = BucketReader::new(
+        store.clone(),
+        layout.manifest(),
+        Arc::new(manifest.clone()),
+        budget.pages,
+        budget.segments,
+    );
+    let (numbers, from) =
+        numbers_from(layout, manifest, trim, cache, budget.index.clone(), &reader).await?;
+    Ok((reader, numbers, from))
+}
+
+/// [`open_numbers`] with its reader made.
+async fn numbers_from(
     layout: &BucketLayout,
     manifest: &ManifestData,
     trim: Option<&LogState>,
@@ -214,22 +237,16 @@ pub(crate) async fn read_numbers(
         ));
     };
     super::writer::check_weft_log(&layout.manifest(), &manifest)?;
-    let reader = BucketReader::new(
-        store.clone(),
-        layout.manifest(),
-        Arc::new(manifest.clone()),
-        1 << 20,
-        8 << 20,
-    );
-    let (numbers, from) = open_numbers(
-        layout,
-        &manifest,
-        trim.as_ref(),
-        None,
-        IndexOptions::default(),
-        &reader,
-    )
-    .await?;
+    // A tool's one-off read: small caches, no cache directory.
+    let budget = Budget {
+        in_flight: 0,
+        recent: 0,
+        segments: 8 << 20,
+        pages: 1 << 20,
+        index: IndexOptions::default(),
+    };
+    let (reader, numbers, from) =
+        open_numbers(store, layout, &manifest, trim.as_ref(), None, &budget).await?;
     let log = Arc::new(LocalLog::new(
         "the bucket log",
         super::local::LocalState::new(numbers, 0),

@@ -49,7 +49,6 @@ use super::catchup::{Patience, fill, open_numbers, read_start, request_timeout};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, Numbers};
-use super::reader::BucketReader;
 use super::records::BatchAssembler;
 use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
@@ -238,22 +237,8 @@ impl BucketFollower {
         let exists = manifest.is_some();
         let manifest = manifest
             .unwrap_or_else(|| ManifestData::empty(crate::format::ManifestVersion::default()));
-        let reader = BucketReader::new(
-            store.clone(),
-            layout.manifest(),
-            Arc::new(manifest.clone()),
-            budget.pages,
-            budget.segments,
-        );
-        let (numbers, from) = open_numbers(
-            &layout,
-            &manifest,
-            trim.as_ref(),
-            cache,
-            budget.index.clone(),
-            &reader,
-        )
-        .await?;
+        let (reader, numbers, from) =
+            open_numbers(&store, &layout, &manifest, trim.as_ref(), cache, &budget).await?;
         // The live end starts where the log ended at open.
         let live_from = manifest.next_sequence;
         let state = LocalState::filling(numbers, live_from, budget.recent);

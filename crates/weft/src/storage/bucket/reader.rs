@@ -24,7 +24,7 @@ use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
 use crate::format::segment::{DecodedSegment, decode_segment};
 use crate::lru::ByteLru;
 use crate::model::LogEntry;
-use crate::store::{StoreOp, to_error};
+use crate::store::read_whole;
 use crate::wal::HistoryReader;
 
 /// Reads entries by seqnum from a bucket log's segments.
@@ -186,16 +186,7 @@ impl BucketReader {
         if let Some(s) = self.segments.get(&key) {
             return Ok(s);
         }
-        let path = Path::from(location);
-        let got = self
-            .store
-            .get(&path)
-            .await
-            .map_err(|e| to_error(StoreOp::Read, location, e))?;
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| to_error(StoreOp::Read, location, e))?;
+        let bytes = read_whole(self.store.as_ref(), &Path::from(location)).await?;
         let len = bytes.len();
         let segment =
             Arc::new(decode_segment(bytes).map_err(|e| e.context(format!("segment {location}")))?);
@@ -204,15 +195,7 @@ impl BucketReader {
     }
 
     async fn reload(&self) -> Result<Arc<ManifestData>> {
-        let got = self
-            .store
-            .get(&self.manifest_path)
-            .await
-            .map_err(|e| to_error(StoreOp::Read, self.manifest_path.as_ref(), e))?;
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| to_error(StoreOp::Read, self.manifest_path.as_ref(), e))?;
+        let bytes = read_whole(self.store.as_ref(), &self.manifest_path).await?;
         let m = Arc::new(
             decode_manifest(&bytes)
                 .map_err(|e| e.context(format!("manifest {}", self.manifest_path)))?,

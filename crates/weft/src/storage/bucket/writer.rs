@@ -62,7 +62,6 @@ use super::follower::close_index;
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, IndexVersions, Numbers, WriterVersions};
-use super::reader::BucketReader;
 use super::records::encode_batch;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
@@ -318,22 +317,8 @@ impl BucketStorage {
         let manifest = manifest.unwrap_or_else(|| ManifestData::empty(ManifestVersion::default()));
         check_weft_log(&layout.manifest(), &manifest)?;
         let next = manifest.next_sequence;
-        let reader = BucketReader::new(
-            store.clone(),
-            layout.manifest(),
-            Arc::new(manifest.clone()),
-            budget.pages,
-            budget.segments,
-        );
-        let (numbers, from) = open_numbers(
-            &layout,
-            &manifest,
-            trim.as_ref(),
-            cache,
-            budget.index.clone(),
-            &reader,
-        )
-        .await?;
+        let (reader, numbers, from) =
+            open_numbers(&store, &layout, &manifest, trim.as_ref(), cache, &budget).await?;
         let log = Arc::new(LocalLog::new(
             "the bucket writer",
             LocalState::new(numbers, budget.recent),
