@@ -46,6 +46,11 @@ mod versions;
 
 pub use versions::IndexVersions;
 
+/// The index's in-memory maps, keyed by tags and tag ids: they sit on the
+/// append path, where std's SipHash showed in profiles. foldhash is seeded
+/// per process like std's maps, so their order is no more predictable.
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
@@ -137,8 +142,9 @@ impl IndexOptions {
 pub struct IndexEntry {
     /// Its seqnum.
     pub seqnum: u64,
-    /// Its tags, primary first.
-    pub tags: Vec<LogTag>,
+    /// Its tags, primary first (shared: the index keeps them in its tail
+    /// without copying the strings).
+    pub tags: Arc<[LogTag]>,
     /// Its version in its primary tag's stream.
     pub version: u64,
     /// Where the backend reads it (and the entries after it, up to the

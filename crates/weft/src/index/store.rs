@@ -26,13 +26,12 @@
 //!
 //! Keys and values are laid out in [`crate::format::index`].
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
 use super::tail::TailEntry;
-use super::{Fresh, IndexOptions};
+use super::{FastMap, Fresh, IndexOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::index::{
     CHUNK_MAX, FORMAT, TagRow, append_id_key, decode_chunk, decode_pair_key, decode_seqnum_key,
@@ -92,8 +91,12 @@ impl From<Fresh> for Refused {
 /// How long a close waits for fjall to write its memtables out.
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// Threads fjall uses for flushes and compactions.
-const WORKERS: usize = 2;
+/// Threads fjall uses for flushes and compactions: one. With more, fjall
+/// 3.1's first worker hands every compaction request back to the queue
+/// (to keep itself free for flushes) and takes it again while the other
+/// workers are busy, spinning a core; one worker does both jobs in turn,
+/// which the index's write rate leaves plenty of time for.
+const WORKERS: usize = 1;
 
 /// The store's view of where the index stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,7 +122,7 @@ pub(super) struct Store {
     path: PathBuf,
     /// Tag rows as last committed; written only after a commit, by the
     /// writer of the rows, so it is never older than the store.
-    rows: std::sync::Mutex<HashMap<LogTag, TagRow>>,
+    rows: std::sync::Mutex<FastMap<LogTag, TagRow>>,
     /// Held by each batch from reading the meta and tag rows it builds on
     /// until its commit: a trim interleaved with a flush would otherwise
     /// write back tag rows and witnesses read before the flush committed.
@@ -131,6 +134,10 @@ pub(super) struct Store {
     versions: fjall::Keyspace,
     locators: fjall::Keyspace,
     append_ids: fjall::Keyspace,
+    /// Bytes of rows written since fjall last wrote its memtables out: what
+    /// its journal holds beyond them. Counted here because fjall reports
+    /// the journal's file size, which it preallocates to 64 MiB.
+    journaled: std::sync::atomic::AtomicU64,
 }
 
 fn map_err(what: &str, e: fjall::Error) -> Error {
@@ -251,7 +258,7 @@ impl Store {
         };
         Ok(Store {
             path: dir.to_path_buf(),
-            rows: std::sync::Mutex::new(HashMap::new()),
+            rows: std::sync::Mutex::new(FastMap::default()),
             writer: std::sync::Mutex::new(()),
             meta: ks(KEYSPACES[0])?,
             tags: ks(KEYSPACES[1])?,
@@ -259,11 +266,12 @@ impl Store {
             versions: ks(KEYSPACES[3])?,
             locators: ks(KEYSPACES[4])?,
             append_ids: ks(KEYSPACES[5])?,
+            journaled: std::sync::atomic::AtomicU64::new(0),
             db,
         })
     }
 
-    fn row_cache(&self) -> std::sync::MutexGuard<'_, HashMap<LogTag, TagRow>> {
+    fn row_cache(&self) -> std::sync::MutexGuard<'_, FastMap<LogTag, TagRow>> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -618,12 +626,14 @@ impl Store {
             )));
         }
         let mut next_id = m.next_tag_id;
-        let mut rows: HashMap<&LogTag, TagRow> = HashMap::new();
+        let mut rows: FastMap<&LogTag, TagRow> = FastMap::default();
         // Per tag: the seqnums carrying it, and (as a primary tag) its
         // first version in this batch with the seqnums of its versions.
-        let mut carrying: HashMap<u64, Vec<u64>> = HashMap::new();
-        let mut primary: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
+        let mut carrying: FastMap<u64, Vec<u64>> = FastMap::default();
+        let mut primary: FastMap<u64, (u64, Vec<u64>)> = FastMap::default();
         let mut b = self.db.batch();
+        // Key and value bytes this batch adds to fjall's journal.
+        let mut written = 0u64;
         for (seqnum, entry) in &batch.entries {
             for (i, tag) in entry.tags.iter().enumerate() {
                 let row = match rows.get_mut(tag) {
@@ -661,32 +671,37 @@ impl Store {
                 }
             }
             if let Some(loc) = &entry.locator {
+                written += 9 + loc.len() as u64;
                 b.insert(&self.locators, seqnum_key(*seqnum), loc.as_ref());
             }
         }
         for (id, seqnums) in &carrying {
             for chunk in seqnums.chunks(CHUNK_MAX) {
-                b.insert(
-                    &self.postings,
-                    pair_key(*id, chunk[0]),
-                    encode_chunk(chunk)?,
-                );
+                let value = encode_chunk(chunk)?;
+                written += 16 + value.len() as u64;
+                b.insert(&self.postings, pair_key(*id, chunk[0]), value);
             }
         }
         for (id, (first, seqnums)) in &primary {
             for (n, chunk) in seqnums.chunks(CHUNK_MAX).enumerate() {
                 let version = first + (n * CHUNK_MAX) as u64;
-                b.insert(&self.versions, pair_key(*id, version), encode_chunk(chunk)?);
+                let value = encode_chunk(chunk)?;
+                written += 16 + value.len() as u64;
+                b.insert(&self.versions, pair_key(*id, version), value);
             }
         }
         for (tag, row) in &rows {
-            b.insert(&self.tags, tag_key(tag), row.encode());
+            let (key, value) = (tag_key(tag), row.encode());
+            written += (key.len() + value.len()) as u64;
+            b.insert(&self.tags, key, value);
         }
         b.insert(&self.meta, meta::NEXT_TAG_ID, u64_value(next_id));
         b.insert(&self.meta, meta::COVERED, u64_value(last + 1));
         b.insert(&self.meta, meta::TIP, tip_value(last, last_entry.check));
         self.seal_batch(&mut b)?;
         b.commit().map_err(|e| map_err("write the log index", e))?;
+        self.journaled
+            .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         let mut cache = self.row_cache();
         if cache.len() + rows.len() > ROW_CACHE {
             cache.clear();
@@ -714,11 +729,8 @@ impl Store {
     /// rotation sealed (the flusher's, at its last sync) could still be
     /// waiting for its flush, which dropping the store abandons.
     pub(super) fn compact_journal(&self, wait: bool) -> Result<()> {
-        let journal = self
-            .db
-            .journal_disk_space()
-            .map_err(|e| map_err("measure the log index's journal", e))?;
-        if !wait && journal < JOURNAL_FLUSH_BYTES {
+        let journaled = self.journaled.load(std::sync::atomic::Ordering::Relaxed);
+        if !wait && journaled < JOURNAL_FLUSH_BYTES {
             return Ok(());
         }
         // Between two batches, so that once these flushes land every
@@ -730,6 +742,8 @@ impl Store {
             ks.rotate_memtable()
                 .map_err(|e| map_err("flush the log index's memtables", e))?;
         }
+        self.journaled
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         drop(writer);
         if wait {
             // fjall writes and syncs a sealed memtable's table file and the

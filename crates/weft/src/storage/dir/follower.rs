@@ -671,7 +671,7 @@ impl Tailer {
             if a.live {
                 index.push(&[IndexEntry {
                     seqnum: a.seqnum,
-                    tags: a.tags.to_vec(),
+                    tags: Arc::from(&*a.tags),
                     version: a.version,
                     locator: locators.place(a.segment, a.offset, a.seqnum),
                     check: u64::from(a.crc),

@@ -227,7 +227,7 @@ fn survey_into(
             replayed += 1;
             index.push(&[IndexEntry {
                 seqnum: a.seqnum,
-                tags: a.tags.to_vec(),
+                tags: Arc::from(&*a.tags),
                 version: a.version,
                 locator: locators.place(a.segment, a.offset, a.seqnum),
                 check: u64::from(a.crc),

@@ -513,7 +513,7 @@ impl Writer {
                     .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
                 IndexEntry {
                     seqnum: entry.seqnum,
-                    tags: entry.tags.clone(),
+                    tags: entry.tags.as_slice().into(),
                     version: entry.stream_version,
                     locator: self.locators.place(first, base + at as u64, entry.seqnum),
                     check: u64::from(crc),
