@@ -11,7 +11,7 @@ use clap::Args;
 use object_store::ObjectStore;
 use weft::connect::{AzureSettings, Location, S3Settings};
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::storage::dir::{DirFollower, DirFollowerOptions, DirStorage, require_log};
+use weft::storage::dir::{DirStorage, require_log};
 use weft::store::{DEFAULT_DEADLINE, RetryPolicy};
 use weft::{Error, ErrorKind, Log, Result};
 
@@ -286,9 +286,10 @@ impl Followed {
 /// entries every `poll`: it serves reads and tails the log, and never
 /// writes, locks or fences anything.
 ///
-/// * A directory: a [`DirFollower`], which judges the files as opening the
+/// * A directory: a [`DirFollower`](weft::storage::dir::DirFollower), which judges the files as opening the
 ///   log would (what that refuses it refuses, what that cuts it leaves out)
-///   and takes no lock, so a writer keeps writing.
+///   and takes no lock, so a writer keeps writing; its own log index is
+///   kept in the user's cache ([`crate::index_cache`]).
 /// * A bucket (`s3://`, `az://`, `file://`): a [`BucketFollower`].
 ///
 /// Errors: `NotFound` (no log), `InvalidInput` (bad poll interval, not a
@@ -299,10 +300,7 @@ pub(crate) async fn follow(
     poll: std::time::Duration,
 ) -> Result<Followed> {
     if let Location::Dir { path } = location {
-        let options = DirFollowerOptions {
-            poll_interval: poll,
-        };
-        let follower = Arc::new(DirFollower::open_with(path, options).await?);
+        let follower = Arc::new(crate::index_cache::dir_follower(path, poll).await?);
         let watched = Arc::clone(&follower);
         return Ok(Followed {
             log: Log::from_arc(follower),

@@ -16,6 +16,7 @@ mod args_props;
 mod bucket;
 mod commands;
 mod exit;
+mod index_cache;
 mod location;
 mod observe;
 mod output;

@@ -15,6 +15,9 @@ use base64::Engine as _;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft");
+/// The command's cache of `dir` log indexes, under the build's temporary
+/// directory (never the user's).
+const INDEX_CACHE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/weft-index-cache");
 
 fn weft(args: &[&str]) -> Output {
     weft_with_stdin(args, None)
@@ -22,6 +25,7 @@ fn weft(args: &[&str]) -> Output {
 
 fn weft_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(BIN)
+        .env("WEFT_INDEX_CACHE", INDEX_CACHE)
         .args(args)
         .env_remove("RUST_LOG")
         // Never the user's own cache directory.
@@ -947,6 +951,7 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration) -> Output {
 
 fn spawn(args: &[&str]) -> std::process::Child {
     Command::new(BIN)
+        .env("WEFT_INDEX_CACHE", INDEX_CACHE)
         .args(args)
         .env_remove("RUST_LOG")
         .env("WEFT_CACHE_DIR", cache_dir())
@@ -1125,8 +1130,13 @@ fn a_flipped_byte_in_a_dir_segment_is_found() {
 
     fails(weft(&["read", &log]), 6, "corrupt");
     fails(weft(&["inspect", &log]), 6, "corrupt");
-    // The backend refuses to open it for writing too.
-    fails(weft(&["append", &log, "-t", "orders", "x"]), 6, "corrupt");
+    // Opening it for writing does not read again what the writer's log
+    // index covers (its cost does not grow with the log), so it appends;
+    // the damaged entry stays refused to readers and to `verify`.
+    ok(weft(&["append", &log, "-t", "orders", "x"]));
+    fails(weft(&["read", &log]), 6, "corrupt");
+    let out = weft(&["verify", &log]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
 
 #[test]
@@ -1268,4 +1278,32 @@ fn a_trimmed_multi_segment_log_reads_from_its_trim_point() {
     let line = fails(weft(&["read", &log, "--from", "3"]), 4, "trimmed");
     assert!(line.contains("31"), "{line}");
     ok(weft(&["verify", &log]));
+}
+
+#[test]
+fn dir_reads_keep_their_index_in_the_cache_named() {
+    let (tmp, log) = tmp_log();
+    append_json(&log, &["-t", "orders", "a"]);
+    let cache = tmp.path().join("cache");
+    let read = |cache_setting: &str| {
+        let out = Command::new(BIN)
+            .env("WEFT_INDEX_CACHE", cache_setting)
+            .env_remove("RUST_LOG")
+            .args(["read", &log, "--json"])
+            .output()
+            .unwrap();
+        ok(out)
+    };
+    let off = read("off");
+    assert_eq!(off.lines().count(), 1);
+    assert!(!cache.exists(), "`off` keeps no cache");
+    let first = read(cache.to_str().unwrap());
+    let kept: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
+    assert_eq!(kept.len(), 1, "one index directory per log");
+    append_json(&log, &["-t", "orders", "b"]);
+    // The next command reads on from the cached index.
+    let second = read(cache.to_str().unwrap());
+    assert_eq!(first, off);
+    assert_eq!(second.lines().count(), 2);
+    assert!(second.starts_with(first.trim_end()), "{second}");
 }

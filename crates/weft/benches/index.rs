@@ -96,7 +96,7 @@ fn main() {
                 next_version[id as usize] += 1;
                 IndexEntry {
                     seqnum,
-                    tags,
+                    tags: tags.into(),
                     version,
                     locator: seqnum
                         .is_multiple_of(64)

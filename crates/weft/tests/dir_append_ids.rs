@@ -7,7 +7,7 @@
 mod dir_support;
 
 use bytes::Bytes;
-use dir_support::{open, open_with, segments, tag};
+use dir_support::{open, open_with, segments, small_segments, tag};
 use weft::format::dir_segment::{SEGMENT_HEADER_LEN, SEGMENT_V1, SEGMENT_V2, SegmentHeader};
 use weft::format::frame;
 use weft::storage::dir::DirOptions;
@@ -81,6 +81,47 @@ async fn the_window_holds_the_newest_ids_after_a_reopen_too() {
         .kind(),
         ErrorKind::InvalidInput
     );
+}
+
+#[tokio::test]
+async fn a_reopen_finds_ids_in_older_segments_than_the_index_covers() {
+    // The index covers the whole log after a close, so the open scans
+    // nothing and the window comes from walking the newest segments
+    // backward: over several segments, past entries without ids, and
+    // bounded by the window's size in entries.
+    let tmp = tempfile::tempdir().unwrap();
+    let options = DirOptions {
+        append_id_window: 40,
+        ..small_segments()
+    };
+    let (_, log) = open_with(tmp.path(), options.clone()).await;
+    let other = || AppendRequest::new(tag("other"), vec![b'x'; 300]);
+    let mut originals = Vec::new();
+    for i in 0..5 {
+        originals.push(log.append(placed(i)).await.unwrap());
+    }
+    for _ in 0..60 {
+        log.append(other()).await.unwrap();
+    }
+    for i in 5..10 {
+        originals.push(log.append(placed(i)).await.unwrap());
+        log.append(other()).await.unwrap();
+    }
+    // Entries without ids after the newest id: the window (40 entries,
+    // rounded up to whole segments of about 11) reaches back past
+    // entries 65..75, the originals of ids 5..9, but not to ids 0..4.
+    for _ in 0..20 {
+        log.append(other()).await.unwrap();
+    }
+    log.close().await.unwrap();
+    assert!(segments(tmp.path()).len() > 3, "the log spans segments");
+    let (_, log) = open_with(tmp.path(), options).await;
+    for i in 5..10 {
+        assert_eq!(log.append(placed(i)).await.unwrap(), originals[i as usize]);
+    }
+    assert_eq!(log.tip().await.unwrap().next, 95);
+    // Ids older than the window's reach are appended again (documented).
+    assert_eq!(log.append(placed(0)).await.unwrap().seqnum, 95);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Crash recovery of the `dir` backend: torn tails are cut back to the last
-//! whole batch; damage to synced data is a `Corrupt` error that changes no
-//! file.
+//! whole batch; damage to synced data is a `Corrupt` error (on open, or
+//! when read if the log index covered it) that changes no file.
 
 mod dir_support;
 
@@ -12,7 +12,7 @@ use bytes::Bytes;
 use dir_support::{copy_dir, file_len, open, open_with, payload, segments, small_segments, tag};
 use weft::format::frame;
 use weft::storage::Storage;
-use weft::storage::dir::{DirOptions, DirStorage};
+use weft::storage::dir::{DirOptions, DirStorage, check};
 use weft::{AppendRequest, ErrorKind, LogEntry, Position};
 
 /// Appends `n` entries one by one (one group each) to a fresh log in `dir`
@@ -73,15 +73,48 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files
 }
 
+/// Damage to synced data: opening refuses it without changing a file, or
+/// — when it lies before the point the log index covered, which opening
+/// does not read again — opening succeeds and reading it is `Corrupt`.
+/// Either way `check` (`weft verify`, which reads everything) refuses it.
 async fn assert_corrupt(dir: &Path) {
     let before = snapshot(dir);
-    let err = DirStorage::open(dir).await.expect_err("open must refuse");
-    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    match DirStorage::open(dir).await {
+        Err(err) => assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}"),
+        Ok(storage) => {
+            let err = read_all(&storage)
+                .await
+                .expect_err("reading the damaged entries must refuse");
+            assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+            storage.close().await.unwrap();
+        }
+    }
     assert_eq!(
         snapshot(dir),
         before,
-        "a refused open must not change files"
+        "damage that is not a torn tail must not change files"
     );
+    let report = check(dir).await.unwrap();
+    assert_eq!(
+        report.refusal().map(|e| e.kind()),
+        Some(ErrorKind::Corrupt),
+        "check: {:?}",
+        report.problems
+    );
+}
+
+/// Every live entry, read in pages.
+async fn read_all(storage: &DirStorage) -> weft::Result<Vec<LogEntry>> {
+    let tip = storage.tip().await?;
+    let mut out = Vec::new();
+    let mut from = tip.first;
+    while from < tip.next {
+        let page = storage.read(None, from, 1000).await?;
+        let Some(last) = page.last() else { break };
+        from = last.seqnum + 1;
+        out.extend(page);
+    }
+    Ok(out)
 }
 
 fn truncate(path: &Path, len: u64) {
@@ -438,9 +471,13 @@ async fn random_damage_never_yields_anything_but_a_prefix_or_corrupt() {
             _ => bytes.extend((0..rng.random_range(1..300)).map(|_| rng.random::<u8>())),
         }
         std::fs::write(&seg, &bytes).unwrap();
-        match DirStorage::open(copy.path()).await {
-            Ok(s) => {
-                let got = s.read(None, 0, 1000).await.unwrap();
+        // Damage before the log index's covered point is found when read.
+        let opened = match DirStorage::open(copy.path()).await {
+            Ok(s) => read_all(&s).await,
+            Err(e) => Err(e),
+        };
+        match opened {
+            Ok(got) => {
                 assert!(
                     got.len() <= original.len() && got[..] == original[..got.len()],
                     "round {round}: recovery produced entries that are not a prefix"

@@ -296,9 +296,13 @@ fn trim_point_seeds() -> Seeds {
     .encode();
     let mut count = streams.clone();
     count[16] = 0xff;
+    // Written before the log index: the same bytes with version 1.
+    let mut version_1 = streams.clone();
+    version_1[4] = 1;
     vec![
         ("trim_empty.bin", empty),
         ("trim_streams.bin", streams.clone()),
+        ("trim_version_1.bin", reseal_trailing_crc(version_1)),
         ("bad_trim_flipped.bin", flipped(streams.clone(), 12)),
         (
             "bad_trim_truncated.bin",

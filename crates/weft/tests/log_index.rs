@@ -58,7 +58,7 @@ impl Model {
             version,
             locator: locator(seqnum),
             check: check_value(seqnum, &tags, version),
-            tags,
+            tags: tags.into(),
         }
     }
 

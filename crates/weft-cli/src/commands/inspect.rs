@@ -5,9 +5,10 @@
 //! record count, metadata), a summary of its history pages (v5: how many
 //! entries they hold, the frontier per level) and the snapshot pointer.
 //! It reads the manifest and one footer per listed entry: its cost does not
-//! grow with the log (a v5 manifest lists a bounded number of entries). For a `dir` log: its segment files, the
-//! seqnum range, the trim point, and every tag with its entry count and
-//! latest version, as `weft::storage::dir::check` judges them.
+//! grow with the log (a v5 manifest lists a bounded number of entries). For
+//! a `dir` log: its segment files, the seqnum range, the trim point, and
+//! its tags (up to `--max-tags`) with their entry counts and latest
+//! versions, from a follower's log index.
 
 use std::process::ExitCode;
 
@@ -37,6 +38,11 @@ pub(crate) struct InspectArgs {
     /// Print one JSON object instead of a report.
     #[arg(long)]
     json: bool,
+
+    /// For a `dir` log: list at most this many tags (in tag order), each
+    /// with its live entries and latest version.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    max_tags: usize,
 }
 
 /// Runs `weft inspect`.
@@ -46,7 +52,7 @@ pub(crate) async fn run(args: InspectArgs, store_args: &StoreArgs) -> Result<Exi
     }
     let location = location::parse(&args.log)?;
     match &location {
-        Location::Dir { path } => inspect_dir(path, args.json).await?,
+        Location::Dir { path } => inspect_dir(path, args.json, args.max_tags).await?,
         _ => inspect_bucket(&location, &args, store_args).await?,
     }
     Ok(ExitCode::SUCCESS)
@@ -88,14 +94,21 @@ struct TagReport {
     latest_version: Option<u64>,
 }
 
-/// Runs `weft inspect` on the `dir` log at `dir`: the library's check of
-/// it, without a lock. A log that opening and reading refuse is refused
-/// here too (`Corrupt`); `weft verify` says what is wrong.
-async fn inspect_dir(dir: &std::path::Path, json: bool) -> Result<()> {
-    let check = weft::storage::dir::check(dir).await?;
-    if let Some(e) = check.refusal() {
-        return Err(e.clone());
+/// Runs `weft inspect` on the `dir` log at `dir`: what a follower (no
+/// lock) holds, from its log index kept in the user's cache, so the cost
+/// is the tags listed and what was appended since the last command, not
+/// the log's length. A log that opening and reading refuse is refused
+/// here too (`Corrupt`); `weft verify` reads everything and says what is
+/// wrong.
+async fn inspect_dir(dir: &std::path::Path, json: bool, max_tags: usize) -> Result<()> {
+    weft::storage::dir::require_log(dir)?;
+    let follower =
+        crate::index_cache::dir_follower(dir, std::time::Duration::from_secs(60)).await?;
+    let inspected = follower.inspect(max_tags).await;
+    if let Err(e) = weft::storage::Storage::close(&follower).await {
+        tracing::warn!(error = %e, "closing the log failed");
     }
+    let check = inspected?;
     let report = DirReport {
         kind: "dir",
         path: dir.display().to_string(),

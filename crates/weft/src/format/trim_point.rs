@@ -8,7 +8,7 @@
 //! ```text
 //!  offset  size  field
 //!       0     4  magic         "WFTT"
-//!       4     1  version       1
+//!       4     1  version       2 (1: files of builds before the log index)
 //!       5     3  reserved      0
 //!       8     8  through       every seqnum <= through is trimmed
 //!      16     4  stream_count
@@ -16,13 +16,22 @@
 //!                [ns_len u16][namespace][key_len u16][key] (key_len 0: none)
 //!       …     4  crc32c        of every byte before it
 //! ```
+//!
+//! Version 2 has version 1's bytes; its meaning narrowed. A version 1 file
+//! names every stream; a version 2 file names only the streams the trim
+//! left without a live entry (the others go on from their live entries).
+//! A build that knows only version 1 would misjudge such a log, so it
+//! refuses the file by its version instead. Both versions read the same.
 
 use super::fields::{Reader, Writer};
 use crate::error::{Error, Result};
 use crate::model::LogTag;
 
 const MAGIC: &[u8; 4] = b"WFTT";
-const VERSION: u8 = 1;
+/// The version written.
+const VERSION: u8 = 2;
+/// Versions read.
+const READABLE: [u8; 2] = [1, 2];
 const WHAT: &str = "trim file";
 
 /// A trim point.
@@ -55,7 +64,7 @@ impl TrimPoint {
         let mut r = Reader::checked(bytes, WHAT)?;
         r.magic(MAGIC)?;
         let version = r.u8("version")?;
-        if version != VERSION {
+        if !READABLE.contains(&version) {
             return Err(Error::corrupt(format!(
                 "trim file version {version} is not supported"
             )));
@@ -96,6 +105,31 @@ mod tests {
         }
         for cut in 0..bytes.len() {
             assert!(TrimPoint::decode(&bytes[..cut]).is_err(), "cut {cut}");
+        }
+    }
+
+    /// `bytes` with its version byte set to `version` and the checksum
+    /// recomputed.
+    fn with_version(bytes: &[u8], version: u8) -> Vec<u8> {
+        let mut out = bytes[..bytes.len() - 4].to_vec();
+        out[4] = version;
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn writes_version_2_reads_1_and_refuses_others() {
+        let t = TrimPoint {
+            through: 7,
+            next_versions: vec![("s".parse().unwrap(), 4)],
+        };
+        let bytes = t.encode();
+        assert_eq!(bytes[4], 2);
+        assert_eq!(TrimPoint::decode(&with_version(&bytes, 1)).unwrap(), t);
+        for version in [0u8, 3, 255] {
+            let err = TrimPoint::decode(&with_version(&bytes, version)).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::Corrupt, "version {version}");
         }
     }
 }

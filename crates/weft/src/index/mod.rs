@@ -46,6 +46,11 @@ mod versions;
 
 pub use versions::IndexVersions;
 
+/// The index's in-memory maps, keyed by tags and tag ids: they sit on the
+/// append path, where std's SipHash showed in profiles. foldhash is seeded
+/// per process like std's maps, so their order is no more predictable.
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
@@ -137,8 +142,9 @@ impl IndexOptions {
 pub struct IndexEntry {
     /// Its seqnum.
     pub seqnum: u64,
-    /// Its tags, primary first.
-    pub tags: Vec<LogTag>,
+    /// Its tags, primary first (shared: the index keeps them in its tail
+    /// without copying the strings).
+    pub tags: Arc<[LogTag]>,
     /// Its version in its primary tag's stream.
     pub version: u64,
     /// Where the backend reads it (and the entries after it, up to the
@@ -298,6 +304,17 @@ impl Index {
     ///
     /// Errors: I/O kinds.
     pub fn reset(&mut self, first: u64, floors: &[(LogTag, u64)], why: &str) -> Result<()> {
+        self.start_over(first, floors, why)?;
+        self.fresh = Some(Fresh::Reset(why.to_owned()));
+        Ok(())
+    }
+
+    /// As [`reset`](Index::reset), through a shared handle (readers that
+    /// hold it meanwhile see an index that covers nothing yet); what
+    /// [`fresh`](Index::fresh) says is left as it was on open.
+    ///
+    /// Errors: I/O kinds.
+    pub fn start_over(&self, first: u64, floors: &[(LogTag, u64)], why: &str) -> Result<()> {
         warn!(reason = why, first, "rebuilding the log index");
         self.stop_flusher();
         let mut state = self.write_state();
@@ -318,8 +335,8 @@ impl Index {
         state.tail = Tail::starting_at(first);
         state.first = first;
         drop(state);
-        self.fresh = Some(Fresh::Reset(why.to_owned()));
         self.inner.damaged.store(false, Ordering::Release);
+        *self.inner.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.inner.stop.store(false, Ordering::Release);
         let inner = Arc::clone(&self.inner);
         let handle = std::thread::Builder::new()
@@ -346,6 +363,15 @@ impl Index {
             self.wake_flusher();
         }
         Ok(())
+    }
+
+    /// Waits until the tail has room for more entries (what
+    /// [`push`](Index::push) does first), so a caller can wait outside
+    /// its own locks and then push under them without waiting.
+    ///
+    /// Errors: `Closed` once the index was closed.
+    pub fn reserve(&self) -> Result<()> {
+        self.wait_for_room()
     }
 
     fn wait_for_room(&self) -> Result<()> {
@@ -421,6 +447,49 @@ impl Index {
         Ok(out)
     }
 
+    /// `Trimmed` for a read of `tag`'s versions from `requested`, naming
+    /// its first live version: the first from `lo` on whose entry is at or
+    /// after `first` (a binary search, a few point reads).
+    fn trimmed_from(&self, tag: &LogTag, requested: u64, lo: u64, first: u64) -> Error {
+        match self.first_live_version(tag, lo, first) {
+            Ok(v) => trimmed_version(tag, requested, v),
+            Err(e) => e,
+        }
+    }
+
+    fn first_live_version(&self, tag: &LogTag, lo: u64, first: u64) -> Result<u64> {
+        let (mut lo, mut hi) = (lo, self.next_version(tag)?);
+        let row = self.read(|s| s.tag_row(tag))?;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let in_tail = {
+                let state = self.read_state();
+                state
+                    .tail
+                    .first_version(tag)
+                    .filter(|&t| mid >= t)
+                    .map(|_| state.tail.version_seqnums(tag, mid, 1))
+            };
+            let seqnum = match (in_tail, row) {
+                (Some(s), _) => s.first().copied(),
+                (None, Some(row)) => self
+                    .read(|s| s.versions(row.id, mid, 1))?
+                    .first()
+                    .filter(|&&(v, _)| v == mid)
+                    .map(|&(_, s)| s),
+                (None, None) => None,
+            };
+            // A version the index never recorded was trimmed before it
+            // learnt of it.
+            if seqnum.is_some_and(|s| s >= first) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
     /// Up to `max` seqnums of `tag`'s versions `>= from_version`, in order.
     ///
     /// Errors: `Trimmed` when `from_version` was trimmed away; `Corrupt`;
@@ -451,14 +520,14 @@ impl Index {
             {
                 // Versions the index never recorded: trimmed before it
                 // learnt of them.
-                return Err(trimmed_version(tag, from_version, v));
+                return Err(self.trimmed_from(tag, from_version, v, first));
             }
             for (version, seqnum) in rows {
                 if seqnum >= covered {
                     break;
                 }
                 if seqnum < first {
-                    return Err(trimmed_version(tag, version, version + 1));
+                    return Err(self.trimmed_from(tag, from_version, version + 1, first));
                 }
                 out.push(seqnum);
             }
@@ -467,10 +536,10 @@ impl Index {
             && let Some(&s) = tail.first()
         {
             if s < first {
-                return Err(trimmed_version(tag, from_version, from_version + 1));
+                return Err(self.trimmed_from(tag, from_version, from_version + 1, first));
             }
             if tail_first.is_some_and(|t| from_version < t) && row.is_none() {
-                return Err(trimmed_version(tag, from_version, tail_first.unwrap_or(0)));
+                return Err(self.trimmed_from(tag, from_version, tail_first.unwrap_or(0), first));
             }
         }
         let room = max - out.len();
@@ -544,6 +613,26 @@ impl Index {
         self.read(|s| s.append_id(id))
     }
 
+    /// How many live entries carry `tag`. Reads one row per chunk of its
+    /// seqnums (for `inspect`): its cost grows with the tag's entries.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn count(&self, tag: &LogTag) -> Result<u64> {
+        let (covered, first, in_tail) = {
+            let state = self.read_state();
+            (
+                state.tail.start(),
+                state.first,
+                state.tail.count(tag, state.first),
+            )
+        };
+        let stored = match self.read(|s| s.tag_row(tag))? {
+            None => 0,
+            Some(row) => self.read(|s| s.count_postings(row.id, first, covered))?,
+        };
+        Ok(stored + in_tail)
+    }
+
     /// Every tag the index knows, with its next version as a primary tag,
     /// in tag-key order, at most `max` (for `inspect`). Flushes the tail
     /// first; reads the tag table, so its cost grows with the number of
@@ -611,11 +700,40 @@ impl Index {
         let flushed = self.flush();
         self.stop_flusher();
         flushed?;
+        if !self.inner.dir.is_dir() {
+            // Removed under the open store: its memtables cannot be
+            // written out (fjall would wait for that forever), and there
+            // is nothing left for a next open to reuse.
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "the log index directory {} was removed",
+                    self.inner.dir.display()
+                ),
+            ));
+        }
         // Leave nothing for the next open to replay.
         with_store(&self.inner, |s| {
             s.compact_journal(true)?;
             s.sync()
         })
+    }
+
+    /// [`close`](Index::close)s and lets go of the store, so its directory
+    /// can be opened again at once (by this process or another) while this
+    /// handle lives on in readers; later reads fail with `Closed`.
+    ///
+    /// Errors: the final flush's error (the store is let go of anyway).
+    pub fn release(&self) -> Result<()> {
+        let closed = self.close();
+        drop(
+            self.inner
+                .store
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+        closed
     }
 
     fn stop_flusher(&self) {
@@ -673,12 +791,7 @@ impl Drop for Index {
 }
 
 fn trimmed_version(tag: &LogTag, version: u64, first_live: u64) -> Error {
-    Error::new(
-        ErrorKind::Trimmed,
-        format!(
-            "version {version} of {tag} was trimmed; versions from {first_live} on may be live"
-        ),
-    )
+    Error::trimmed_version(tag, version, first_live)
 }
 
 /// Runs `f` on the store.
@@ -686,7 +799,7 @@ fn with_store<T>(inner: &Inner, f: impl FnOnce(&Store) -> Result<T>) -> Result<T
     let slot = inner.store.read().unwrap_or_else(|p| p.into_inner());
     match slot.as_ref() {
         Some(store) => f(store),
-        None => Err(Error::closed("the log index is being rebuilt")),
+        None => Err(Error::closed("the log index is closed or being rebuilt")),
     }
 }
 

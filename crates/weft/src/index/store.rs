@@ -26,13 +26,12 @@
 //!
 //! Keys and values are laid out in [`crate::format::index`].
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
 use super::tail::TailEntry;
-use super::{Fresh, IndexOptions};
+use super::{FastMap, Fresh, IndexOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::index::{
     CHUNK_MAX, FORMAT, TagRow, append_id_key, decode_chunk, decode_pair_key, decode_seqnum_key,
@@ -75,11 +74,29 @@ const WITNESS: [u8; 9] = [0xff; 9];
 /// apply (it still reads the active journal, up to 64 MB, through).
 const JOURNAL_FLUSH_BYTES: u64 = 8 << 20;
 
+/// Why [`Store::open_existing`] did not open a store.
+enum Refused {
+    /// Start afresh, for this reason.
+    Fresh(Fresh),
+    /// Another handle has it open (`Locked`).
+    InUse(Error),
+}
+
+impl From<Fresh> for Refused {
+    fn from(fresh: Fresh) -> Self {
+        Refused::Fresh(fresh)
+    }
+}
+
 /// How long a close waits for fjall to write its memtables out.
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// Threads fjall uses for flushes and compactions.
-const WORKERS: usize = 2;
+/// Threads fjall uses for flushes and compactions: one. With more, fjall
+/// 3.1's first worker hands every compaction request back to the queue
+/// (to keep itself free for flushes) and takes it again while the other
+/// workers are busy, spinning a core; one worker does both jobs in turn,
+/// which the index's write rate leaves plenty of time for.
+const WORKERS: usize = 1;
 
 /// The store's view of where the index stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -105,7 +122,7 @@ pub(super) struct Store {
     path: PathBuf,
     /// Tag rows as last committed; written only after a commit, by the
     /// writer of the rows, so it is never older than the store.
-    rows: std::sync::Mutex<HashMap<LogTag, TagRow>>,
+    rows: std::sync::Mutex<FastMap<LogTag, TagRow>>,
     /// Held by each batch from reading the meta and tag rows it builds on
     /// until its commit: a trim interleaved with a flush would otherwise
     /// write back tag rows and witnesses read before the flush committed.
@@ -117,6 +134,10 @@ pub(super) struct Store {
     versions: fjall::Keyspace,
     locators: fjall::Keyspace,
     append_ids: fjall::Keyspace,
+    /// Bytes of rows written since fjall last wrote its memtables out: what
+    /// its journal holds beyond them. Counted here because fjall reports
+    /// the journal's file size, which it preallocates to 64 MiB.
+    journaled: std::sync::atomic::AtomicU64,
 }
 
 fn map_err(what: &str, e: fjall::Error) -> Error {
@@ -159,7 +180,10 @@ impl Store {
         let fresh = if existed {
             match Store::open_existing(dir, identity, options) {
                 Ok(store) => return Ok((store, None)),
-                Err(fresh) => fresh,
+                // Another process has it open: not damage, and its files
+                // must not be removed under it.
+                Err(Refused::InUse(e)) => return Err(e),
+                Err(Refused::Fresh(fresh)) => fresh,
             }
         } else {
             Fresh::Missing
@@ -174,9 +198,13 @@ impl Store {
         Ok((store, Some(fresh)))
     }
 
-    fn open_existing(dir: &Path, identity: &[u8], options: &IndexOptions) -> Result<Store, Fresh> {
+    fn open_existing(
+        dir: &Path,
+        identity: &[u8],
+        options: &IndexOptions,
+    ) -> Result<Store, Refused> {
         if dir.join(DAMAGED).exists() {
-            return Err(Fresh::Damaged("an earlier read found it damaged".into()));
+            return Err(Fresh::Damaged("an earlier read found it damaged".into()).into());
         }
         // A damaged file must never take the process down: a store that
         // panics on it is treated like one that reports it.
@@ -184,10 +212,8 @@ impl Store {
             .map_err(|_| Fresh::Damaged("the store panicked while opening".into()))?;
         let store = match opened {
             Ok(store) => store,
-            Err(e) if e.kind() == ErrorKind::Locked => {
-                return Err(Fresh::Damaged(format!("{e}")));
-            }
-            Err(e) => return Err(Fresh::Damaged(e.to_string())),
+            Err(e) if e.kind() == ErrorKind::Locked => return Err(Refused::InUse(e)),
+            Err(e) => return Err(Fresh::Damaged(e.to_string()).into()),
         };
         let format = store
             .meta_u64(meta::FORMAT)
@@ -195,14 +221,15 @@ impl Store {
         if format != Some(u64::from(FORMAT)) {
             return Err(Fresh::Damaged(format!(
                 "index format {format:?}, this build reads {FORMAT}"
-            )));
+            ))
+            .into());
         }
         let stored = store
             .meta
             .get(meta::IDENTITY)
             .map_err(|e| Fresh::Damaged(e.to_string()))?;
         if stored.as_deref() != Some(identity) {
-            return Err(Fresh::OtherLog);
+            return Err(Fresh::OtherLog.into());
         }
         store.meta().map_err(|e| Fresh::Damaged(e.to_string()))?;
         store
@@ -231,7 +258,7 @@ impl Store {
         };
         Ok(Store {
             path: dir.to_path_buf(),
-            rows: std::sync::Mutex::new(HashMap::new()),
+            rows: std::sync::Mutex::new(FastMap::default()),
             writer: std::sync::Mutex::new(()),
             meta: ks(KEYSPACES[0])?,
             tags: ks(KEYSPACES[1])?,
@@ -239,11 +266,12 @@ impl Store {
             versions: ks(KEYSPACES[3])?,
             locators: ks(KEYSPACES[4])?,
             append_ids: ks(KEYSPACES[5])?,
+            journaled: std::sync::atomic::AtomicU64::new(0),
             db,
         })
     }
 
-    fn row_cache(&self) -> std::sync::MutexGuard<'_, HashMap<LogTag, TagRow>> {
+    fn row_cache(&self) -> std::sync::MutexGuard<'_, FastMap<LogTag, TagRow>> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -449,6 +477,20 @@ impl Store {
         Ok(out)
     }
 
+    /// How many seqnums in `[from, to)` carry the tag `id` (reads one row
+    /// per chunk of them).
+    pub(super) fn count_postings(&self, id: u64, from: u64, to: u64) -> Result<u64> {
+        if from >= to {
+            return Ok(0);
+        }
+        let mut n = 0u64;
+        for chunk in Store::chunks_from(&self.postings, id, from, to)? {
+            let (_, seqnums) = chunk?;
+            n += seqnums.iter().filter(|&&s| s >= from && s < to).count() as u64;
+        }
+        Ok(n)
+    }
+
     /// The last seqnum `< before` carrying the tag `id`.
     pub(super) fn last_posting_before(&self, id: u64, before: u64) -> Result<Option<u64>> {
         let Some(last) = before.checked_sub(1) else {
@@ -584,12 +626,14 @@ impl Store {
             )));
         }
         let mut next_id = m.next_tag_id;
-        let mut rows: HashMap<&LogTag, TagRow> = HashMap::new();
+        let mut rows: FastMap<&LogTag, TagRow> = FastMap::default();
         // Per tag: the seqnums carrying it, and (as a primary tag) its
         // first version in this batch with the seqnums of its versions.
-        let mut carrying: HashMap<u64, Vec<u64>> = HashMap::new();
-        let mut primary: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
+        let mut carrying: FastMap<u64, Vec<u64>> = FastMap::default();
+        let mut primary: FastMap<u64, (u64, Vec<u64>)> = FastMap::default();
         let mut b = self.db.batch();
+        // Key and value bytes this batch adds to fjall's journal.
+        let mut written = 0u64;
         for (seqnum, entry) in &batch.entries {
             for (i, tag) in entry.tags.iter().enumerate() {
                 let row = match rows.get_mut(tag) {
@@ -627,32 +671,37 @@ impl Store {
                 }
             }
             if let Some(loc) = &entry.locator {
+                written += 9 + loc.len() as u64;
                 b.insert(&self.locators, seqnum_key(*seqnum), loc.as_ref());
             }
         }
         for (id, seqnums) in &carrying {
             for chunk in seqnums.chunks(CHUNK_MAX) {
-                b.insert(
-                    &self.postings,
-                    pair_key(*id, chunk[0]),
-                    encode_chunk(chunk)?,
-                );
+                let value = encode_chunk(chunk)?;
+                written += 16 + value.len() as u64;
+                b.insert(&self.postings, pair_key(*id, chunk[0]), value);
             }
         }
         for (id, (first, seqnums)) in &primary {
             for (n, chunk) in seqnums.chunks(CHUNK_MAX).enumerate() {
                 let version = first + (n * CHUNK_MAX) as u64;
-                b.insert(&self.versions, pair_key(*id, version), encode_chunk(chunk)?);
+                let value = encode_chunk(chunk)?;
+                written += 16 + value.len() as u64;
+                b.insert(&self.versions, pair_key(*id, version), value);
             }
         }
         for (tag, row) in &rows {
-            b.insert(&self.tags, tag_key(tag), row.encode());
+            let (key, value) = (tag_key(tag), row.encode());
+            written += (key.len() + value.len()) as u64;
+            b.insert(&self.tags, key, value);
         }
         b.insert(&self.meta, meta::NEXT_TAG_ID, u64_value(next_id));
         b.insert(&self.meta, meta::COVERED, u64_value(last + 1));
         b.insert(&self.meta, meta::TIP, tip_value(last, last_entry.check));
         self.seal_batch(&mut b)?;
         b.commit().map_err(|e| map_err("write the log index", e))?;
+        self.journaled
+            .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         let mut cache = self.row_cache();
         if cache.len() + rows.len() > ROW_CACHE {
             cache.clear();
@@ -680,11 +729,8 @@ impl Store {
     /// rotation sealed (the flusher's, at its last sync) could still be
     /// waiting for its flush, which dropping the store abandons.
     pub(super) fn compact_journal(&self, wait: bool) -> Result<()> {
-        let journal = self
-            .db
-            .journal_disk_space()
-            .map_err(|e| map_err("measure the log index's journal", e))?;
-        if !wait && journal < JOURNAL_FLUSH_BYTES {
+        let journaled = self.journaled.load(std::sync::atomic::Ordering::Relaxed);
+        if !wait && journaled < JOURNAL_FLUSH_BYTES {
             return Ok(());
         }
         // Between two batches, so that once these flushes land every
@@ -696,6 +742,8 @@ impl Store {
             ks.rotate_memtable()
                 .map_err(|e| map_err("flush the log index's memtables", e))?;
         }
+        self.journaled
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         drop(writer);
         if wait {
             // fjall writes and syncs a sealed memtable's table file and the

@@ -6,12 +6,12 @@
 //! budget (see [`super::IndexOptions`]); the flusher drains it from the
 //! front in batches.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::IndexEntry;
+use super::{FastMap, IndexEntry};
 use crate::error::{Error, Result};
 use crate::model::LogTag;
 
@@ -37,8 +37,8 @@ struct Stream {
 pub(super) struct Tail {
     start: u64,
     entries: VecDeque<TailEntry>,
-    by_tag: HashMap<LogTag, VecDeque<u64>>,
-    by_stream: HashMap<LogTag, Stream>,
+    by_tag: FastMap<LogTag, VecDeque<u64>>,
+    by_stream: FastMap<LogTag, Stream>,
     /// Approximate heap bytes held.
     bytes: usize,
 }
@@ -104,7 +104,7 @@ impl Tail {
             }
         }
         let mut bytes = 64 + entry.locator.as_ref().map_or(0, |l| l.len() + 32);
-        for tag in &entry.tags {
+        for tag in entry.tags.iter() {
             bytes += 8 + tag_bytes(tag);
             match self.by_tag.get_mut(tag) {
                 Some(list) => list.push_back(entry.seqnum),
@@ -130,7 +130,7 @@ impl Tail {
         }
         self.bytes += bytes;
         self.entries.push_back(TailEntry {
-            tags: entry.tags.clone().into(),
+            tags: Arc::clone(&entry.tags),
             version: entry.version,
             locator: entry.locator.clone(),
             check: entry.check,
@@ -205,6 +205,13 @@ impl Tail {
                 }
             },
         }
+    }
+
+    /// How many seqnums `>= from` held here carry `tag`.
+    pub(super) fn count(&self, tag: &LogTag, from: u64) -> u64 {
+        self.by_tag.get(tag).map_or(0, |list| {
+            (list.len() - list.partition_point(|&s| s < from)) as u64
+        })
     }
 
     /// Up to `max` seqnums of `tag`'s versions `>= from_version` held here.

@@ -9,17 +9,23 @@
 //! exact, because the backend records every committed entry in the index
 //! before it plans the next write group.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::Index;
+use super::{FastMap, Index};
 use crate::error::Result;
 use crate::model::LogTag;
 use crate::storage::sequencer::VersionTable;
 
+/// The held streams in two generations: a stream used since the last
+/// turn is in `young`; a turn makes `young` the `old` generation and
+/// forgets the previous one. So a busy stream stays held across turns
+/// (every use copies it into `young`) while idle ones age out, and no turn
+/// empties the table at once (which sent every stream of a busy log to the
+/// index at the same moment).
 #[derive(Debug, Default)]
 struct Held {
-    versions: HashMap<LogTag, u64>,
+    young: FastMap<LogTag, u64>,
+    old: FastMap<LogTag, u64>,
     capacity: usize,
 }
 
@@ -37,8 +43,9 @@ impl IndexVersions {
         IndexVersions {
             index,
             held: Mutex::new(Held {
-                versions: HashMap::new(),
-                capacity: capacity.max(1),
+                young: FastMap::default(),
+                old: FastMap::default(),
+                capacity: capacity.max(2),
             }),
         }
     }
@@ -47,7 +54,8 @@ impl IndexVersions {
         self.held.get_mut().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Forgets the held streams once there are more than the capacity.
+    /// Forgets the streams not used in the last generation once the
+    /// current one holds half the capacity.
     ///
     /// Call it only when every version set since the last call has reached
     /// the index (between write groups, after their entries were pushed):
@@ -55,37 +63,44 @@ impl IndexVersions {
     /// planned entries by then.
     pub fn shrink(&self) {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if held.versions.len() > held.capacity {
-            held.versions.clear();
+        if held.young.len() >= held.capacity / 2 {
+            held.old = std::mem::take(&mut held.young);
         }
     }
 
     /// How many streams are held now.
     pub fn held_streams(&self) -> usize {
-        self.held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .versions
-            .len()
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.young.len() + held.old.len()
     }
 }
 
 impl VersionTable for IndexVersions {
     fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>> {
-        if let Some(&v) = self.held().versions.get(tag) {
-            return Ok(Some(v));
+        let held = self.held();
+        if let Some(&v) = held.young.get(tag) {
+            return Ok((v > 0).then_some(v));
         }
-        let v = self.index.next_version(tag)?;
-        self.held().versions.insert(tag.clone(), v);
+        let v = match held.old.remove_entry(tag) {
+            Some((tag, v)) => {
+                held.young.insert(tag, v);
+                v
+            }
+            None => {
+                let v = self.index.next_version(tag)?;
+                self.held().young.insert(tag.clone(), v);
+                v
+            }
+        };
         Ok((v > 0).then_some(v))
     }
 
     fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
         let held = self.held();
-        match held.versions.get_mut(tag) {
+        match held.young.get_mut(tag) {
             Some(v) => *v = next,
             None => {
-                held.versions.insert(tag.clone(), next);
+                held.young.insert(tag.clone(), next);
             }
         }
         Ok(())
@@ -126,7 +141,7 @@ mod tests {
                 .iter()
                 .map(|e| IndexEntry {
                     seqnum: e.seqnum,
-                    tags: e.tags.clone(),
+                    tags: e.tags.clone().into(),
                     version: e.stream_version,
                     locator: None,
                     check: 0,

@@ -98,7 +98,7 @@ impl Numbers {
                     .iter()
                     .map(|e| IndexEntry {
                         seqnum: e.seqnum,
-                        tags: e.tags.clone(),
+                        tags: e.tags.as_slice().into(),
                         version: e.version,
                         locator: None,
                         check: e.check,

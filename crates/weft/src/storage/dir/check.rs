@@ -8,6 +8,10 @@
 //! does not decode. A *note* is what opening tidies without losing
 //! anything (temporary files, segments an interrupted trim left behind).
 //!
+//! It reads every segment, whatever the log index covers (the writer's
+//! open and reads only judge what they read), in bounded memory besides a
+//! count per tag.
+//!
 //! The directory may have a live writer. A torn tail or damage at the end
 //! of the last segment can then be a write in progress, so the survey is
 //! repeated a few times after short pauses and only what stays put is
@@ -16,8 +20,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use super::follower::require_log;
-use super::scan::{self, Access, Repair, Survey};
+use super::scan::{self, Access, Repair, Survey, Versions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::kv_bucket::decode_kv_bucket;
 use crate::model::LogTag;
@@ -84,6 +90,24 @@ pub struct DirCheck {
 }
 
 impl DirCheck {
+    /// A report of `path` that found nothing yet.
+    pub(super) fn empty(path: &Path) -> DirCheck {
+        DirCheck {
+            path: path.to_path_buf(),
+            first_seqnum: 0,
+            next_seqnum: 0,
+            trimmed_through: None,
+            entries: 0,
+            bytes: 0,
+            segments: Vec::new(),
+            tags: Vec::new(),
+            kv_buckets: 0,
+            problems: Vec::new(),
+            notes: Vec::new(),
+            refusal: None,
+        }
+    }
+
     /// True when no problem was found.
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
@@ -110,17 +134,46 @@ pub async fn check(path: impl AsRef<Path>) -> Result<DirCheck> {
         .map_err(|e| Error::internal(format!("check task failed: {e}")))?
 }
 
+/// A survey of every segment with what it counted: live entries carrying
+/// each tag.
+type Counted = (Survey, HashMap<LogTag, u64>);
+
+fn survey_counting(dir: &Path) -> Result<Counted> {
+    let mut counts: HashMap<LogTag, u64> = HashMap::new();
+    let survey = scan::survey(
+        dir,
+        scan::layout(dir)?,
+        Access::ReadOnly,
+        Versions::Counted,
+        None,
+        |a| {
+            if a.live {
+                for tag in a.tags.iter() {
+                    match counts.get_mut(tag) {
+                        Some(n) => *n += 1,
+                        None => {
+                            counts.insert(tag.clone(), 1);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok((survey, counts))
+}
+
 fn check_blocking(dir: &Path) -> Result<DirCheck> {
     require_log(dir)?;
-    let mut outcome = scan::survey(dir, Access::ReadOnly, 0);
+    let mut outcome = survey_counting(dir);
     for _ in 1..LOOKS {
         if settled(&outcome) {
             break;
         }
         std::thread::sleep(PAUSE);
-        let again = scan::survey(dir, Access::ReadOnly, 0);
+        let again = survey_counting(dir);
         let same = match (&outcome, &again) {
-            (Ok(a), Ok(b)) => torn(a) == torn(b),
+            (Ok(a), Ok(b)) => torn(&a.0) == torn(&b.0),
             (Err(a), Err(b)) => a.message() == b.message(),
             _ => false,
         };
@@ -130,7 +183,7 @@ fn check_blocking(dir: &Path) -> Result<DirCheck> {
         }
     }
     let mut report = match outcome {
-        Ok(survey) => describe(dir, survey)?,
+        Ok((survey, counts)) => describe(dir, survey, counts)?,
         Err(e) if e.kind() == ErrorKind::Corrupt => refused(dir, e)?,
         Err(e) => return Err(e),
     };
@@ -139,9 +192,9 @@ fn check_blocking(dir: &Path) -> Result<DirCheck> {
 }
 
 /// True when a survey found nothing a live writer could still change.
-fn settled(outcome: &Result<Survey>) -> bool {
+fn settled(outcome: &Result<Counted>) -> bool {
     match outcome {
-        Ok(survey) => torn(survey).is_none(),
+        Ok((survey, _)) => torn(survey).is_none(),
         Err(e) => e.kind() != ErrorKind::Corrupt,
     }
 }
@@ -156,13 +209,14 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn describe(dir: &Path, survey: Survey) -> Result<DirCheck> {
+fn describe(dir: &Path, survey: Survey, counts: HashMap<LogTag, u64>) -> Result<DirCheck> {
+    let first = survey.live_from();
     let mut report = DirCheck {
         path: dir.to_path_buf(),
-        first_seqnum: survey.index.first(),
+        first_seqnum: first,
         next_seqnum: survey.next_seqnum,
         trimmed_through: survey.trim.as_ref().map(|t| t.through),
-        entries: survey.index.len(),
+        entries: survey.next_seqnum - first,
         bytes: 0,
         segments: Vec::new(),
         tags: Vec::new(),
@@ -172,30 +226,24 @@ fn describe(dir: &Path, survey: Survey) -> Result<DirCheck> {
         refusal: None,
     };
     for seg in &survey.segments {
-        let bytes = seg
-            .file
-            .metadata()
+        let bytes = std::fs::metadata(&seg.path)
             .map_err(|e| Error::io(format!("stat {}", seg.path.display()), e))?
             .len();
         report.bytes += bytes;
         report.segments.push(DirSegmentInfo {
             file: file_name(&seg.path),
             first_seqnum: seg.first,
-            entries: seg.offsets.len() as u64,
+            entries: seg.entries(),
             bytes,
         });
     }
     let versions = survey.versions();
-    let mut tags: Vec<DirTagInfo> = survey
-        .index
-        .tag_counts()
+    let mut tags: Vec<DirTagInfo> = counts
+        .into_iter()
         .map(|(tag, n)| DirTagInfo {
-            tag: tag.clone(),
-            entries: n as u64,
-            latest_version: survey
-                .index
-                .latest_version(tag)
-                .or_else(|| versions.get(tag).and_then(|v| v.checked_sub(1))),
+            latest_version: versions.get(&tag).and_then(|v| v.checked_sub(1)),
+            tag,
+            entries: n,
         })
         .collect();
     tags.sort_by(|a, b| a.tag.cmp(&b.tag));

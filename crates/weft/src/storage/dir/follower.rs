@@ -6,7 +6,7 @@
 //! writer would ([`super::scan`]): damage the writer's open would refuse,
 //! the follower's open refuses (`Corrupt`); a torn tail the writer's open
 //! would cut, the follower leaves out. It then serves every read, view and
-//! subscription from its own index, and a background thread polls the
+//! subscription from its own log index, and a background thread polls the
 //! directory every [`DirFollowerOptions::poll_interval`] for whole batches
 //! the writer added — judged by the same scan, from where the last poll
 //! stopped — and publishes them on its commit feed. Writes, trims and KV
@@ -36,8 +36,23 @@
 //! ([`Freshness::AppliedPrefix`]). The tailing thread announces on the
 //! commit feed what each poll made visible, after it did: the feed's
 //! contract for a tailer.
+//!
+//! ## Its own index
+//!
+//! A follower cannot use the writer's index in `<dir>/index/`: fjall, the
+//! store underneath, takes an exclusive lock on its directory (there is no
+//! read-only open, and an open may write — it replays the store's journal),
+//! and a reader must neither block a writer from opening nor write into
+//! the log's directory. So a follower keeps an index of its own, built the
+//! same way from the same files ([`FollowerIndex`]): in a directory the
+//! caller names, where it survives the follower (a later follower of the
+//! same log reads only what was appended since — `weft read`, `tail` and
+//! `inspect` keep theirs in a per-user cache), or else in a private
+//! temporary directory removed with the follower, built from the whole log
+//! on every open. Either way its memory is bounded by
+//! [`FollowerIndex::memory_budget`], not by the log.
 
-use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -46,17 +61,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::check::{DirCheck, DirSegmentInfo, DirTagInfo};
 use super::kv::DirKv;
-use super::read::{ReadState, Shelf};
-use super::scan::{self, Accepted, Access, Scan, SegmentRef};
-use super::segment::Segment;
+use super::options::{MIN_MEMORY_BUDGET, MemorySplit};
+use super::read::{ReadState, Shelf, TempDir};
+use super::recovery;
+use super::scan::{self, Access, Repair, Scan, SegmentRef};
+use super::segment::{self, HEADER_LEN};
 use super::trim::{self, TrimPoint};
+use super::walk::Locators;
 use crate::error::{Error, ErrorKind, Result};
+use crate::index::{Index, IndexEntry, IndexOptions};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
 use crate::storage::core::Gate;
-use crate::storage::index::LogIndex;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 
 /// How a [`DirFollower`] tails its directory.
@@ -92,6 +111,56 @@ impl DirFollowerOptions {
     }
 }
 
+/// Where a [`DirFollower`] keeps its own log index (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FollowerIndex {
+    /// A directory of the follower's own (created if absent; never the
+    /// log's `index/`): the index survives the follower, so a later one
+    /// only reads what was appended since. One follower at a time per
+    /// directory: another gets `Locked`. `None` (the default): a private
+    /// temporary directory, removed with the follower; every open then
+    /// builds the index from the whole log.
+    pub dir: Option<PathBuf>,
+    /// Memory for the index's caches and the recent entries kept for
+    /// readers, divided as [`MemorySplit`] says. At least
+    /// [`MIN_MEMORY_BUDGET`]; default 64 MiB.
+    pub memory_budget: usize,
+}
+
+impl Default for FollowerIndex {
+    fn default() -> Self {
+        FollowerIndex {
+            dir: None,
+            memory_budget: 64 << 20,
+        }
+    }
+}
+
+impl FollowerIndex {
+    /// Checks the settings.
+    ///
+    /// Errors: `InvalidInput` for a budget below [`MIN_MEMORY_BUDGET`].
+    pub fn validate(&self) -> Result<()> {
+        if self.memory_budget < MIN_MEMORY_BUDGET {
+            return Err(Error::invalid_input(format!(
+                "memory_budget {} is below {MIN_MEMORY_BUDGET} bytes",
+                self.memory_budget
+            )));
+        }
+        Ok(())
+    }
+
+    fn index_options(&self) -> IndexOptions {
+        let split = MemorySplit::of(self.memory_budget);
+        IndexOptions {
+            cache_bytes: split.index_cache,
+            tail_bytes: split.index_tail,
+            write_buffer_bytes: split.index_write_buffers,
+            ..IndexOptions::default()
+        }
+    }
+}
+
 /// The most entries one poll publishes on the feed. A poll that found more
 /// publishes only the last of them; subscribers see the gap and read the
 /// rest from storage.
@@ -110,6 +179,10 @@ struct Shared {
     state: Shelf,
     /// Closed by `close`; stopped (with why) when the tailing stops.
     gate: Gate,
+    /// What the open's survey found that opening for writing would change.
+    repairs: Vec<Repair>,
+    /// The trim point as of the last poll.
+    trim: Mutex<Option<TrimPoint>>,
 }
 
 /// A read-only handle on a log directory another handle writes (see the
@@ -140,14 +213,29 @@ impl DirFollower {
         DirFollower::open_with(path, DirFollowerOptions::default()).await
     }
 
-    /// Opens a follower of the log in `path` with `options`.
+    /// Opens a follower of the log in `path` with `options`, its index in
+    /// a private temporary directory.
     ///
     /// Errors: as [`DirFollower::open`]; `InvalidInput` for bad options.
     pub async fn open_with(
         path: impl AsRef<Path>,
         options: DirFollowerOptions,
     ) -> Result<DirFollower> {
+        DirFollower::open_indexed(path, options, FollowerIndex::default()).await
+    }
+
+    /// Opens a follower of the log in `path` with `options`, its index
+    /// where `index` says.
+    ///
+    /// Errors: as [`DirFollower::open`]; `InvalidInput` for bad options;
+    /// `Locked` when another follower uses the index directory now.
+    pub async fn open_indexed(
+        path: impl AsRef<Path>,
+        options: DirFollowerOptions,
+        index: FollowerIndex,
+    ) -> Result<DirFollower> {
         options.validate()?;
+        index.validate()?;
         let dir = path.as_ref().to_path_buf();
         // The scan state holds single-threaded caches, so the tailing
         // thread makes the first survey too and hands back the rest.
@@ -156,7 +244,7 @@ impl DirFollower {
         let interval = options.poll_interval;
         let thread = std::thread::Builder::new()
             .name("weft-dir-follower".into())
-            .spawn(move || match open_blocking(&dir) {
+            .spawn(move || match open_blocking(&dir, &index) {
                 Ok((shared, tailer)) => {
                     let _ = opened_tx.send(Ok(Arc::clone(&shared)));
                     tail(tailer, &shared, interval, &stop_rx);
@@ -194,18 +282,20 @@ impl DirFollower {
         self.shared.gate.stopped()
     }
 
-    /// Every tag with the number of live entries carrying it, and its
-    /// latest version as a primary tag (`None`: it is nobody's primary
-    /// tag), sorted by tag.
-    pub fn tags(&self) -> Vec<(LogTag, u64, Option<u64>)> {
-        let state = self.shared.state.read();
-        let mut tags: Vec<(LogTag, u64, Option<u64>)> = state
-            .index
-            .tag_counts()
-            .map(|(t, n)| (t.clone(), n as u64, state.latest_version(t)))
-            .collect();
-        tags.sort_by(|a, b| a.0.cmp(&b.0));
-        tags
+    /// What the follower holds, as [`check`](super::check()) reports it
+    /// but from its index, without reading the log: its range, trim point,
+    /// segments, the first `max_tags` tags in tag order with their live
+    /// entries and latest versions, and what its open found that opening
+    /// for writing would change (a torn tail among the problems). Costs
+    /// the tags listed and their entries' index rows, not the log's
+    /// length.
+    ///
+    /// Errors: the index's (`Corrupt`, I/O kinds).
+    pub async fn inspect(&self, max_tags: usize) -> Result<DirCheck> {
+        let shared = Arc::clone(&self.shared);
+        tokio::task::spawn_blocking(move || inspect_blocking(&shared, max_tags))
+            .await
+            .map_err(|e| Error::internal(format!("inspect task failed: {e}")))?
     }
 
     fn check_open(&self) -> Result<()> {
@@ -227,23 +317,149 @@ impl DirFollower {
         {
             tracing::error!("the log directory follower's thread panicked");
         }
+        if !self.shared.gate.is_closed()
+            && let Err(e) = self.shared.state.index().release()
+        {
+            tracing::warn!(error = %e, "could not close the follower's log index");
+        }
     }
 }
 
+/// What [`DirFollower::inspect`] reports.
+fn inspect_blocking(shared: &Shared, max_tags: usize) -> Result<DirCheck> {
+    let index = shared.state.index();
+    let (first, next, segments) = {
+        let state = shared.state.read();
+        let segments: Vec<(PathBuf, u64, u64)> = state
+            .segments
+            .values()
+            .map(|s| (s.path.clone(), s.first, s.entries()))
+            .collect();
+        (state.first, state.next, segments)
+    };
+    let mut report = DirCheck::empty(&shared.dir);
+    report.first_seqnum = first;
+    report.next_seqnum = next;
+    report.entries = next - first;
+    report.trimmed_through = shared
+        .trim
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(|t| t.through);
+    for (path, first_seqnum, entries) in segments {
+        let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        report.bytes += bytes;
+        report.segments.push(DirSegmentInfo {
+            file: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            first_seqnum,
+            entries,
+            bytes,
+        });
+    }
+    // Tags of trimmed-away streams stay in the index; list live ones.
+    let mut skip = 0usize;
+    while report.tags.len() < max_tags {
+        let want = max_tags - report.tags.len() + skip;
+        let rows = index.tags(want)?;
+        let more = rows.len() == want;
+        for (tag, next_version) in rows.into_iter().skip(skip) {
+            skip += 1;
+            let entries = index.count(&tag)?;
+            if entries > 0 && report.tags.len() < max_tags {
+                report.tags.push(DirTagInfo {
+                    tag,
+                    entries,
+                    latest_version: next_version.checked_sub(1),
+                });
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    for repair in &shared.repairs {
+        if repair.drops_data() {
+            report.problems.push(repair.to_string());
+        } else {
+            report.notes.push(repair.to_string());
+        }
+    }
+    Ok(report)
+}
+
+/// A private temporary directory for a follower's index.
+fn temp_index_dir() -> Result<PathBuf> {
+    use rand::Rng as _;
+    let base = std::env::temp_dir();
+    let mut rng = crate::random::rng(None);
+    for _ in 0..16 {
+        let path = base.join(format!(
+            "weft-follower-index-{}-{:016x}",
+            std::process::id(),
+            rng.random::<u64>()
+        ));
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(format!("create {}", path.display()), e)),
+        }
+    }
+    Err(Error::internal(
+        "no free name for a temporary log index directory",
+    ))
+}
+
+/// The identity a follower's index records: the log it follows, by path.
+fn follower_identity(dir: &Path) -> Vec<u8> {
+    let path = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut id = b"weft dir follower\0".to_vec();
+    id.extend_from_slice(path.as_os_str().as_encoded_bytes());
+    id
+}
+
 /// Judges the directory and builds the follower's first state.
-fn open_blocking(dir: &Path) -> Result<(Arc<Shared>, Tailer)> {
+fn open_blocking(dir: &Path, settings: &FollowerIndex) -> Result<(Arc<Shared>, Tailer)> {
     require_log(dir)?;
-    let survey = scan::survey(dir, Access::ReadOnly, 0)?;
-    let versions = survey.versions();
+    let (index_dir, temp) = match &settings.dir {
+        Some(d) => (d.clone(), None),
+        None => {
+            let d = temp_index_dir()?;
+            (d.clone(), Some(TempDir(d)))
+        }
+    };
+    let split = MemorySplit::of(settings.memory_budget);
+    let index = Arc::new(Index::open(
+        &index_dir,
+        &follower_identity(dir),
+        settings.index_options(),
+    )?);
+    let opened = recovery::open_indexed(dir, &index, Access::ReadOnly)?;
+    let survey = opened.survey;
+    let first = survey.live_from();
+    let next = survey.next_seqnum;
     let tailer = Tailer {
         dir: dir.to_path_buf(),
         trim: survey.trim.clone(),
         scan: survey.scan,
+        locators: opened.locators,
+        index: Arc::clone(&index),
+        recent_bytes: split.recent_entries,
+        tail_file: None,
     };
     let shared = Arc::new(Shared {
         dir: dir.to_path_buf(),
-        state: Shelf::new(ReadState::new(survey.index, versions, survey.segments)),
+        state: Shelf::new(
+            ReadState::new(first, next, survey.segments, split.recent_entries),
+            index,
+            temp,
+        ),
         gate: Gate::new("the log directory follower"),
+        repairs: survey.repairs,
+        trim: Mutex::new(survey.trim),
     });
     Ok((shared, tailer))
 }
@@ -267,7 +483,7 @@ pub fn require_log(dir: &Path) -> Result<()> {
     })?;
     drop(handle);
     let (firsts, _) = scan::list(dir)?;
-    let marked = ["kv", trim::FILE_NAME, "LOCK"]
+    let marked = ["kv", trim::FILE_NAME, "LOCK", recovery::INDEX_DIR]
         .iter()
         .any(|name| dir.join(name).exists());
     if firsts.is_empty() && !marked {
@@ -287,6 +503,13 @@ struct Tailer {
     dir: PathBuf,
     trim: Option<TrimPoint>,
     scan: Scan,
+    /// Which entries get a locator in the index.
+    locators: Locators,
+    index: Arc<Index>,
+    /// The budget of the ring of recent entries.
+    recent_bytes: usize,
+    /// The last segment, open.
+    tail_file: Option<(u64, File)>,
 }
 
 /// Polls until told to stop (or the follower is gone).
@@ -330,22 +553,22 @@ fn retryable(kind: ErrorKind) -> bool {
 
 impl Tailer {
     /// One poll: the trim point, then the whole batches added since the
-    /// last poll, made visible and published.
+    /// last poll, recorded in the index, made visible and published.
     fn advance(&mut self, shared: &Shared) -> Result<()> {
-        // The listing first, then the trim file (see `scan::survey`).
+        // The listing first, then the trim file (see `scan::layout`).
         let (firsts, _) = scan::list(&self.dir)?;
         let trim = trim::load(&self.dir)?;
         self.follow_trim(shared, trim)?;
         let live_from = self.scan.live_from();
         let firsts = &firsts[scan::below_trim(&firsts, live_from)..];
 
-        let before = shared.state.read().index.next();
+        let before = shared.state.read().next;
         let tail = {
             let state = shared.state.read();
             state
                 .segments
                 .last_key_value()
-                .map(|(&first, seg)| (first, seg.end))
+                .map(|(&first, seg)| (first, seg.end, seg.relaxed))
         };
         if tail.is_none() {
             scan::check_first(&self.dir, firsts.first().copied(), live_from)?;
@@ -353,7 +576,7 @@ impl Tailer {
         let new: Vec<u64> = firsts
             .iter()
             .copied()
-            .filter(|&f| tail.is_none_or(|(t, _)| f > t))
+            .filter(|&f| tail.is_none_or(|(t, _, _)| f > t))
             .collect();
         let result = self.scan_all(shared, tail, &new);
         self.publish(shared, before);
@@ -361,17 +584,22 @@ impl Tailer {
     }
 
     /// Scans the known last segment from where it stopped, then the new
-    /// ones, making each segment's whole batches visible as it goes (what
-    /// was accepted stays accepted even when a later step fails).
-    fn scan_all(&mut self, shared: &Shared, tail: Option<(u64, u64)>, new: &[u64]) -> Result<()> {
-        if let Some((first, end)) = tail {
-            let (path, file, relaxed) = {
-                let state = shared.state.read();
-                let seg = state
-                    .segments
-                    .get(&first)
-                    .ok_or_else(|| Error::internal("the follower lost its last segment"))?;
-                (seg.path.clone(), Arc::clone(&seg.file), seg.relaxed)
+    /// ones, recording each whole batch in the index as it is accepted and
+    /// making each segment's batches visible after it (what was accepted
+    /// stays accepted even when a later step fails).
+    fn scan_all(
+        &mut self,
+        shared: &Shared,
+        tail: Option<(u64, u64, bool)>,
+        new: &[u64],
+    ) -> Result<()> {
+        if let Some((first, end, relaxed)) = tail {
+            let path = self.dir.join(segment::file_name(first));
+            if self.tail_file.as_ref().is_none_or(|(f, _)| *f != first) {
+                self.tail_file = Some((first, segment::open_file(&path, false)?));
+            }
+            let Some((_, file)) = self.tail_file.take() else {
+                return Err(Error::internal("the follower lost its last segment"));
             };
             let len = file
                 .metadata()
@@ -383,25 +611,21 @@ impl Tailer {
                     path.display()
                 )));
             }
-            let mut staged = Vec::new();
             let seg = SegmentRef {
+                first,
                 path: &path,
                 file: &file,
                 relaxed,
             };
-            let scanned = self.scan.segment(seg, end, new.is_empty(), |a| {
-                staged.push(a);
-                Ok(())
-            });
-            let mut state = shared.state.write();
-            let state = &mut *state;
-            if let Some(seg) = state.segments.get_mut(&first) {
-                for a in &staged {
-                    scan::seg_push(seg, &mut state.index, a)?;
+            let (scanned, accepted) = self.scan_segment(seg, end, new.is_empty());
+            self.tail_file = Some((first, file));
+            if let Some((next, end)) = accepted {
+                let mut state = shared.state.write();
+                if let Some(seg) = state.segments.get_mut(&first) {
+                    seg.end = end;
+                    seg.next = next;
                 }
-                if let Some(a) = staged.last() {
-                    seg.end = a.end;
-                }
+                state.next = next;
             }
             if scanned?.torn.is_some() {
                 // A write in progress (or torn): wait for the next poll.
@@ -410,35 +634,53 @@ impl Tailer {
         }
         for (i, &first) in new.iter().enumerate() {
             let last = i + 1 == new.len();
-            let Some(mut seg) = self.scan.open_segment(first, last)? else {
+            let Some((mut seg, file)) = self.scan.open_segment(first, last, false)? else {
                 return Ok(()); // its creation is in progress
             };
-            let mut staged: Vec<Accepted> = Vec::new();
-            let scanned = self.scan.segment(
-                SegmentRef::of(&seg),
-                super::segment::HEADER_LEN,
-                last,
-                |a| {
-                    staged.push(a);
-                    Ok(())
-                },
-            );
-            if !staged.is_empty() {
+            let (scanned, accepted) =
+                self.scan_segment(SegmentRef::of(&seg, &file), HEADER_LEN, last);
+            if let Some((next, end)) = accepted {
+                seg.end = end;
+                seg.next = next;
                 let mut state = shared.state.write();
-                let state = &mut *state;
-                for a in &staged {
-                    scan::seg_push(&mut seg, &mut state.index, a)?;
-                }
-                if let Some(a) = staged.last() {
-                    seg.end = a.end;
-                }
+                state.next = next;
                 state.segments.insert(first, seg);
+                drop(state);
+                self.tail_file = Some((first, file));
             }
             if scanned?.torn.is_some() {
                 return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// Scans `seg` from byte `from`, recording every whole batch in the
+    /// index; returns the scan's outcome and, if it accepted any live
+    /// entry, the seqnum after it and where its batch ends.
+    fn scan_segment(
+        &mut self,
+        seg: SegmentRef<'_>,
+        from: u64,
+        last: bool,
+    ) -> (Result<scan::Scanned>, Option<(u64, u64)>) {
+        let index = &self.index;
+        let locators = &mut self.locators;
+        let mut accepted: Option<(u64, u64)> = None;
+        let scanned = self.scan.segment(seg, from, last, |a| {
+            if a.live {
+                index.push(&[IndexEntry {
+                    seqnum: a.seqnum,
+                    tags: Arc::from(&*a.tags),
+                    version: a.version,
+                    locator: locators.place(a.segment, a.offset, a.seqnum),
+                    check: u64::from(a.crc),
+                }])?;
+            }
+            accepted = Some((a.seqnum + 1, a.end));
+            Ok(())
+        });
+        (scanned, accepted)
     }
 
     /// Applies a trim the writer made since the last poll.
@@ -454,45 +696,41 @@ impl Tailer {
         let Some(point) = trim.filter(|_| new != old) else {
             return Ok(());
         };
+        let first = point.through + 1;
         let jumped = self.scan.next() <= point.through;
-        self.scan.trimmed(&point);
-        let mut state = shared.state.write();
         if jumped {
             // Entries between the scan and the trim point were trimmed
             // before this follower read them: start over at the trim
             // point, with the counters it records.
-            let first = point.through + 1;
-            let versions: HashMap<LogTag, u64> = point.next_versions.iter().cloned().collect();
-            *state = ReadState::new(
-                LogIndex::starting_at(first),
-                versions,
-                Vec::<Segment>::new(),
-            );
+            self.index.start_over(
+                first,
+                &point.next_versions,
+                "the log was trimmed past what this follower had read",
+            )?;
+            self.scan.trimmed(&point);
+            self.locators = Locators::default();
+            self.tail_file = None;
+            *shared.state.write() = ReadState::new(first, first, Vec::new(), self.recent_bytes);
             // Nothing below `first` will ever be announced.
             shared.state.feed().advance_to(first);
         } else {
-            state.index.trim(point.through);
-            // Whole segments below the trim point go (never the last).
-            let firsts: Vec<u64> = state.segments.keys().copied().collect();
-            let n = firsts
-                .windows(2)
-                .take_while(|w| w[1] <= point.through + 1)
-                .count();
-            for f in &firsts[..n] {
-                state.segments.remove(f);
-            }
+            self.scan.trimmed(&point);
+            self.index.trim(first, &point.next_versions)?;
+            let doomed = shared.state.write().trim(point.through);
+            shared.state.forget_segments(doomed.iter().map(|s| s.first));
         }
-        drop(state);
+        *shared.trim.lock().unwrap_or_else(|p| p.into_inner()) = Some(point.clone());
         self.trim = Some(point);
         Ok(())
     }
 
     /// Publishes what became visible since `before` (at most
-    /// [`MAX_PUBLISHED`] entries: the last ones).
+    /// [`MAX_PUBLISHED`] entries: the last ones), keeping them among the
+    /// recent entries.
     fn publish(&self, shared: &Shared, before: u64) {
         let (first, next) = {
             let state = shared.state.read();
-            (state.index.first(), state.index.next())
+            (state.first, state.next)
         };
         let from = before
             .max(first)
@@ -502,7 +740,10 @@ impl Tailer {
         }
         let seqnums: Vec<u64> = (from..next).collect();
         match shared.state.fetch_blocking(&seqnums) {
-            Ok(entries) => shared.state.feed().publish(entries.into()),
+            Ok(entries) => {
+                shared.state.write().recent.extend(&entries);
+                shared.state.feed().publish(entries.into());
+            }
             // The entries are visible; subscribers that miss them here
             // read them from storage when the next batch shows the gap.
             Err(e) => tracing::warn!(error = %e, "could not read new entries for the feed"),
@@ -543,7 +784,7 @@ impl Storage for DirFollower {
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.check_open()?;
-        Ok(self.shared.state.read().latest_version(tag))
+        self.shared.state.latest_version(tag)
     }
 
     async fn trim(&self, _through: u64) -> Result<()> {
@@ -581,6 +822,12 @@ impl Storage for DirFollower {
                 .map_err(|_| Error::internal("the log directory follower's thread panicked"))?;
         }
         self.shared.state.feed().close();
+        // Leave its own index covering what it read, so the next follower
+        // on the same index directory reads on from there.
+        let index = Arc::clone(self.shared.state.index());
+        tokio::task::spawn_blocking(move || index.release())
+            .await
+            .map_err(|e| Error::internal(format!("close task failed: {e}")))??;
         Ok(())
     }
 }

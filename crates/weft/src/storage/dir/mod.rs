@@ -46,48 +46,61 @@
 //! deleting segments. A failed write or sync stops the writer for good:
 //! that group's appenders get `Indeterminate`, every later append `Closed`.
 //!
-//! ## Recovery
+//! ## The log index, and what opening costs
 //!
-//! Opening scans every segment, verifying each frame's checksum and that
-//! seqnums and versions run densely. A torn tail is cut back to the last
-//! whole append batch; damage anywhere else is a `Corrupt` error that
-//! leaves the files untouched. How the two are told apart is documented in
-//! `recovery.rs`: the writer never writes a group before the previous one
-//! is synced, so only the last group can be torn, and a valid frame of a
-//! later group behind damaged bytes proves the damage was synced data.
+//! Which entries carry a tag, which entry holds each version of a stream,
+//! each stream's next version, and where entries' frames start live in a
+//! persistent log index ([`crate::index`], in `<dir>/index/`), not in
+//! memory. Memory stays within [`DirOptions::memory_budget`] whatever the
+//! log's length or number of streams; older entries are read from the
+//! segment files on demand.
+//!
+//! Opening checks that the index describes this log (its tip: the checksum
+//! of the last entry it covers) and scans only the segments after that
+//! entry, verifying each frame's checksum and that seqnums and versions run
+//! densely, so it costs the tail written since the index last covered the
+//! log, not the log's length. A torn tail is cut back to the last whole
+//! append batch; damage anywhere else in that tail is a `Corrupt` error
+//! that leaves the log's files untouched (`scan.rs` says how the two are
+//! told apart: the writer never writes a group before the previous one is
+//! synced, so only the last group can be torn). Damage in the data before
+//! is found when it is read (`Corrupt`), and by [`check`] (`weft verify`),
+//! which reads everything. A missing, damaged or foreign index is rebuilt
+//! from the log, once (see `recovery.rs`).
 //!
 //! ## Append ids
 //!
 //! An entry appended with an id carries it in its frame. The writer
 //! remembers the ids of the newest [`DirOptions::append_id_window`] such
-//! entries (rebuilt by the scan on open), and answers a retry whose id it
-//! remembers with the original result instead of writing again; see
-//! [`crate::storage::append_ids`].
+//! entries, and answers a retry whose id it remembers with the original
+//! result instead of writing again; see [`crate::storage::append_ids`].
+//! On open the window gets the ids of the entries the open scans (those the
+//! log index did not cover), then of older entries walked backward segment
+//! by segment until it is full or `append_id_window` entries were walked
+//! over: the open stays bounded on a log with few ids, and a
+//! retry whose original is among the newest `append_id_window` entries is
+//! always recognized.
 //!
 //! ## Reads
 //!
-//! The tag and version indexes ([`LogIndex`](crate::storage::index::LogIndex))
-//! and the byte offset of every entry are kept in memory, rebuilt by the
-//! scan on open, so a read at any seqnum or version is one positioned read
-//! (`pread`, on a blocking thread) per run of adjacent entries.
+//! A read by tag or version asks the index for seqnums, then walks from the
+//! nearest locator to each frame (a few dozen frames at most); recently
+//! committed entries are served from memory (see `read.rs`).
 
 mod check;
 mod follower;
 mod fsutil;
+mod ids;
 mod kv;
 mod lock;
 mod options;
 mod queue;
 mod read;
-mod recovery;
-// The read path on the persistent index (locators, a ring of recent
-// entries) is being wired in; until then only their tests use them.
-#[allow(dead_code)]
 mod recent;
+mod recovery;
 mod scan;
 mod segment;
 mod trim;
-#[allow(dead_code)]
 mod walk;
 mod writer;
 
@@ -103,12 +116,13 @@ use super::core::Gate;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
+use crate::index::{Index, IndexVersions};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
 use crate::storage::sequencer::Sequencer;
 
 pub use check::{DirCheck, DirSegmentInfo, DirTagInfo, check};
-pub use follower::{DirFollower, DirFollowerOptions, require_log};
+pub use follower::{DirFollower, DirFollowerOptions, FollowerIndex, require_log};
 pub use kv::DirKv;
 pub use options::{
     DirOptions, MAX_SEGMENT_BYTES, MIN_MEMORY_BUDGET, MIN_SEGMENT_BYTES, MemorySplit, SyncMode,
@@ -117,6 +131,8 @@ pub use options::{
 use lock::DirLock;
 use queue::Queue;
 use read::{ReadState, Shelf};
+use recovery::{IDENTITY, INDEX_DIR};
+use scan::Access;
 use writer::{Command, Counters, Shared, Writer};
 
 /// Counters of a [`DirStorage`] since it was opened.
@@ -134,6 +150,11 @@ pub struct DirStats {
     pub bytes_written: u64,
     /// Segment files created.
     pub segments_created: u64,
+    /// Entries the open read into the log index: those written after the
+    /// point the index covered (none after a clean close), or every live
+    /// entry when the index was missing, damaged or another log's and
+    /// was rebuilt.
+    pub replayed: u64,
 }
 
 /// A log stored in a local directory.
@@ -212,37 +233,62 @@ impl DirStorage {
         }
         let lock = DirLock::acquire(&dir)?;
         let kv = DirKv::open(&dir.join("kv"), lock.identity().clone())?;
-        let recovered = recovery::recover(&dir, options.append_id_window)?;
-        let sequencer = Sequencer::resume(
-            recovered.next_seqnum,
-            recovered.versions.iter().map(|(t, v)| (t.clone(), *v)),
+        let split = options.memory_split();
+        let index = Arc::new(Index::open(
+            &dir.join(INDEX_DIR),
+            IDENTITY,
+            options.index_options(),
+        )?);
+        let opened = recovery::open_indexed(&dir, &index, Access::ReadWrite)?;
+        let survey = opened.survey;
+        recovery::repair(&dir, &survey.repairs)?;
+        let next = survey.next_seqnum;
+        let first = survey.live_from();
+        let ids = ids::rebuild(
+            &survey.segments,
+            first,
+            opened.scanned_from,
+            next,
+            opened.tail_ids,
+            options.append_id_window,
+        )?;
+        let sequencer = Sequencer::with_table(
+            next,
+            IndexVersions::new(Arc::clone(&index), split.sequencer_streams),
         );
         let shared = Arc::new(Shared {
             dir: dir.clone(),
-            state: Shelf::new(ReadState::new(
-                recovered.index,
-                recovered.versions,
-                recovered.segments,
-            )),
+            state: Shelf::new(
+                ReadState::new(first, next, survey.segments, split.recent_entries),
+                index,
+                None,
+            ),
             counters: Counters::default(),
             gate: Gate::new("the log directory"),
             fail_next_sync: AtomicBool::new(false),
         });
+        shared
+            .counters
+            .replayed
+            .store(opened.replayed, Ordering::Relaxed);
         let queue = Arc::new(Queue::new());
         let writer = Writer::new(
             Arc::clone(&shared),
             Arc::clone(&queue),
             options.clone(),
             clock,
-            sequencer,
-            recovered.ids,
+            writer::Resumed {
+                sequencer,
+                locators: opened.locators,
+                ids,
+            },
             lock,
-        );
+        )?;
         let thread = std::thread::Builder::new()
             .name("weft-dir-writer".into())
             .spawn(move || writer.run())
             .map_err(|e| Error::io("start the writer thread", e))?;
-        tracing::debug!(dir = %dir.display(), next = shared.read_state().index.next(), "opened log directory");
+        tracing::debug!(dir = %dir.display(), next, replayed = opened.replayed, "opened log directory");
         Ok(DirStorage {
             shared,
             queue,
@@ -272,6 +318,7 @@ impl DirStorage {
             syncs: c.syncs.load(Ordering::Relaxed),
             bytes_written: c.bytes.load(Ordering::Relaxed),
             segments_created: c.segments_created.load(Ordering::Relaxed),
+            replayed: c.replayed.load(Ordering::Relaxed),
         }
     }
 
@@ -347,7 +394,7 @@ impl Storage for DirStorage {
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.check_open()?;
-        Ok(self.shared.read_state().latest_version(tag))
+        self.shared.state.latest_version(tag)
     }
 
     async fn trim(&self, through: u64) -> Result<()> {

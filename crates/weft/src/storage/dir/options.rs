@@ -68,7 +68,9 @@ pub struct DirOptions {
     /// this many entries appended with one
     /// ([`AppendRequest::with_id`](crate::AppendRequest::with_id)). A retry
     /// whose original is among them answers with the original result; an
-    /// older one is appended again. Rebuilt from the log on open. Each id
+    /// older one is appended again. Rebuilt from the log on open, as far
+    /// back as this many ids or this many entries (whole segments),
+    /// whichever is reached first. Each id
     /// costs its bytes, its entry's primary tag and about 120 bytes of
     /// memory. At least 1; default 65,536.
     pub append_id_window: usize,

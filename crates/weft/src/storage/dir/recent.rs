@@ -78,6 +78,7 @@ impl Recent {
     }
 
     /// Bytes counted against the budget.
+    #[cfg(test)]
     pub(super) fn bytes(&self) -> usize {
         self.bytes
     }

@@ -46,6 +46,25 @@
 //!
 //! The survey changes nothing; a `Corrupt` error leaves every file as it
 //! was for opening too.
+//!
+//! ## Where a survey starts
+//!
+//! `check` (and a handle without a usable log index) surveys every segment
+//! from its header. A handle whose log index covers the log up to some
+//! entry starts where that entry ends ([`Start`]): the segments before are
+//! taken as the names list them and judged only when read (a damaged frame
+//! there is `Corrupt` to its reader), so opening costs the tail written
+//! since the index's covered point, not the log's length. The judgement of
+//! that tail — torn or damaged — is the same.
+//!
+//! ## Stream versions
+//!
+//! Each stream's versions must run densely. The scan learns where a stream
+//! it meets for the first time stands from the trim point's counters
+//! (`check`) or from the log index ([`Versions`]). A trim point records
+//! only the streams with no entry left after it, so in a trimmed log a
+//! stream the counters do not know may start at any version (its earlier
+//! entries were trimmed); from there on it must run densely.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -60,9 +79,8 @@ use super::trim::{self, TrimPoint};
 use crate::error::{Error, Result};
 use crate::format::dir_segment::SegmentHeader;
 use crate::format::frame::{self, FIXED_LEN, FrameError, FrameMeta, MIN_FRAME_LEN};
+use crate::index::Index;
 use crate::model::{AppendResult, LogTag, MAX_ENTRY_BYTES, MAX_TAG_PART_BYTES, MAX_TAGS_PER_ENTRY};
-use crate::storage::append_ids::AppendIds;
-use crate::storage::index::LogIndex;
 
 /// The longest frame any writer can have produced.
 const MAX_FRAME_LEN: usize = FIXED_LEN
@@ -76,6 +94,10 @@ const CHUNK: usize = 4 << 20;
 
 /// Distinct tag lists the scan keeps decoded; past this it starts over.
 const TAG_CACHE_LIMIT: usize = 1 << 16;
+
+/// Streams whose counters a scan over a log index keeps in memory; past
+/// this it forgets them and asks the index again.
+const STREAM_CACHE_LIMIT: usize = 1 << 16;
 
 /// Hashes the `u64` it is given through a multiplicative mix (the keys
 /// are CRC-32C values already).
@@ -108,6 +130,19 @@ struct Cached {
     primary: usize,
 }
 
+/// Where a scan learns the next version of a stream it meets for the
+/// first time.
+#[derive(Clone, Debug)]
+pub(super) enum Versions {
+    /// From the trim point's counters; the scan counts every stream itself
+    /// (in memory: `check`).
+    Counted,
+    /// From a log index that holds every entry before where the scan
+    /// started, and to which the scan's caller hands every entry it
+    /// accepts before the scan reads on.
+    Index(Arc<Index>),
+}
+
 /// Decoded tag lists by their encoded bytes, and the version counter of
 /// every primary tag by a small number. Most entries of a log repeat a few
 /// tag lists; decoding (validating, allocating) and hashing each one again
@@ -117,64 +152,113 @@ struct TagCache {
     lists: MixMap<Vec<Cached>>,
     cached: usize,
     ids: HashMap<LogTag, usize>,
-    /// Per stream number: the tag and its next version.
-    streams: Vec<(LogTag, u64)>,
+    /// Per stream number: the tag and its next version (`None`: unknown,
+    /// its first entry seen may have any version).
+    streams: Vec<(LogTag, Option<u64>)>,
+    /// The trim point's counters.
+    floors: HashMap<LogTag, u64>,
+    versions: Versions,
+    /// The log was trimmed: a stream the counters do not know may have
+    /// lost its first entries.
+    trimmed: bool,
 }
 
 impl TagCache {
-    fn new(base: HashMap<LogTag, u64>) -> Self {
-        let streams: Vec<(LogTag, u64)> = base.into_iter().collect();
-        let ids = streams
-            .iter()
-            .enumerate()
-            .map(|(i, (t, _))| (t.clone(), i))
-            .collect();
+    fn new(trim: Option<&TrimPoint>, versions: Versions) -> Self {
         TagCache {
             lists: MixMap::default(),
             cached: 0,
-            ids,
-            streams,
+            ids: HashMap::new(),
+            streams: Vec::new(),
+            floors: trim
+                .map(|t| t.next_versions.iter().cloned().collect())
+                .unwrap_or_default(),
+            versions,
+            trimmed: trim.is_some(),
         }
     }
 
-    fn get(&mut self, raw: &[u8], count: usize) -> Result<(Rc<[LogTag]>, usize), FrameError> {
+    /// The next version of a stream met for the first time.
+    fn lookup(&self, tag: &LogTag) -> Result<Option<u64>> {
+        let known = match &self.versions {
+            Versions::Counted => self.floors.get(tag).copied(),
+            Versions::Index(index) => Some(index.next_version(tag)?).filter(|&v| v > 0),
+        };
+        Ok(match known {
+            Some(v) => Some(v),
+            None if self.trimmed => None,
+            None => Some(0),
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn get(
+        &mut self,
+        raw: &[u8],
+        count: usize,
+    ) -> Result<Result<(Rc<[LogTag]>, usize), FrameError>> {
         let key = u64::from(crc32c::crc32c(raw));
         if let Some(hit) = self
             .lists
             .get(&key)
             .and_then(|bucket| bucket.iter().find(|c| &*c.raw == raw))
         {
-            return Ok((Rc::clone(&hit.tags), hit.primary));
+            return Ok(Ok((Rc::clone(&hit.tags), hit.primary)));
         }
-        let tags: Rc<[LogTag]> = frame::decode_tags(raw, count)?.into();
+        let tags: Rc<[LogTag]> = match frame::decode_tags(raw, count) {
+            Ok(tags) => tags.into(),
+            Err(e) => return Ok(Err(e)),
+        };
         let primary = match self.ids.get(&tags[0]) {
             Some(&id) => id,
             None => {
-                self.streams.push((tags[0].clone(), 0));
+                let next = self.lookup(&tags[0])?;
+                self.streams.push((tags[0].clone(), next));
                 self.ids.insert(tags[0].clone(), self.streams.len() - 1);
                 self.streams.len() - 1
             }
         };
-        if self.cached >= TAG_CACHE_LIMIT {
-            self.lists.clear();
-            self.cached = 0;
-        }
         self.cached += 1;
         self.lists.entry(key).or_default().push(Cached {
             raw: raw.into(),
             tags: Rc::clone(&tags),
             primary,
         });
-        Ok((tags, primary))
+        Ok(Ok((tags, primary)))
     }
 
-    /// The next version of every primary tag that has one.
+    /// Bounds the caches. Called between batches only: a pending entry
+    /// holds a stream number.
+    fn tidy(&mut self) {
+        if self.cached >= TAG_CACHE_LIMIT {
+            self.lists.clear();
+            self.cached = 0;
+        }
+        // Over an index, every accepted entry is in the index by now, so
+        // a forgotten stream is looked up again exactly.
+        if matches!(self.versions, Versions::Index(_)) && self.streams.len() >= STREAM_CACHE_LIMIT {
+            self.lists.clear();
+            self.cached = 0;
+            self.ids.clear();
+            self.streams.clear();
+        }
+    }
+
+    /// The next version of every primary tag that has one (complete when
+    /// the versions are [`Versions::Counted`]).
     fn versions(&self) -> HashMap<LogTag, u64> {
-        self.streams
+        let mut out: HashMap<LogTag, u64> = self
+            .floors
             .iter()
-            .filter(|(_, v)| *v > 0)
+            .filter(|(_, v)| **v > 0)
             .map(|(t, v)| (t.clone(), *v))
-            .collect()
+            .collect();
+        for (t, v) in &self.streams {
+            if let Some(v) = v.filter(|&v| v > 0) {
+                out.insert(t.clone(), v);
+            }
+        }
+        out
     }
 }
 
@@ -264,22 +348,28 @@ pub(super) struct Accepted {
     pub(super) seqnum: u64,
     pub(super) tags: Rc<[LogTag]>,
     pub(super) version: u64,
+    /// The first seqnum of its segment (the segment's name).
+    pub(super) segment: u64,
     pub(super) timestamp_ms: u64,
     /// Its append id, if its frame carries one.
     pub(super) append_id: Option<Box<str>>,
     /// Where its frame starts in the segment.
-    pub(super) offset: u32,
+    pub(super) offset: u64,
+    /// The frame's CRC-32C (what the log index records as its check).
+    pub(super) crc: u32,
     /// Where its frame ends (for the last entry of a batch: where the
     /// whole batches end).
     pub(super) end: u64,
-    /// At or above the first live seqnum (below it, only the offset
-    /// counts: the entry shares a segment with live ones).
+    /// At or above the first live seqnum (below it, the entry only shares
+    /// a segment with live ones).
     pub(super) live: bool,
 }
 
 /// The parts of a segment a scan reads.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct SegmentRef<'a> {
+    /// Its first seqnum (its name).
+    pub(super) first: u64,
     pub(super) path: &'a Path,
     pub(super) file: &'a File,
     /// Written in relaxed sync mode (many unsynced groups may be torn).
@@ -287,10 +377,11 @@ pub(super) struct SegmentRef<'a> {
 }
 
 impl<'a> SegmentRef<'a> {
-    pub(super) fn of(seg: &'a Segment) -> Self {
+    pub(super) fn of(seg: &'a Segment, file: &'a File) -> Self {
         SegmentRef {
+            first: seg.first,
             path: &seg.path,
-            file: &seg.file,
+            file,
             relaxed: seg.relaxed,
         }
     }
@@ -310,7 +401,6 @@ pub(super) struct Scanned {
 pub(super) struct Survey {
     /// Live segments with at least one entry, in log order.
     pub(super) segments: Vec<Segment>,
-    pub(super) index: LogIndex,
     /// The seqnum the next entry gets.
     pub(super) next_seqnum: u64,
     pub(super) trim: Option<TrimPoint>,
@@ -318,17 +408,19 @@ pub(super) struct Survey {
     pub(super) repairs: Vec<Repair>,
     /// The state to scan on from (a follower keeps it).
     pub(super) scan: Scan,
-    /// The append ids of the newest live entries that carry one, with
-    /// their results, in seqnum order (at most the window the survey was
-    /// asked for).
-    pub(super) ids: AppendIds,
 }
 
 impl Survey {
     /// The next version of every primary tag ever written, trimmed ones
-    /// included.
+    /// included (complete for a survey whose versions are
+    /// [`Versions::Counted`]).
     pub(super) fn versions(&self) -> HashMap<LogTag, u64> {
         self.scan.tags.versions()
+    }
+
+    /// The first live seqnum.
+    pub(super) fn live_from(&self) -> u64 {
+        self.scan.live_from
     }
 }
 
@@ -365,13 +457,30 @@ pub(super) fn below_trim(firsts: &[u64], live_from: u64) -> usize {
     firsts.windows(2).take_while(|w| w[1] <= live_from).count()
 }
 
-/// Judges the log in `dir` (see the module docs), keeping the append ids
-/// of the newest `id_window` live entries that carry one (a writer's
-/// window; readers pass 0). Changes nothing.
+/// A log directory as its names and its trim file show it, before any
+/// segment is read.
+#[derive(Debug)]
+pub(super) struct Layout {
+    /// The live segments' first seqnums, in log order.
+    pub(super) firsts: Vec<u64>,
+    pub(super) trim: Option<TrimPoint>,
+    /// Temporary files and segments an interrupted trim left.
+    pub(super) repairs: Vec<Repair>,
+}
+
+impl Layout {
+    /// The first live seqnum.
+    pub(super) fn live_from(&self) -> u64 {
+        live_from(self.trim.as_ref())
+    }
+}
+
+/// Lists `dir` and loads its trim point (see the module docs).
 ///
-/// Errors: `Corrupt` for damage that is not a torn tail and for missing
-/// segments; I/O kinds.
-pub(super) fn survey(dir: &Path, access: Access, id_window: usize) -> Result<Survey> {
+/// Errors: `Corrupt` when the first live segment starts after the first
+/// live seqnum (segments are missing) or the trim file is damaged; I/O
+/// kinds.
+pub(super) fn layout(dir: &Path) -> Result<Layout> {
     // The listing comes before the trim file: a trim replaces the trim
     // file before it deletes segments, so a listing that misses deleted
     // segments is always read with the trim point that deleted them.
@@ -390,37 +499,85 @@ pub(super) fn survey(dir: &Path, access: Access, id_window: usize) -> Result<Sur
     }
     firsts.drain(..doomed);
     check_first(dir, firsts.first().copied(), live_from)?;
+    Ok(Layout {
+        firsts,
+        trim,
+        repairs,
+    })
+}
 
-    let mut scan = Scan::new(dir, access, trim.as_ref());
-    let mut index = LogIndex::starting_at(live_from);
-    let mut ids = AppendIds::bounded(id_window);
+/// Where a survey starts reading, when not at the first segment's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Start {
+    /// The segment (its first seqnum) it starts in.
+    pub(super) segment: u64,
+    /// The byte offset of the first frame to read.
+    pub(super) offset: u64,
+    /// That frame's seqnum.
+    pub(super) seqnum: u64,
+    /// Versions are checked (and handed on) from this seqnum: the entries
+    /// before it are in the log index already, and are only judged as
+    /// bytes (at least `seqnum`).
+    pub(super) check_from: u64,
+}
+
+/// Judges the log in `dir` as `layout` found it (see the module docs),
+/// from `start` (`None`: every segment from its header), handing every
+/// entry of every whole batch to `accept` in log order. Changes nothing.
+///
+/// Errors: `Corrupt` for damage that is not a torn tail and for missing
+/// segments; `NotFound` when `start` names a segment that is not there;
+/// `accept`'s; I/O kinds.
+pub(super) fn survey(
+    dir: &Path,
+    layout: Layout,
+    access: Access,
+    versions: Versions,
+    start: Option<Start>,
+    mut accept: impl FnMut(&Accepted) -> Result<()>,
+) -> Result<Survey> {
+    let Layout {
+        firsts,
+        trim,
+        mut repairs,
+    } = layout;
+    let live_from = live_from(trim.as_ref());
+    let mut scan = Scan::new(dir, access, trim.as_ref(), versions);
+    let begin = match start {
+        None => 0,
+        Some(s) => firsts.iter().position(|&f| f == s.segment).ok_or_else(|| {
+            Error::new(
+                crate::ErrorKind::NotFound,
+                format!(
+                    "{}: no segment {} to resume the scan in",
+                    dir.display(),
+                    segment::file_name(s.segment)
+                ),
+            )
+        })?,
+    };
     let mut segments = Vec::with_capacity(firsts.len());
-    for (i, &first) in firsts.iter().enumerate() {
+    for w in firsts.windows(2).take(begin) {
+        segments.push(Segment::sealed(dir, w[0], w[1]));
+    }
+    if let Some(s) = start {
+        scan.resume(s.seqnum, s.check_from);
+    }
+    for (i, &first) in firsts.iter().enumerate().skip(begin) {
         let last = i + 1 == firsts.len();
-        let Some(mut seg) = scan.open_segment(first, last)? else {
+        let resume = start.filter(|_| i == begin);
+        let Some((mut seg, file)) = scan.open_segment(first, last, resume.is_some())? else {
             repairs.push(Repair::RemoveUnfinished {
                 path: dir.join(segment::file_name(first)),
             });
             continue;
         };
-        let file = Arc::clone(&seg.file);
-        let path = seg.path.clone();
-        let seg_ref = SegmentRef {
-            path: &path,
-            file: &file,
-            relaxed: seg.relaxed,
-        };
-        let scanned = scan.segment(seg_ref, HEADER_LEN, last, |a| {
-            if a.live
-                && let Some(id) = &a.append_id
-            {
-                ids.observe(id, a.result());
-            }
-            seg_push(&mut seg, &mut index, &a)
-        })?;
+        let from = resume.map_or(HEADER_LEN, |s| s.offset);
+        let scanned = scan.segment(SegmentRef::of(&seg, &file), from, last, &mut accept)?;
         seg.end = scanned.end;
+        seg.next = scan.next;
         repairs.extend(scanned.torn);
-        if seg.offsets.is_empty() {
+        if seg.entries() == 0 {
             // Only a last segment gets here: nothing to resume into.
             repairs.push(Repair::RemoveUnfinished { path: seg.path });
             continue;
@@ -430,12 +587,10 @@ pub(super) fn survey(dir: &Path, access: Access, id_window: usize) -> Result<Sur
     let next_seqnum = scan.next.max(live_from);
     Ok(Survey {
         segments,
-        index,
         next_seqnum,
         trim,
         repairs,
         scan,
-        ids,
     })
 }
 
@@ -449,15 +604,6 @@ impl Accepted {
             timestamp_ms: self.timestamp_ms,
         }
     }
-}
-
-/// Adds an accepted entry to `seg` and, if live, to `index`.
-pub(super) fn seg_push(seg: &mut Segment, index: &mut LogIndex, a: &Accepted) -> Result<()> {
-    seg.offsets.push(a.offset);
-    if a.live {
-        index.insert(a.seqnum, &a.tags, a.version)?;
-    }
-    Ok(())
 }
 
 /// `Corrupt` unless the first live segment (`first`, if any) starts at or
@@ -483,11 +629,18 @@ pub(super) struct Scan {
     next: u64,
     /// A segment has been opened (only the first may start below `next`).
     seen_segment: bool,
+    /// Versions are checked from this seqnum on (see [`Start::check_from`]).
+    check_from: u64,
     tags: TagCache,
 }
 
 impl Scan {
-    fn new(dir: &Path, access: Access, trim: Option<&TrimPoint>) -> Scan {
+    pub(super) fn new(
+        dir: &Path,
+        access: Access,
+        trim: Option<&TrimPoint>,
+        versions: Versions,
+    ) -> Scan {
         let live_from = live_from(trim);
         Scan {
             dir: dir.to_path_buf(),
@@ -495,11 +648,16 @@ impl Scan {
             live_from,
             next: live_from,
             seen_segment: false,
-            tags: TagCache::new(
-                trim.map(|t| t.next_versions.iter().cloned().collect())
-                    .unwrap_or_default(),
-            ),
+            check_from: 0,
+            tags: TagCache::new(trim, versions),
         }
+    }
+
+    /// Continues from the frame of `seqnum` (in the segment opened next),
+    /// checking versions from `check_from` on.
+    fn resume(&mut self, seqnum: u64, check_from: u64) {
+        self.next = seqnum;
+        self.check_from = check_from;
     }
 
     /// The seqnum the next frame must carry.
@@ -523,18 +681,25 @@ impl Scan {
         }
         self.live_from = live_from;
         if self.next < live_from {
-            *self = Scan::new(&self.dir, self.access, Some(trim));
+            let versions = self.tags.versions.clone();
+            *self = Scan::new(&self.dir, self.access, Some(trim), versions);
         }
     }
 
     /// Opens the segment starting at `first` and checks its header; `None`
     /// when it is the last one and its creation was interrupted (no longer
-    /// than a header, and the header is not whole).
+    /// than a header, and the header is not whole). `resume`: the scan
+    /// goes on inside it, from the seqnum it was resumed at.
     ///
     /// Errors: `Corrupt` for a damaged header, a header that disagrees with
     /// the file name, or a segment that does not start where the log before
     /// it ends; I/O kinds (`NotFound` when it vanished).
-    pub(super) fn open_segment(&mut self, first: u64, last: bool) -> Result<Option<Segment>> {
+    pub(super) fn open_segment(
+        &mut self,
+        first: u64,
+        last: bool,
+        resume: bool,
+    ) -> Result<Option<(Segment, File)>> {
         let path = self.dir.join(segment::file_name(first));
         let corrupt = |why: String| Error::corrupt(format!("{}: {why}", path.display()));
         let file = segment::open_file(&path, self.access == Access::ReadWrite)?;
@@ -559,7 +724,7 @@ impl Scan {
         // The first segment may start below the first live seqnum (the
         // trim point falls inside it); every later one where the log
         // before it ends.
-        let fits = if self.seen_segment {
+        let fits = if self.seen_segment && !resume {
             first == self.next
         } else {
             first <= self.next
@@ -571,16 +736,20 @@ impl Scan {
             )));
         }
         self.seen_segment = true;
-        self.next = first;
-        Ok(Some(Segment {
-            first,
-            path,
-            file: Arc::new(file),
-            offsets: Vec::new(),
-            end: HEADER_LEN,
-            relaxed: header.relaxed,
-            append_ids: header.allows_append_ids(),
-        }))
+        if !resume {
+            self.next = first;
+        }
+        Ok(Some((
+            Segment {
+                first,
+                path,
+                end: HEADER_LEN,
+                next: self.next,
+                relaxed: header.relaxed,
+                append_ids: header.allows_append_ids(),
+            },
+            file,
+        )))
     }
 
     /// Scans `seg` from byte `from` (the end of its last whole batch seen
@@ -594,7 +763,7 @@ impl Scan {
         seg: SegmentRef<'_>,
         from: u64,
         last: bool,
-        mut accept: impl FnMut(Accepted) -> Result<()>,
+        mut accept: impl FnMut(&Accepted) -> Result<()>,
     ) -> Result<Scanned> {
         let path = seg.path;
         let corrupt = |why: String| Error::corrupt(format!("{}: {why}", path.display()));
@@ -605,6 +774,7 @@ impl Scan {
             .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
             .len();
         let mut reader = Chunks::new(seg.file, len);
+        let segment = seg.first;
         let mut pending: Vec<Pending> = Vec::new();
         let mut pos = from;
         let mut end = from;
@@ -613,13 +783,14 @@ impl Scan {
                 break (!pending.is_empty())
                     .then(|| (pos, "the file ends inside a batch".to_owned()));
             }
-            match reader.frame(pos, &mut self.tags).map_err(io)? {
+            match reader.frame(pos, &mut self.tags, io)? {
                 Ok(framed) => {
                     let Framed {
                         meta,
                         tags,
                         primary,
                         len: frame_len,
+                        crc,
                         append_id,
                     } = framed;
                     let want = self.next + pending.len() as u64;
@@ -636,18 +807,21 @@ impl Scan {
                         append_id,
                         offset: pos,
                         end: pos + frame_len as u64,
+                        crc,
                     });
                     pos += frame_len as u64;
                     if meta.batch_end {
                         for p in pending.drain(..) {
-                            let accepted =
-                                self.account(p).map_err(|e| e.context(path.display()))?;
-                            accept(accepted)?;
+                            let accepted = self
+                                .account(p, segment)
+                                .map_err(|e| e.context(path.display()))?;
+                            accept(&accepted)?;
                         }
                         end = pos;
+                        self.tags.tidy();
                     }
                 }
-                Err(why) => break Some((pos, describe(&mut reader, pos, &why).map_err(io)?)),
+                Err(why) => break Some((pos, describe(&mut reader, pos, &why).map_err(&io)?)),
             }
         };
         let Some((at, why)) = damage else {
@@ -666,10 +840,7 @@ impl Scan {
                     p.offset
                 )));
             }
-            if let Some(p) = reader
-                .later_group(at, torn_from, &mut self.tags)
-                .map_err(io)?
-            {
+            if let Some(p) = reader.later_group(at, torn_from, &mut self.tags, io)? {
                 return Err(corrupt(format!(
                     "damaged at byte {at} ({why}), but a valid frame of a later group \
                      follows at byte {p}: the damaged bytes had been synced"
@@ -690,31 +861,33 @@ impl Scan {
     }
 
     /// Checks one entry of a whole batch and counts it.
-    fn account(&mut self, entry: Pending) -> Result<Accepted> {
-        let offset =
-            u32::try_from(entry.offset).map_err(|_| Error::corrupt("segment larger than 4 GiB"))?;
+    fn account(&mut self, entry: Pending, segment: u64) -> Result<Accepted> {
         let seqnum = entry.meta.seqnum;
         self.next = seqnum + 1;
         let live = seqnum >= self.live_from;
         let version = entry.meta.stream_version;
-        if live {
+        if live && seqnum >= self.check_from {
             let Some((primary, next)) = self.tags.streams.get_mut(entry.primary) else {
                 return Err(Error::internal("scan lost a stream number"));
             };
-            if *next != version {
+            if let Some(next) = *next
+                && next != version
+            {
                 return Err(Error::corrupt(format!(
                     "entry {seqnum} has version {version} of {primary}, expected {next}"
                 )));
             }
-            *next += 1;
+            *next = Some(version + 1);
         }
         Ok(Accepted {
             seqnum,
             tags: entry.tags,
             version,
+            segment,
+            offset: entry.offset,
+            crc: entry.crc,
             timestamp_ms: entry.meta.timestamp_ms,
             append_id: entry.append_id,
-            offset,
             end: entry.end,
             live,
         })
@@ -743,16 +916,18 @@ struct Pending {
     append_id: Option<Box<str>>,
     offset: u64,
     end: u64,
+    crc: u32,
 }
 
-/// A frame as the scan reads it: fixed fields, tags, length and append id
-/// (the payload is not kept).
+/// A frame as the scan reads it: fixed fields, tags, length, checksum and
+/// append id (the payload is not kept).
 struct Framed {
     meta: FrameMeta,
     tags: Rc<[LogTag]>,
     /// Stream number of the primary tag in the [`TagCache`].
     primary: usize,
     len: usize,
+    crc: u32,
     append_id: Option<Box<str>>,
 }
 
@@ -800,25 +975,28 @@ impl<'f> Chunks<'f> {
         &mut self,
         at: u64,
         cache: &mut TagCache,
-    ) -> std::io::Result<Result<Framed, FrameError>> {
-        let head = self.window(at, FIXED_LEN)?;
+        io: impl Fn(std::io::Error) -> Error,
+    ) -> Result<Result<Framed, FrameError>> {
+        let head = self.window(at, FIXED_LEN).map_err(&io)?;
         let need = frame::claimed_len(head).unwrap_or(FIXED_LEN);
         if at.saturating_add(need as u64) > self.len {
             return Ok(Err(FrameError::Incomplete { needed: need }));
         }
-        self.window(at, need)?;
+        self.window(at, need).map_err(&io)?;
         let bytes = self.buf.get((at - self.start) as usize..).unwrap_or(&[]);
         let head = match frame::decode_head(bytes) {
             Ok(head) => head,
             Err(e) => return Ok(Err(e)),
         };
+        let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         Ok(cache
-            .get(head.raw_tags, head.tag_count)
+            .get(head.raw_tags, head.tag_count)?
             .map(|(tags, primary)| Framed {
                 meta: head.meta,
                 tags,
                 primary,
                 len: head.frame_len,
+                crc,
                 append_id: head.append_id.map(Box::from),
             }))
     }
@@ -830,11 +1008,12 @@ impl<'f> Chunks<'f> {
         damage: u64,
         torn_from: u64,
         cache: &mut TagCache,
-    ) -> std::io::Result<Option<u64>> {
+        io: impl Fn(std::io::Error) -> Error,
+    ) -> Result<Option<u64>> {
         let mut p = damage + 1;
         while p + MIN_FRAME_LEN as u64 <= self.len {
             let end = self.len;
-            let w = self.window(p, FIXED_LEN)?;
+            let w = self.window(p, FIXED_LEN).map_err(&io)?;
             let plausible = match (frame::claimed_len(w), frame::claimed_position(w)) {
                 (Some(len), Some((seqnum, offset))) => {
                     (MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&len)
@@ -846,7 +1025,7 @@ impl<'f> Chunks<'f> {
                 _ => false,
             };
             if plausible
-                && matches!(self.frame(p, cache)?, Ok(f) if f.meta.group_first() > torn_from)
+                && matches!(self.frame(p, cache, &io)?, Ok(f) if f.meta.group_first() > torn_from)
             {
                 return Ok(Some(p));
             }

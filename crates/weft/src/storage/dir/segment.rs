@@ -1,5 +1,6 @@
-//! Segment files: their names, creating and opening them, and the
-//! in-memory map from a seqnum to the frame's byte range.
+//! Segment files: their names, creating and opening them, and what the
+//! backend remembers of each (no per-entry offsets: entries are found
+//! from the log index's locators, see [`super::walk`]).
 //!
 //! A segment is named after the seqnum of its first entry,
 //! `<first seqnum as 20 decimal digits>.seg`, so a directory listing sorts
@@ -15,7 +16,6 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::fsutil;
 use crate::error::{Error, Result};
@@ -49,10 +49,11 @@ pub(super) fn open_file(path: &Path, write: bool) -> Result<File> {
 }
 
 /// Creates the segment starting at `first` in `dir`, with its header synced
-/// and its directory entry durable.
+/// and its directory entry durable; returns it and its file, open for
+/// writing.
 ///
 /// Errors: the I/O error's kind; `Corrupt`-free (nothing is read).
-pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<Segment> {
+pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<(Segment, File)> {
     let path = dir.join(file_name(first));
     let io = |what: &str, e| Error::io(format!("{what} segment {}", path.display()), e);
     let file = OpenOptions::new()
@@ -66,54 +67,61 @@ pub(super) fn create(dir: &Path, first: u64, relaxed: bool) -> Result<Segment> {
         .map_err(|e| io("write header of", e))?;
     file.sync_data().map_err(|e| io("sync", e))?;
     fsutil::sync_dir(dir)?;
-    Ok(Segment {
-        first,
-        path,
-        file: Arc::new(file),
-        offsets: Vec::new(),
-        end: HEADER_LEN,
-        relaxed,
-        append_ids: true,
-    })
+    Ok((
+        Segment {
+            first,
+            path,
+            end: HEADER_LEN,
+            next: first,
+            relaxed,
+            append_ids: true,
+        },
+        file,
+    ))
 }
 
-/// One segment as the backend knows it: the file and where each entry's
-/// frame starts.
-#[derive(Debug)]
+/// One segment as the backend knows it: where it is, how far its whole
+/// batches go, and which entries it holds.
+#[derive(Debug, Clone)]
 pub(super) struct Segment {
     /// Seqnum of the first frame.
     pub(super) first: u64,
     pub(super) path: PathBuf,
-    pub(super) file: Arc<File>,
-    /// `offsets[i]` is where the frame of seqnum `first + i` starts.
-    pub(super) offsets: Vec<u32>,
     /// Bytes of whole, committed frames (plus the header): where the next
-    /// write goes.
+    /// write goes. [`UNSCANNED`] for a sealed segment this handle has not
+    /// read: its whole file.
     pub(super) end: u64,
-    /// Written in relaxed mode (see [`Header::relaxed`]).
+    /// The seqnum after its last entry.
+    pub(super) next: u64,
+    /// Written in relaxed mode (see [`SegmentHeader::relaxed`]).
     pub(super) relaxed: bool,
     /// Its format allows frames with append ids (segment version 2).
     pub(super) append_ids: bool,
 }
 
+/// The [`Segment::end`] of a sealed segment that was not scanned: a sealed
+/// segment holds whole batches to the end of its file.
+pub(super) const UNSCANNED: u64 = u64::MAX;
+
 impl Segment {
-    /// The seqnum after the last entry.
-    pub(super) fn next(&self) -> u64 {
-        self.first + self.offsets.len() as u64
+    /// A sealed segment this handle did not scan: its entries run from
+    /// `first` to `next` (the next segment's first seqnum).
+    pub(super) fn sealed(dir: &Path, first: u64, next: u64) -> Segment {
+        Segment {
+            first,
+            path: dir.join(file_name(first)),
+            end: UNSCANNED,
+            next,
+            relaxed: false,
+            // Unknown (its header is not read), and only the active
+            // segment's matters: a writer never appends to this one.
+            append_ids: false,
+        }
     }
 
-    /// The byte range `[start, end)` of the frames of seqnums
-    /// `[from, to)`, all of which the segment holds.
-    pub(super) fn span(&self, from: u64, to: u64) -> Option<(u64, u64)> {
-        let i = usize::try_from(from.checked_sub(self.first)?).ok()?;
-        let j = usize::try_from(to.checked_sub(self.first)?).ok()?;
-        let start = u64::from(*self.offsets.get(i)?);
-        let end = match self.offsets.get(j) {
-            Some(&o) => u64::from(o),
-            None if j == self.offsets.len() => self.end,
-            None => return None,
-        };
-        Some((start, end))
+    /// Number of entries it holds.
+    pub(super) fn entries(&self) -> u64 {
+        self.next - self.first
     }
 }
 

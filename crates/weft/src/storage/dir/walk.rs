@@ -2,8 +2,8 @@
 //!
 //! The backend does not keep every entry's offset in memory: the log
 //! index stores a *locator* — segment and offset — for the first entry of
-//! every write group and then every [`LOCATOR_ENTRIES`] entries or
-//! [`LOCATOR_BYTES`] bytes, whichever comes first. To read an entry, the
+//! every segment and then every [`LOCATOR_ENTRIES`] entries or
+//! [`LOCATOR_BYTES`] bytes, whichever comes first ([`Locators`]). To read an entry, the
 //! backend starts at the nearest locator at or before it and walks frame
 //! by frame (each frame starts with its length) until it reaches it. Only
 //! the frames returned are verified in full; a frame passed over must
@@ -18,7 +18,8 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -69,6 +70,38 @@ impl Locator {
     }
 }
 
+/// Decides which entries get a locator, as entries are recorded in order.
+#[derive(Debug, Default)]
+pub(super) struct Locators {
+    /// The last locator placed: its segment, offset and seqnum.
+    last: Option<(u64, u64, u64)>,
+}
+
+impl Locators {
+    /// The locator of the entry `seqnum` whose frame starts at `offset` in
+    /// segment `segment`, if it needs one: the first entry of a segment
+    /// (a walk never crosses segments), the first entry recorded, and
+    /// then every [`LOCATOR_ENTRIES`] entries or [`LOCATOR_BYTES`] bytes.
+    pub(super) fn place(&mut self, segment: u64, offset: u64, seqnum: u64) -> Option<Bytes> {
+        let due = match self.last {
+            None => true,
+            Some((seg, off, s)) => {
+                seg != segment
+                    || seqnum < s
+                    || offset < off
+                    || seqnum - s >= LOCATOR_ENTRIES
+                    || offset - off >= LOCATOR_BYTES
+            }
+        };
+        if !due {
+            return None;
+        }
+        self.last = Some((segment, offset, seqnum));
+        let offset = u32::try_from(offset).ok()?;
+        Some(Locator { segment, offset }.encode())
+    }
+}
+
 /// Where a walk stands: the frame at `offset` holds `seqnum`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Position {
@@ -77,9 +110,9 @@ pub(super) struct Position {
 }
 
 /// Reads a segment file forward in chunks.
-pub(super) struct Walker<'f> {
-    file: &'f File,
-    path: &'f Path,
+pub(super) struct Walker {
+    file: Arc<File>,
+    path: PathBuf,
     /// Bytes of the file that hold whole frames.
     end: u64,
     buf: Vec<u8>,
@@ -87,8 +120,8 @@ pub(super) struct Walker<'f> {
     start: u64,
 }
 
-impl<'f> Walker<'f> {
-    pub(super) fn new(file: &'f File, path: &'f Path, end: u64) -> Self {
+impl Walker {
+    pub(super) fn new(file: Arc<File>, path: PathBuf, end: u64) -> Self {
         Walker {
             file,
             path,
@@ -109,9 +142,16 @@ impl<'f> Walker<'f> {
         if at < self.start || want_end > have_end {
             let len = (self.end.saturating_sub(at) as usize).min(need.max(CHUNK));
             self.buf.resize(len, 0);
-            self.file
-                .read_exact_at(&mut self.buf, at)
-                .map_err(|e| Error::io(format!("read {}", self.path.display()), e))?;
+            self.file.read_exact_at(&mut self.buf, at).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    self.corrupt(format!(
+                        "the file ends before byte {}, where its entries go on",
+                        at + len as u64
+                    ))
+                } else {
+                    Error::io(format!("read {}", self.path.display()), e)
+                }
+            })?;
             self.start = at;
         }
         Ok(self.buf.get((at - self.start) as usize..).unwrap_or(&[]))
@@ -149,6 +189,15 @@ impl<'f> Walker<'f> {
     /// Reads and verifies the frame at `pos`; returns the entry and the
     /// position after it.
     pub(super) fn read(&mut self, pos: Position) -> Result<(LogEntry, Position, u32)> {
+        self.read_with_id(pos)
+            .map(|(entry, _, next, crc)| (entry, next, crc))
+    }
+
+    /// [`read`](Walker::read), with the entry's append id.
+    pub(super) fn read_with_id(
+        &mut self,
+        pos: Position,
+    ) -> Result<(LogEntry, Option<Box<str>>, Position, u32)> {
         let head = self.window(pos.offset, FIXED_LEN)?;
         let need = frame::claimed_len(head).unwrap_or(FIXED_LEN);
         let bytes = self.window(pos.offset, need)?;
@@ -163,6 +212,7 @@ impl<'f> Walker<'f> {
             )));
         }
         let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        let id = decoded.append_id.map(Box::from);
         let entry = LogEntry {
             seqnum: pos.seqnum,
             stream_version: decoded.meta.stream_version,
@@ -174,7 +224,7 @@ impl<'f> Walker<'f> {
             offset: pos.offset + decoded.frame_len as u64,
             seqnum: pos.seqnum + 1,
         };
-        Ok((entry, next, crc))
+        Ok((entry, id, next, crc))
     }
 }
 
@@ -194,6 +244,22 @@ mod tests {
     }
 
     #[test]
+    fn locators_start_each_segment_and_stay_within_bounds() {
+        let mut l = Locators::default();
+        assert!(l.place(0, 20, 0).is_some());
+        assert!(l.place(0, 120, 1).is_none());
+        assert!(l.place(0, 220, LOCATOR_ENTRIES).is_some());
+        assert!(
+            l.place(0, 220 + LOCATOR_BYTES, LOCATOR_ENTRIES + 1)
+                .is_some()
+        );
+        assert!(
+            l.place(40, 20, LOCATOR_ENTRIES + 2).is_some(),
+            "a new segment"
+        );
+    }
+
+    #[test]
     fn walks_to_entries_and_refuses_a_wrong_start() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("seg");
@@ -204,8 +270,8 @@ mod tests {
             frame::encode(&mut buf, &entry(s, &"x".repeat(s as usize * 10)), 0, true).unwrap();
         }
         std::fs::write(&path, &buf).unwrap();
-        let file = File::open(&path).unwrap();
-        let mut w = Walker::new(&file, &path, buf.len() as u64);
+        let file = Arc::new(File::open(&path).unwrap());
+        let mut w = Walker::new(file, path, buf.len() as u64);
         let start = Position {
             offset: 20,
             seqnum: 5,

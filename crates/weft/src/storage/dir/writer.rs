@@ -23,8 +23,15 @@
 //! after a failed `fdatasync` the kernel may have dropped the dirty pages,
 //! so retrying the sync could report success for lost data.
 //!
-//! Making a group visible and announcing it on the feed is one step
-//! ([`Shelf::publish`]).
+//! Recording a group in the log index, making it visible and announcing it
+//! on the feed is one step ([`Shelf::publish`]). Recording is a few
+//! hash-map pushes into the index's in-memory tail; the index's own thread
+//! writes it to disk. Only when that thread falls a whole tail budget
+//! behind does the writer wait for it, before taking the lock.
+//!
+//! The sequencer keeps a bounded set of streams' next versions and looks
+//! the others up in the index ([`IndexVersions`]): every group is in the
+//! index before the next one is numbered.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -46,10 +53,12 @@ use super::queue::Queue;
 use super::read::{ReadState, Shelf};
 use super::segment::{self, HEADER_LEN, Segment};
 use super::trim::{self, TrimPoint};
+use super::walk::Locators;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
-use crate::model::{AppendResult, LogEntry, LogTag, MAX_TAGS_PER_ENTRY};
+use crate::index::{IndexEntry, IndexVersions};
+use crate::model::{AppendResult, LogEntry, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
 use crate::storage::append_ids::{AppendIds, Planned, check_batch_ids};
 use crate::storage::core::Gate;
@@ -106,6 +115,7 @@ pub(super) struct Counters {
     pub(super) syncs: AtomicU64,
     pub(super) bytes: AtomicU64,
     pub(super) segments_created: AtomicU64,
+    pub(super) replayed: AtomicU64,
 }
 
 /// State shared by the storage handle and the writer thread.
@@ -166,7 +176,9 @@ pub(super) struct Writer {
     inbox: VecDeque<Command>,
     options: DirOptions,
     clock: Arc<dyn Clock>,
-    sequencer: Sequencer,
+    sequencer: Sequencer<IndexVersions>,
+    /// Which entries get a locator in the index.
+    locators: Locators,
     /// The append ids of the newest entries (see `DirOptions::append_id_window`).
     ids: AppendIds,
     active: Option<Active>,
@@ -182,34 +194,51 @@ pub(super) struct Writer {
     failed: bool,
 }
 
+/// What the open rebuilt for the writer to go on from.
+pub(super) struct Resumed {
+    pub(super) sequencer: Sequencer<IndexVersions>,
+    /// Where the next locator goes.
+    pub(super) locators: Locators,
+    pub(super) ids: AppendIds,
+}
+
 impl Writer {
+    /// A writer appending to the last of the segments in `shared`.
+    ///
+    /// Errors: I/O kinds when the last segment cannot be opened.
     pub(super) fn new(
         shared: Arc<Shared>,
         queue: Arc<Queue<Command>>,
         options: DirOptions,
         clock: Arc<dyn Clock>,
-        sequencer: Sequencer,
-        ids: AppendIds,
+        resumed: Resumed,
         lock: DirLock,
-    ) -> Self {
-        let active = {
-            let state = shared.read_state();
-            state.segments.values().next_back().map(|s| Active {
+    ) -> Result<Self> {
+        let Resumed {
+            sequencer,
+            locators,
+            ids,
+        } = resumed;
+        let last = shared.read_state().segments.values().next_back().cloned();
+        let active = match last {
+            Some(s) => Some(Active {
                 first: s.first,
-                file: Arc::clone(&s.file),
+                file: Arc::new(segment::open_file(&s.path, true)?),
                 end: s.end,
-                next: s.next(),
+                next: s.next,
                 relaxed: s.relaxed,
                 append_ids: s.append_ids,
-            })
+            }),
+            None => None,
         };
-        Writer {
+        Ok(Writer {
             shared,
             queue,
             inbox: VecDeque::new(),
             options,
             clock,
             sequencer,
+            locators,
             ids,
             active,
             buf: Vec::new(),
@@ -218,7 +247,7 @@ impl Writer {
             dirty: false,
             lock: Some(lock),
             failed: false,
-        }
+        })
     }
 
     fn relaxed(&self) -> bool {
@@ -370,7 +399,9 @@ impl Writer {
         self.large.clear();
         let mut referenced = 0usize;
         let mut planned: Vec<Answer> = Vec::with_capacity(group.len());
-        let mut frame_starts: Vec<usize> = Vec::new();
+        // Per entry written: where its frame starts in the group, and in
+        // `buf` (where its checksum is).
+        let mut frame_starts: Vec<(usize, usize)> = Vec::new();
         let mut writes_ids = false;
         for p in group {
             // `DirStorage::append` validated the batch before sending it.
@@ -391,7 +422,7 @@ impl Writer {
                     &[]
                 };
                 for (i, entry) in plan.entries.iter().enumerate() {
-                    frame_starts.push(self.buf.len() + referenced);
+                    frame_starts.push((self.buf.len() + referenced, self.buf.len()));
                     let offset = (entry.seqnum - group_first) as u32;
                     let end = i + 1 == plan.entries.len();
                     let id = plan.id(i);
@@ -472,29 +503,47 @@ impl Writer {
         }
         let n = committed.len() as u64;
         let group_len = self.group_len as u64;
-        let shown = self.shared.state.publish(committed, |state, entries| {
-            let Some(seg) = state.segments.get_mut(&first) else {
-                return Err(Error::internal(
-                    "the active segment vanished from the index",
-                ));
-            };
-            for (entry, start) in entries.iter().zip(&frame_starts) {
-                seg.offsets.push((base + *start as u64) as u32);
-                if let Err(e) = state
-                    .index
-                    .insert(entry.seqnum, &entry.tags, entry.stream_version)
-                {
-                    error!(error = %e, "index rejected a committed entry");
+        let indexed: Vec<IndexEntry> = committed
+            .iter()
+            .zip(&frame_starts)
+            .map(|(entry, &(at, in_buf))| {
+                let crc = self
+                    .buf
+                    .get(in_buf + 4..in_buf + 8)
+                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                IndexEntry {
+                    seqnum: entry.seqnum,
+                    tags: entry.tags.as_slice().into(),
+                    version: entry.stream_version,
+                    locator: self.locators.place(first, base + at as u64, entry.seqnum),
+                    check: u64::from(crc),
                 }
-            }
-            seg.end = base + group_len;
-            Ok(())
+            })
+            .collect();
+        // Wait for the index's room outside the lock readers take.
+        let index = Arc::clone(self.shared.state.index());
+        let shown = index.reserve().and_then(|()| {
+            self.shared.state.publish(committed, |state, entries| {
+                index.push(&indexed)?;
+                let Some(seg) = state.segments.get_mut(&first) else {
+                    return Err(Error::internal(
+                        "the active segment vanished from the read state",
+                    ));
+                };
+                seg.end = base + group_len;
+                seg.next += n;
+                state.next += n;
+                state.recent.extend(entries);
+                Ok(())
+            })
         });
         if let Err(e) = shown {
             drop(answers);
             self.stop(&e);
             return;
         }
+        // Every version the group set is in the index now.
+        self.sequencer.table().shrink();
         let c = &self.shared.counters;
         c.entries.fetch_add(n, Ordering::Relaxed);
         c.appends.fetch_add(appends, Ordering::Relaxed);
@@ -544,14 +593,14 @@ impl Writer {
     /// Seals the active segment (synced) and starts a new one at `first`.
     fn roll(&mut self, first: u64) -> Result<()> {
         self.sync_if_dirty()?;
-        let seg = segment::create(&self.shared.dir, first, self.relaxed())?;
+        let (seg, file) = segment::create(&self.shared.dir, first, self.relaxed())?;
         self.shared
             .counters
             .segments_created
             .fetch_add(1, Ordering::Relaxed);
         self.active = Some(Active {
             first,
-            file: Arc::clone(&seg.file),
+            file: Arc::new(file),
             end: HEADER_LEN,
             next: first,
             relaxed: seg.relaxed,
@@ -603,6 +652,11 @@ impl Writer {
         // and so is everything sent from now on.
         drop(self.queue.close_receiver());
         self.inbox.clear();
+        // Leave the index covering everything, so the next open reads
+        // nothing but its tip. A failure only costs that open a replay.
+        if let Err(e) = self.shared.state.index().release() {
+            warn!(error = %e, "could not close the log index; the next open rebuilds what it lacks");
+        }
         self.lock.take();
         result
     }
@@ -621,46 +675,28 @@ impl Writer {
         // The trim point must never be durable ahead of the entries it
         // counts.
         self.sync_if_dirty()?;
-        let point = {
-            let state = self.shared.read_state();
-            if through < state.index.first() {
-                return Ok(());
-            }
-            // Between groups the sequencer counts exactly the visible
-            // entries, every stream ever written included.
-            let mut next_versions: Vec<(LogTag, u64)> = self
-                .sequencer
-                .versions()
-                .map(|(tag, next)| {
-                    let v = state
-                        .index
-                        .next_version_at(tag, through + 1)
-                        .unwrap_or(next);
-                    (tag.clone(), v)
-                })
-                .collect();
-            next_versions.sort();
-            TrimPoint {
-                through,
-                next_versions,
-            }
+        if through < self.shared.read_state().first {
+            return Ok(());
+        }
+        // The streams left without a live entry: their numbering lives on
+        // in the trim file (the others' goes on from their live entries).
+        let index = Arc::clone(self.shared.state.index());
+        let mut next_versions = index.streams_ending_by(through)?;
+        next_versions.sort();
+        let point = TrimPoint {
+            through,
+            next_versions,
         };
         trim::store(&self.shared.dir, &point)?;
-        let active_first = self.active.as_ref().map(|a| a.first);
-        let doomed: Vec<Segment> = {
-            let mut state = self.shared.write_state();
-            state.index.trim(through);
-            self.ids.forget_through(through);
-            let firsts: Vec<u64> = state.segments.keys().copied().collect();
-            let n = firsts
-                .windows(2)
-                .take_while(|w| w[1] <= through + 1 && Some(w[0]) != active_first)
-                .count();
-            firsts[..n]
-                .iter()
-                .filter_map(|f| state.segments.remove(f))
-                .collect()
-        };
+        if let Err(e) = index.trim(through + 1, &point.next_versions) {
+            // The next open records it from the trim file.
+            warn!(error = %e, "could not record the trim point in the log index");
+        }
+        self.ids.forget_through(through);
+        let doomed: Vec<Segment> = self.shared.write_state().trim(through);
+        self.shared
+            .state
+            .forget_segments(doomed.iter().map(|s| s.first));
         if !doomed.is_empty() {
             for seg in &doomed {
                 if let Err(e) = fsutil::remove_file(&seg.path) {
