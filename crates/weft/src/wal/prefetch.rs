@@ -160,7 +160,11 @@ mod tests {
             assert_eq!(got[0] as usize, want);
         }
         assert!(window.next().await.is_none());
-        assert_eq!(peak.load(Ordering::SeqCst), 2, "never more than 2 in flight");
+        assert_eq!(
+            peak.load(Ordering::SeqCst),
+            2,
+            "never more than 2 in flight"
+        );
     }
 
     #[tokio::test]
