@@ -141,7 +141,7 @@ mod tests {
             async move {
                 let now = r.fetch_add(1, Ordering::SeqCst) + 1;
                 p.fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(delays[i])).await;
+                crate::clock::sleep(Duration::from_millis(delays[i])).await;
                 r.fetch_sub(1, Ordering::SeqCst);
                 Ok(Bytes::from(vec![i as u8]))
             }
