@@ -221,10 +221,20 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         p.close().await?;
     }
     let peer_objects = list(&pstore, PEER_DATA).await?;
+    // The peer's data objects (not its manifest), for a raw GET of them
+    // in the same runs: the peer's own ceiling on this server.
+    let manifest = Path::from(PEER_MANIFEST);
+    let peer_data: Vec<Path> = peer_objects
+        .iter()
+        .filter(|p| **p != manifest)
+        .cloned()
+        .collect();
     let mut ser = Vec::new();
     let mut par = Vec::new();
+    let mut peer_raw = Vec::new();
     for _ in 0..ctx.runs {
         ser.push(peer_serial(pstore.clone()).await?);
+        peer_raw.push(parallel_get(&pstore, peer_data.clone(), PAR).await?.0);
         par.push(peer_parallel(pstore.clone()).await?);
     }
     let peer_ser = report.add(
@@ -232,8 +242,20 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             .value(ser, "MiB/s")
             .note(format!("{} objects incl. manifest", peer_objects.len())),
     );
-    let peer_par = report
-        .add(Row::new(W, &case, format!("opendata Consumer fetch ×{PAR}")).value(par, "MiB/s"));
+    let peer_raw = report.add(
+        Row::new(
+            W,
+            &case,
+            format!("raw parallel GET of the peer's objects ({PAR})"),
+        )
+        .value(peer_raw, "MiB/s")
+        .against(&raw_row),
+    );
+    let peer_par = report.add(
+        Row::new(W, &case, format!("opendata Consumer fetch ×{PAR}"))
+            .value(par, "MiB/s")
+            .against(&peer_raw),
+    );
     report.add(
         Row::new(W, &case, "weft Replica vs opendata (serial)")
             .value(vec![rep.value], "MiB/s")
