@@ -40,10 +40,12 @@ if [[ -z "$out" ]]; then
 fi
 if ((quick)); then args+=(--quick); fi
 
+# CARGO_TARGET_DIR, when set, is honoured (a worktree sharing a build).
+target_dir="${CARGO_TARGET_DIR:-$ROOT/target}"
 cargo build --release \
   --manifest-path crates/weft-bench/Cargo.toml \
-  --target-dir "$ROOT/target"
-BIN="$ROOT/target/release/weft-bench"
+  --target-dir "$target_dir"
+BIN="$target_dir/release/weft-bench"
 
 export WEFT_S3_STATE_DIR="$ROOT/.tmp/seaweedfs-bench"
 export WEFT_S3_ENV_FILE="$WEFT_S3_STATE_DIR/env"

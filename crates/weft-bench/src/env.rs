@@ -69,6 +69,9 @@ impl S3Env {
         s.region = Some(self.region.clone());
         s.access_key_id = Some(self.access_key.clone());
         s.secret_access_key = Some(self.secret_key.clone());
+        // WEFT_BENCH_UNSIGNED_PAYLOAD=1: every store of the run (raw
+        // baselines, weft and the peer alike) signs without hashing bodies.
+        s.unsigned_payload = std::env::var("WEFT_BENCH_UNSIGNED_PAYLOAD").is_ok_and(|v| v == "1");
         s.build()
             .map_err(|e| anyhow::anyhow!("build S3 store: {e}"))
     }

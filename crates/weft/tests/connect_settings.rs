@@ -370,3 +370,87 @@ proptest! {
         fuzz_bodies::check_settings(&location, &env);
     }
 }
+
+/// The `x-amz-content-sha256` header of the one PUT `settings` send,
+/// captured by an HTTP client that then refuses the request.
+fn content_sha256_of_a_put(settings: &S3Settings) -> String {
+    use std::sync::{Arc, Mutex};
+
+    use object_store::client::{
+        HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
+    };
+    use object_store::{ClientOptions, ObjectStore, PutPayload};
+
+    #[derive(Debug, Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<String>>>);
+    impl HttpConnector for Capture {
+        fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
+            Ok(HttpClient::new(self.clone()))
+        }
+    }
+    #[async_trait::async_trait]
+    impl HttpService for Capture {
+        async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+            let header = req
+                .headers()
+                .get("x-amz-content-sha256")
+                .map(|v| v.to_str().unwrap_or("<not ascii>").to_string())
+                .unwrap_or_default();
+            self.0.lock().unwrap().push(header);
+            Err(HttpError::new(
+                HttpErrorKind::Connect,
+                std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            ))
+        }
+    }
+
+    let capture = Capture::default();
+    let mut quiet = settings.clone();
+    quiet.http_retries = Some(0);
+    let store = quiet
+        .to_builder()
+        .expect("settings are valid")
+        .with_http_connector(capture.clone())
+        .build()
+        .expect("store builds");
+    let runtime = fuzz_bodies::offline::runtime();
+    let put = runtime.block_on(store.put(
+        &object_store::path::Path::from("seg"),
+        PutPayload::from_static(b"segment bytes"),
+    ));
+    assert!(put.is_err(), "the capturing client answered");
+    let seen = capture.0.lock().unwrap();
+    seen.first().cloned().expect("one request was sent")
+}
+
+#[test]
+fn unsigned_payload_reaches_the_request() {
+    // Signed (the default): the header is the body's SHA-256 in hex.
+    let signed = content_sha256_of_a_put(&s3_ok());
+    assert_eq!(signed.len(), 64, "{signed}");
+    assert!(signed.bytes().all(|b| b.is_ascii_hexdigit()), "{signed}");
+    // Unsigned: the signature does not cover the body.
+    let unsigned = S3Settings {
+        unsigned_payload: true,
+        ..s3_ok()
+    };
+    assert_eq!(content_sha256_of_a_put(&unsigned), "UNSIGNED-PAYLOAD");
+    // And from the environment.
+    let from_env = S3Settings::from_lookup(
+        "logs",
+        "",
+        env(&[
+            ("AWS_UNSIGNED_PAYLOAD", "true"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:8333"),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_ACCESS_KEY_ID", "key"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ]),
+    )
+    .unwrap();
+    assert!(from_env.unsigned_payload);
+    assert_eq!(content_sha256_of_a_put(&from_env), "UNSIGNED-PAYLOAD");
+    let bad =
+        S3Settings::from_lookup("logs", "", env(&[("AWS_UNSIGNED_PAYLOAD", "maybe")])).unwrap_err();
+    assert_eq!(bad.kind(), ErrorKind::InvalidInput);
+}

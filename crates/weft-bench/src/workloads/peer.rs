@@ -33,6 +33,14 @@ impl WeftSink {
         {
             b = b.with_upload_concurrency(n);
         }
+        // WEFT_BENCH_INFLIGHT_MIB: the producer's in-flight byte budget, for
+        // experiments (default: the producer's own).
+        if let Some(mib) = std::env::var("WEFT_BENCH_INFLIGHT_MIB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            b = b.with_max_inflight_bytes(mib << 20);
+        }
         let p = b
             .with_flush_interval(s.flush_interval)
             .with_flush_bytes(s.flush_bytes)

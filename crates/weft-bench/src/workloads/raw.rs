@@ -196,7 +196,9 @@ async fn conditional_puts(
     Ok(s)
 }
 
-async fn parallel_put(
+/// PUTs `n` copies of `data` under `name/` with `concurrency` in flight;
+/// MiB/s.
+pub async fn parallel_put(
     store: &Arc<dyn ObjectStore>,
     name: &str,
     data: &bytes::Bytes,

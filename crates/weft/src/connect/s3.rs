@@ -63,6 +63,22 @@ pub struct S3Settings {
     /// Upper bound of the time object_store spends on its own retries
     /// (default 10 s).
     pub http_retry_timeout: Option<Duration>,
+    /// Sign requests without hashing their bodies (`AWS_UNSIGNED_PAYLOAD`;
+    /// off by default).
+    ///
+    /// SigV4 normally puts the SHA-256 of every uploaded body into the
+    /// signature, and the server hashes the body again to check it: two
+    /// passes over every segment byte, one on each side. With this set the
+    /// signature covers the headers only (`UNSIGNED-PAYLOAD`), and nothing
+    /// checks the body between the client's memory and the server's: its
+    /// integrity in transit rests on TLS (and on plain `http://`, on TCP's
+    /// 16-bit checksum alone). A body damaged on the way would be stored and
+    /// acknowledged; weft's segment checksum (CRC-32C) still refuses it on
+    /// every read (`Corrupt`), but the append it held would be lost. Off by
+    /// default for that reason; turn it on for `https://` endpoints that
+    /// terminate TLS at the storage server itself, where the hash buys
+    /// little and costs CPU on both ends.
+    pub unsigned_payload: bool,
 }
 
 impl fmt::Debug for S3Settings {
@@ -82,6 +98,7 @@ impl fmt::Debug for S3Settings {
             .field("connect_timeout", &self.connect_timeout)
             .field("http_retries", &self.http_retries)
             .field("http_retry_timeout", &self.http_retry_timeout)
+            .field("unsigned_payload", &self.unsigned_payload)
             .finish()
     }
 }
@@ -99,10 +116,11 @@ impl S3Settings {
     /// Settings for `bucket`/`prefix` from the process environment
     /// (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
     /// `AWS_SESSION_TOKEN`, `AWS_REGION`/`AWS_DEFAULT_REGION`,
-    /// `AWS_ALLOW_HTTP`). Empty variables count as unset.
+    /// `AWS_ALLOW_HTTP`, `AWS_UNSIGNED_PAYLOAD`). Empty variables count as
+    /// unset.
     ///
-    /// Errors: [`ErrorKind::InvalidInput`] when `AWS_ALLOW_HTTP` is not a
-    /// boolean. The other values are checked by [`Self::build`].
+    /// Errors: [`ErrorKind::InvalidInput`] when `AWS_ALLOW_HTTP` or
+    /// `AWS_UNSIGNED_PAYLOAD` is not a boolean. The other values are checked by [`Self::build`].
     pub fn from_env(bucket: impl Into<String>, prefix: impl Into<String>) -> Result<Self> {
         S3Settings::from_lookup(bucket, prefix, env::process)
     }
@@ -122,6 +140,7 @@ impl S3Settings {
             secret_access_key: env.get("AWS_SECRET_ACCESS_KEY"),
             session_token: env.get("AWS_SESSION_TOKEN"),
             allow_http: env.flag("AWS_ALLOW_HTTP")?,
+            unsigned_payload: env.flag("AWS_UNSIGNED_PAYLOAD")?,
             ..S3Settings::new(bucket, prefix)
         })
     }
@@ -172,6 +191,7 @@ impl S3Settings {
             .with_bucket_name(&self.bucket)
             .with_virtual_hosted_style_request(self.virtual_hosted_style)
             .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .with_unsigned_payload(self.unsigned_payload)
             .with_retry(retry);
         if let Some(endpoint) = &self.endpoint {
             let allow = "allow_http, AWS_ALLOW_HTTP=true or --allow-http";

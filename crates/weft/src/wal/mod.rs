@@ -31,6 +31,7 @@ pub mod maintenance;
 pub mod manifest;
 mod manifest_object;
 mod pipeline;
+mod prefetch;
 pub mod producer;
 pub mod replica;
 pub mod segments;

@@ -4,9 +4,10 @@
 //! A replica never writes the manifest and is never fenced; any number may
 //! tail the same log. Each [`Replica::poll`] loads the manifest (a
 //! conditional GET, so an unchanged manifest costs one small request),
-//! fetches the segments after the cursor — up to `prefetch` of them
-//! concurrently, applied strictly in manifest order, so memory stays bounded
-//! by `prefetch` segments — and applies their records. The cursor is saved
+//! fetches the segments after the cursor — `prefetch` GETs in flight,
+//! applied strictly in manifest order; a GET that finishes early frees its
+//! slot at once (see `prefetch`), so memory stays bounded by
+//! `2 × prefetch` segments — and applies their records. The cursor is saved
 //! after each segment, and at the failed record when an applier fails, so
 //! delivery is at least once and exact to the record: **appliers must be
 //! idempotent**.
@@ -37,13 +38,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore};
 
 use super::applier::{Applier, Record};
 use super::cursor::{Cursor, CursorStore, MemoryCursorStore};
 use super::history::{DEFAULT_PAGE_CACHE_BYTES, HistoryReader};
+use super::prefetch::Prefetch;
 use super::segments::{check_segment, missing_segment};
 use crate::error::{Error, ErrorDetail, ErrorKind, Result};
 use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
@@ -101,7 +102,9 @@ impl<A: Applier> ReplicaBuilder<A> {
         self
     }
 
-    /// How many segments to fetch concurrently while catching up (default 8).
+    /// How many segment GETs to keep in flight while catching up (default
+    /// 8). Segments that arrive ahead of their turn wait, up to as many
+    /// again, so a replica holds at most `2 × prefetch` segments at once.
     pub fn with_prefetch(mut self, prefetch: usize) -> Self {
         self.prefetch = prefetch.max(1);
         self
@@ -610,35 +613,26 @@ impl<A: Applier> Replica<A> {
     ) -> Result<()> {
         let store = self.store.clone();
         let timeout = self.request_timeout;
-        // Each fetch runs as its own task, so the segments in flight keep
-        // downloading while records are being applied (a plain `buffered`
-        // of fetch futures only makes progress when the stream is polled).
-        // Dropping the stream aborts none of them, but a dropped task's
-        // result is simply discarded.
-        let locations: Vec<String> = pending.iter().map(|e| e.location.clone()).collect();
-        let mut segments = futures::stream::iter(locations)
-            .map(move |location| {
-                let store = store.clone();
-                let task = tokio::spawn(fetch(store, location, timeout));
-                async move {
-                    task.await.unwrap_or_else(|e| {
-                        Err(Error::internal(format!("segment fetch task failed: {e}")))
-                    })
-                }
-            })
-            .buffered(self.prefetch);
+        // The segment is checked and split inside its fetch task, off the
+        // apply loop's thread.
+        let mut segments = Prefetch::new(pending.clone(), self.prefetch, move |entry| {
+            let store = store.clone();
+            async move {
+                let bytes = fetch(store, entry.location.clone(), timeout).await?;
+                check_segment(&entry, bytes)
+            }
+        });
         for entry in &pending {
-            let bytes = match segments.try_next().await {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => return Err(Error::internal("segment stream ended early")),
-                Err(e) if e.kind() == ErrorKind::NotFound => {
+            let segment = match segments.next().await {
+                Some(Ok(segment)) => segment,
+                None => return Err(Error::internal("segment stream ended early")),
+                Some(Err(e)) if e.kind() == ErrorKind::NotFound => {
                     drop(segments);
                     let at = self.cursor.expect("cursor set");
                     return Err(self.missing_segment(at, entry, e).await);
                 }
-                Err(e) => return Err(e),
+                Some(Err(e)) => return Err(e),
             };
-            let segment = check_segment(entry, bytes)?;
             let mut cursor = self.cursor.expect("cursor set");
             let first = if cursor.entry == entry.sequence {
                 cursor.record as usize

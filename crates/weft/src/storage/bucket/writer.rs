@@ -85,7 +85,9 @@ pub struct BucketOptions {
     pub flush_bytes: usize,
     /// Largest payload accepted.
     pub max_entry_bytes: usize,
-    /// Segments fetched concurrently while rebuilding on open.
+    /// Segment GETs in flight while rebuilding on open (segments that
+    /// arrive ahead of their turn wait, so up to twice as many are held
+    /// at once; see [`crate::wal::ReplicaBuilder::with_prefetch`]).
     pub rebuild_prefetch: usize,
     /// Retries of the claim, segment uploads and manifest commits, of the
     /// rebuild's reads on open and of KV requests; and the deadline of
