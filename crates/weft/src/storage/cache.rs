@@ -135,3 +135,62 @@ impl EntryCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn entries(tag: &str, seqnums: std::ops::Range<u64>, first_version: u64) -> Vec<LogEntry> {
+        seqnums
+            .enumerate()
+            .map(|(i, s)| LogEntry {
+                seqnum: s,
+                stream_version: first_version + i as u64,
+                tags: vec![tag.parse().unwrap()],
+                data: vec![s as u8].into(),
+                timestamp_ms: 0,
+            })
+            .collect()
+    }
+
+    fn seqnums(got: &[LogEntry]) -> Vec<u64> {
+        got.iter().map(|e| e.seqnum).collect()
+    }
+
+    #[test]
+    fn reads_across_shared_batches_and_a_trim_inside_one() {
+        let mut cache = EntryCache::default();
+        let first: CommittedBatch = entries("a", 0..3, 0).into();
+        cache.add_batch(first.clone()).unwrap();
+        cache.extend(entries("b", 3..4, 0)).unwrap();
+        cache.add_batch(entries("a", 4..7, 3).into()).unwrap();
+        assert_eq!(seqnums(&cache.read(None, 0, 100).unwrap()), (0..7).collect::<Vec<_>>());
+        let a: LogTag = "a".parse().unwrap();
+        assert_eq!(seqnums(&cache.read(Some(&a), 2, 3).unwrap()), vec![2, 4, 5]);
+        assert_eq!(cache.read_versions(&a, 3, 1).unwrap()[0].seqnum, 4);
+        assert_eq!(cache.read_prev(None, 4).unwrap().data, vec![3u8]);
+        // The cache shares the published batch rather than copying it.
+        assert_eq!(std::sync::Arc::strong_count(&first), 2);
+
+        // A trim inside the third batch drops the two before it.
+        cache.trim(4);
+        assert_eq!(std::sync::Arc::strong_count(&first), 1);
+        assert_eq!(seqnums(&cache.read(None, 5, 100).unwrap()), vec![5, 6]);
+        assert_eq!(cache.read(None, 4, 1).unwrap_err().kind(), ErrorKind::Trimmed);
+        assert_eq!(cache.read_prev(None, 6).unwrap().seqnum, 5);
+        assert!(cache.read_prev(None, 5).is_none());
+    }
+
+    #[test]
+    fn a_batch_that_breaks_density_keeps_what_came_before_it() {
+        let mut cache = EntryCache::default();
+        let mut batch = entries("a", 0..3, 0);
+        batch[2].seqnum = 9;
+        let err = cache.add_batch(batch.into()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+        assert_eq!(seqnums(&cache.read(None, 0, 10).unwrap()), vec![0, 1]);
+        cache.extend(entries("a", 2..3, 2)).unwrap();
+        assert_eq!(cache.index().next(), 3);
+    }
+}
