@@ -165,7 +165,10 @@ mod tests {
         cache.add_batch(first.clone()).unwrap();
         cache.extend(entries("b", 3..4, 0)).unwrap();
         cache.add_batch(entries("a", 4..7, 3).into()).unwrap();
-        assert_eq!(seqnums(&cache.read(None, 0, 100).unwrap()), (0..7).collect::<Vec<_>>());
+        assert_eq!(
+            seqnums(&cache.read(None, 0, 100).unwrap()),
+            (0..7).collect::<Vec<_>>()
+        );
         let a: LogTag = "a".parse().unwrap();
         assert_eq!(seqnums(&cache.read(Some(&a), 2, 3).unwrap()), vec![2, 4, 5]);
         assert_eq!(cache.read_versions(&a, 3, 1).unwrap()[0].seqnum, 4);
@@ -177,7 +180,10 @@ mod tests {
         cache.trim(4);
         assert_eq!(std::sync::Arc::strong_count(&first), 1);
         assert_eq!(seqnums(&cache.read(None, 5, 100).unwrap()), vec![5, 6]);
-        assert_eq!(cache.read(None, 4, 1).unwrap_err().kind(), ErrorKind::Trimmed);
+        assert_eq!(
+            cache.read(None, 4, 1).unwrap_err().kind(),
+            ErrorKind::Trimmed
+        );
         assert_eq!(cache.read_prev(None, 6).unwrap().seqnum, 5);
         assert!(cache.read_prev(None, 5).is_none());
     }
