@@ -154,8 +154,8 @@ CREATE TABLE IF NOT EXISTS "{s}".kv (
 -- here). The taker numbers the group itself, together with every group
 -- other processes staged meanwhile (number below), in this one
 -- transaction. Everyone else stages the group (one row, committed at
--- once, so commits of many processes share PostgreSQL's WAL flushes) and
--- then learns its outcome from outcome_of.
+-- once without waiting for its flush) and then learns its outcome from
+-- outcome_of.
 --
 -- Arguments, per entry: primary tag, secondary tags joined by a newline
 -- (tags hold no control characters) or NULL, payload, expected version or
