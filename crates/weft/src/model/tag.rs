@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -27,8 +28,16 @@ pub const MAX_TAG_PART_BYTES: usize = 255;
 /// assert!(LogTag::new("").is_err());
 /// # Ok::<(), weft::Error>(())
 /// ```
+///
+/// A tag is shared, not copied: every entry, index key and append result
+/// of a stream holds the same parts, so cloning one is a reference count
+/// (a batched append clones each entry's tags several times). Equality,
+/// hashing and order are those of the parts.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LogTag {
+pub struct LogTag(Arc<TagParts>);
+
+#[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct TagParts {
     namespace: String,
     key: Option<String>,
 }
@@ -36,37 +45,43 @@ pub struct LogTag {
 impl LogTag {
     /// A namespace-wide tag.
     pub fn new(namespace: impl Into<String>) -> Result<Self> {
-        let namespace = namespace.into();
-        validate_part("namespace", &namespace)?;
-        if namespace.contains(':') {
-            return Err(Error::invalid_input(format!(
-                "tag namespace {namespace:?} contains ':', which separates namespace from key"
-            )));
-        }
-        Ok(LogTag {
+        let namespace = checked_namespace(namespace.into())?;
+        Ok(LogTag(Arc::new(TagParts {
             namespace,
             key: None,
-        })
+        })))
     }
 
     /// An instance-scoped tag.
     pub fn with_key(namespace: impl Into<String>, key: impl Into<String>) -> Result<Self> {
-        let mut tag = LogTag::new(namespace)?;
+        let namespace = checked_namespace(namespace.into())?;
         let key = key.into();
         validate_part("key", &key)?;
-        tag.key = Some(key);
-        Ok(tag)
+        Ok(LogTag(Arc::new(TagParts {
+            namespace,
+            key: Some(key),
+        })))
     }
 
     /// The namespace.
     pub fn namespace(&self) -> &str {
-        &self.namespace
+        &self.0.namespace
     }
 
     /// The key, if the tag is instance-scoped.
     pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
+        self.0.key.as_deref()
     }
+}
+
+fn checked_namespace(namespace: String) -> Result<String> {
+    validate_part("namespace", &namespace)?;
+    if namespace.contains(':') {
+        return Err(Error::invalid_input(format!(
+            "tag namespace {namespace:?} contains ':', which separates namespace from key"
+        )));
+    }
+    Ok(namespace)
 }
 
 fn validate_part(what: &str, s: &str) -> Result<()> {
@@ -101,9 +116,9 @@ impl FromStr for LogTag {
 
 impl fmt::Display for LogTag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.key {
-            Some(key) => write!(f, "{}:{}", self.namespace, key),
-            None => f.write_str(&self.namespace),
+        match self.key() {
+            Some(key) => write!(f, "{}:{}", self.namespace(), key),
+            None => f.write_str(self.namespace()),
         }
     }
 }

@@ -15,6 +15,7 @@
 //! and are fallible (to read from disk).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use crate::error::{Error, Result};
 use crate::model::{LogEntry, LogTag};
@@ -186,16 +187,20 @@ impl<V: VersionTable> Sequencer<V> {
             self.versions.set_next_version(primary, next + 1)?;
             versions.push(next);
         } else {
+            // One hash lookup per entry: the entry API finds or fills the
+            // stream's slot and the count moves in place.
             let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
             for entry in &batch {
                 let primary = &entry.tags[0];
-                let next = match overlay.get(primary) {
-                    Some(&next) => next,
-                    None => self.next_version(primary)?,
+                let next = match overlay.entry(primary) {
+                    Entry::Occupied(slot) => slot.into_mut(),
+                    Entry::Vacant(slot) => {
+                        slot.insert(self.versions.next_version(primary)?.unwrap_or(0))
+                    }
                 };
-                check_expected(entry, next)?;
-                overlay.insert(primary, next + 1);
-                versions.push(next);
+                check_expected(entry, *next)?;
+                versions.push(*next);
+                *next += 1;
             }
             // Second pass: move the counters.
             for (tag, next) in &overlay {

@@ -46,9 +46,8 @@ impl CachedLog {
     ///
     /// Errors: `Corrupt` when it does not continue the cache densely.
     pub fn publish(&self, batch: Vec<LogEntry>) -> Result<()> {
-        self.visible.publish(batch, |cache, entries| {
-            cache.extend(entries.iter().cloned())
-        })
+        self.visible
+            .publish_shared(batch.into(), |cache, batch| cache.add_batch(batch.clone()))
     }
 
     /// See [`Storage::read`](crate::Storage::read).

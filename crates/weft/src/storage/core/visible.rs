@@ -5,6 +5,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::error::Result;
 use crate::model::LogEntry;
 use crate::storage::CommitFeed;
+use crate::storage::feed::CommittedBatch;
 
 /// A backend's readable state `V` (an entry cache, an index with segment
 /// offsets) and its [`CommitFeed`].
@@ -50,9 +51,22 @@ impl<V> Visible<V> {
         batch: Vec<LogEntry>,
         add: impl FnOnce(&mut V, &[LogEntry]) -> Result<T>,
     ) -> Result<T> {
+        self.publish_shared(batch.into(), |state, batch| add(state, batch))
+    }
+
+    /// As [`publish`](Visible::publish), for a state that keeps the batch
+    /// itself: `add` gets the `Arc` the feed announces, to share instead
+    /// of copying the entries.
+    ///
+    /// Errors: `add`'s.
+    pub fn publish_shared<T>(
+        &self,
+        batch: CommittedBatch,
+        add: impl FnOnce(&mut V, &CommittedBatch) -> Result<T>,
+    ) -> Result<T> {
         let mut state = self.write();
         let out = add(&mut state, &batch)?;
-        self.feed.publish(batch.into());
+        self.feed.publish(batch);
         drop(state);
         Ok(out)
     }

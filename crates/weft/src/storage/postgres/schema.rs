@@ -154,8 +154,8 @@ CREATE TABLE IF NOT EXISTS "{s}".kv (
 -- here). The taker numbers the group itself, together with every group
 -- other processes staged meanwhile (number below), in this one
 -- transaction. Everyone else stages the group (one row, committed at
--- once, so commits of many processes share PostgreSQL's WAL flushes) and
--- then learns its outcome from outcome_of.
+-- once without waiting for its flush) and then learns its outcome from
+-- outcome_of.
 --
 -- Arguments, per entry: primary tag, secondary tags joined by a newline
 -- (tags hold no control characters) or NULL, payload, expected version or
@@ -182,6 +182,12 @@ BEGIN
             p_expected, p_ids, p_batch_len, p_ts);
         RETURN;
     END IF;
+    -- The staged row needs no flush of its own: the round that numbers it
+    -- commits durably, after it in the WAL, before anyone hears an
+    -- outcome; a crash that loses it leaves the appender's outcome unknown
+    -- (Indeterminate), as any failure after staging does. Waiting for this
+    -- flush was most of a staged append's time (wait event WALWrite).
+    PERFORM set_config('synchronous_commit', 'off', true);
     INSERT INTO "{s}".staged (primary_tags, secondary, data, expected, ids, batch_len, ts)
         VALUES (p_primary, p_secondary, p_data, p_expected, p_ids, p_batch_len, p_ts)
         RETURNING staged.id INTO v_id;
