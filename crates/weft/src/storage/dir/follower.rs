@@ -71,7 +71,7 @@ use super::segment::{self, HEADER_LEN};
 use super::trim::{self, TrimPoint};
 use super::walk::Locators;
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{Index, IndexEntry, IndexOptions};
+use crate::index::{Index, IndexOptions};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
@@ -669,13 +669,7 @@ impl Tailer {
         let mut accepted: Option<(u64, u64)> = None;
         let scanned = self.scan.segment(seg, from, last, |a| {
             if a.live {
-                index.push(&[IndexEntry {
-                    seqnum: a.seqnum,
-                    tags: Arc::from(&*a.tags),
-                    version: a.version,
-                    locator: locators.place(a.segment, a.offset, a.seqnum),
-                    check: u64::from(a.crc),
-                }])?;
+                index.push(&[locators.index_entry(a)])?;
             }
             accepted = Some((a.seqnum + 1, a.end));
             Ok(())

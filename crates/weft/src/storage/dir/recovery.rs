@@ -32,7 +32,7 @@ use super::segment::{self, HEADER_LEN};
 use super::walk::{Locator, Locators, Position, Walker};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::dir_segment::SegmentHeader;
-use crate::index::{Index, IndexEntry};
+use crate::index::Index;
 use crate::model::AppendResult;
 use crate::model::LogTag;
 
@@ -225,13 +225,7 @@ fn survey_into(
                 return Ok(());
             }
             replayed += 1;
-            index.push(&[IndexEntry {
-                seqnum: a.seqnum,
-                tags: Arc::from(&*a.tags),
-                version: a.version,
-                locator: locators.place(a.segment, a.offset, a.seqnum),
-                check: u64::from(a.crc),
-            }])
+            index.push(&[locators.index_entry(a)])
         },
     )?;
     if survey.next_seqnum < from {

@@ -25,6 +25,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::format::frame::{self, FIXED_LEN};
+use crate::index::IndexEntry;
 use crate::model::LogEntry;
 
 /// At most this many entries lie between two locators.
@@ -78,6 +79,18 @@ pub(super) struct Locators {
 }
 
 impl Locators {
+    /// The index's record of an entry a scan accepted, with a locator if
+    /// it needs one (see [`Locators::place`]).
+    pub(super) fn index_entry(&mut self, a: &super::scan::Accepted) -> IndexEntry {
+        IndexEntry {
+            seqnum: a.seqnum,
+            tags: Arc::from(&*a.tags),
+            version: a.version,
+            locator: self.place(a.segment, a.offset, a.seqnum),
+            check: u64::from(a.crc),
+        }
+    }
+
     /// The locator of the entry `seqnum` whose frame starts at `offset` in
     /// segment `segment`, if it needs one: the first entry of a segment
     /// (a walk never crosses segments), the first entry recorded, and
