@@ -212,18 +212,11 @@ fn file_name(path: &Path) -> String {
 fn describe(dir: &Path, survey: Survey, counts: HashMap<LogTag, u64>) -> Result<DirCheck> {
     let first = survey.live_from();
     let mut report = DirCheck {
-        path: dir.to_path_buf(),
         first_seqnum: first,
         next_seqnum: survey.next_seqnum,
         trimmed_through: survey.trim.as_ref().map(|t| t.through),
         entries: survey.next_seqnum - first,
-        bytes: 0,
-        segments: Vec::new(),
-        tags: Vec::new(),
-        kv_buckets: 0,
-        problems: Vec::new(),
-        notes: Vec::new(),
-        refusal: None,
+        ..DirCheck::empty(dir)
     };
     for seg in &survey.segments {
         let bytes = std::fs::metadata(&seg.path)
