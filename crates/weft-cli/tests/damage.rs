@@ -80,24 +80,6 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let b = std::fs::read(&p).unwrap();
-                out.push((p, b));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn flip(path: &Path, at: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[at] ^= 0x40;
@@ -245,11 +227,15 @@ fn dir_damage_is_judged_alike_by_append_read_and_verify() {
         let name = case.name;
         let path = log.display().to_string();
 
-        let before = files(&log);
+        let before = weft_testkit::files::snapshot(&log);
         let read = weft(&["read", &path, "--json"]);
         let verify = weft(&["verify", &path]);
         let inspect = weft(&["inspect", &path]);
-        assert_eq!(files(&log), before, "{name}: read, verify or inspect wrote");
+        assert_eq!(
+            weft_testkit::files::snapshot(&log),
+            before,
+            "{name}: read, verify or inspect wrote"
+        );
         let writer_copy = tmp.path().join("writer");
         copy_dir(&log, &writer_copy);
         let writer = writer_copy.display().to_string();
@@ -331,20 +317,7 @@ fn bucket_sample(dir: &Path) {
 }
 
 fn bucket_segments(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.join("segments")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    weft_testkit::files::files_under(&dir.join("segments"))
 }
 
 #[test]

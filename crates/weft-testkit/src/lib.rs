@@ -16,7 +16,11 @@
 //!   replace an answer, change the bucket at an exact moment.
 //!
 //! Both wrappers stack over any store, and over each other.
+//!
+//! * [`files`] — the files under a directory (to damage them, or to check
+//!   that a command left them as they were).
 
 pub mod conformance;
 pub mod fault;
+pub mod files;
 pub mod hooked;

@@ -90,25 +90,6 @@ fn kv_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Every file under `dir` with its bytes: what must not change.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let bytes = std::fs::read(&p).unwrap();
-                out.push((p, bytes));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// A damage: what it does to a sample log, and what must come of it.
 struct Case {
     name: &'static str,
@@ -287,7 +268,7 @@ async fn by_open(dir: &Path) -> Result<(u64, Option<ErrorKind>), ErrorKind> {
 
 /// What a follower makes of `dir`; it must change nothing.
 async fn by_follower(dir: &Path) -> Result<(u64, Option<ErrorKind>), ErrorKind> {
-    let before = snapshot(dir);
+    let before = weft_testkit::files::snapshot(dir);
     let outcome = async {
         let log = Log::new(DirFollower::open(dir).await.map_err(|e| e.kind())?);
         let first = log.tip().await.unwrap().first;
@@ -301,7 +282,11 @@ async fn by_follower(dir: &Path) -> Result<(u64, Option<ErrorKind>), ErrorKind> 
         Ok((n.len() as u64, kv.map(|e| e.kind())))
     }
     .await;
-    assert_eq!(snapshot(dir), before, "a follower changed files");
+    assert_eq!(
+        weft_testkit::files::snapshot(dir),
+        before,
+        "a follower changed files"
+    );
     outcome
 }
 
@@ -315,10 +300,10 @@ async fn every_damage_is_judged_alike_by_open_read_and_check() {
 
         let opened = by_open(copy_dir(built.path()).path()).await;
         let followed = by_follower(built.path()).await;
-        let before = snapshot(built.path());
+        let before = weft_testkit::files::snapshot(built.path());
         let report = check(built.path()).await.unwrap();
         assert_eq!(
-            snapshot(built.path()),
+            weft_testkit::files::snapshot(built.path()),
             before,
             "{name}: check changed files"
         );
