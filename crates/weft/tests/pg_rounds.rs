@@ -171,7 +171,11 @@ async fn one_round_settles_many_staged_groups_each_with_its_own_outcome() {
     };
     assert_eq!(numbers(1), vec![(1, 0)], "o1");
     assert_eq!(numbers(2), vec![(2, 1)], "c, conditional");
-    assert_eq!(numbers(3), vec![(0, 0)], "the known id answers the original");
+    assert_eq!(
+        numbers(3),
+        vec![(0, 0)],
+        "the known id answers the original"
+    );
     assert_eq!(numbers(4), vec![(3, 0), (4, 1)], "o2, a batch");
     assert_eq!(numbers(5), vec![(5, 0)], "o3");
     assert_eq!(h2.tip().await.unwrap().next, 6, "dense");
@@ -179,7 +183,11 @@ async fn one_round_settles_many_staged_groups_each_with_its_own_outcome() {
     let data: Vec<&[u8]> = c_entries.iter().map(|e| &e.data[..]).collect();
     assert_eq!(data, vec![&b"first"[..], &b"next"[..]]);
     assert_eq!(count(&location, "staged").await, 0);
-    assert_eq!(count(&location, "outcomes").await, 0, "every outcome collected");
+    assert_eq!(
+        count(&location, "outcomes").await,
+        0,
+        "every outcome collected"
+    );
     h1.close().await.unwrap();
     h2.close().await.unwrap();
 }
@@ -192,11 +200,9 @@ async fn an_older_logs_functions_are_upgraded_and_its_old_call_still_answers() {
     weft::Storage::close(&first).await.unwrap();
     // What a log of a build before `outcomes_of` looks like.
     let raw = pg_support::raw_client().await;
-    raw.batch_execute(&format!(
-        r#"DROP FUNCTION "{s}".outcomes_of(bigint[])"#
-    ))
-    .await
-    .unwrap();
+    raw.batch_execute(&format!(r#"DROP FUNCTION "{s}".outcomes_of(bigint[])"#))
+        .await
+        .unwrap();
     let has_bulk = || async {
         pg_support::raw_client()
             .await

@@ -31,8 +31,8 @@
 //! (one row in `staged`, committed at once: those commits need no lock, so
 //! PostgreSQL's group commit shares their WAL flushes across connections)
 //! and learns its outcome when the round that numbers it commits (its
-//! NOTIFY wakes the appender, which collects the outcome), or runs the
-//! next round itself. A round costs one commit whatever it carries, so the
+//! NOTIFY says which staged groups it settled; the handle's collector
+//! fetches all of them in one call), or runs the next round itself. A round costs one commit whatever it carries, so the
 //! log's throughput grows with the number of writers instead of stopping
 //! at one transaction per flush. The whole exchange is one call of a
 //! server-side function per step (`schema.rs`), so no lock is ever held

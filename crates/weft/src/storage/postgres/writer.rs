@@ -10,9 +10,11 @@
 //!
 //! `append` either numbers the group at once (this process got the
 //! numbering lock: the group's outcome comes back in the same call) or
-//! stages it; a staged group's outcome comes from `outcome_of`, asked
-//! again each time a round commits (the tailer hears its NOTIFY) until a
-//! round has numbered the group — or the appender runs the round itself.
+//! stages it; a staged group waits for the handle's collector
+//! (`collect.rs`), which asks `outcomes_of` once per round for every group
+//! that round may have settled, and runs the next round itself when the
+//! lock is free. (On a log whose functions predate `outcomes_of`, each
+//! staged group asks `outcome_of` at every round's NOTIFY instead.)
 //! Whatever fails after staging leaves the outcome unknown — the staged
 //! group may still be numbered — so it is `Indeterminate`.
 //!
