@@ -215,6 +215,7 @@ launch() {
     echo "export WEFT_TEST_S3_DATA_DIR=$data"
     echo "export WEFT_TEST_S3_PID=$pid"
     echo "export WEFT_TEST_S3_STATE_DIR=$STATE_DIR"
+    echo "export WEFT_TEST_S3_MASTER=127.0.0.1:$master"
   } >"$tmp"
   mv "$tmp" "$ENV_OUT"
   echo "seaweedfs S3 on http://127.0.0.1:$s3 (pid $pid, bucket $BUCKET); env file: $ENV_OUT"

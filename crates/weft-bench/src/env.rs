@@ -17,6 +17,10 @@ pub struct S3Env {
     access_key: String,
     secret_key: String,
     region: String,
+    /// The SeaweedFS master's `host:port`, when the server is SeaweedFS
+    /// started by `scripts/seaweedfs.sh`: deleted objects keep their disk
+    /// space until a volume vacuum, which [`S3Env::reclaim_space`] asks for.
+    master: Option<String>,
 }
 
 const HINT: &str = "start the server with scripts/seaweedfs.sh start (or run scripts/bench.sh)";
@@ -54,6 +58,7 @@ impl S3Env {
             access_key: need("AWS_ACCESS_KEY_ID")?,
             secret_key: need("AWS_SECRET_ACCESS_KEY")?,
             region: get("AWS_REGION").unwrap_or_else(|| "us-east-1".into()),
+            master: get("WEFT_TEST_S3_MASTER"),
         };
         Ok(env)
     }
@@ -74,6 +79,44 @@ impl S3Env {
         s.unsigned_payload = std::env::var("WEFT_BENCH_UNSIGNED_PAYLOAD").is_ok_and(|v| v == "1");
         s.build()
             .map_err(|e| anyhow::anyhow!("build S3 store: {e}"))
+    }
+}
+
+impl S3Env {
+    /// Asks the SeaweedFS master to compact every volume whose deleted
+    /// share is above 1% (`GET /vol/vacuum`), so a run that writes and
+    /// deletes tens of GiB does not fill the disk: the server keeps a
+    /// deleted object's bytes until then. Waits for the answer, so no case
+    /// runs while a volume is read-only for compaction. Best effort: a
+    /// server without a master address or an unanswered request costs only
+    /// disk space.
+    pub async fn reclaim_space(&self) {
+        let Some(master) = self.master.clone() else {
+            return;
+        };
+        let asked = tokio::task::spawn_blocking(move || vacuum(&master)).await;
+        if let Ok(Err(e)) = asked {
+            eprintln!("   (could not ask the S3 server to reclaim deleted space: {e})");
+        }
+    }
+}
+
+/// One plain HTTP/1.0 GET of the master's vacuum endpoint.
+fn vacuum(master: &str) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(master)?;
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(600)))?;
+    write!(
+        conn,
+        "GET /vol/vacuum?garbageThreshold=0.01 HTTP/1.0\r\nHost: {master}\r\n\r\n"
+    )?;
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer)?;
+    if answer.starts_with(b"HTTP/1.0 200") || answer.starts_with(b"HTTP/1.1 200") {
+        Ok(())
+    } else {
+        let head = String::from_utf8_lossy(&answer[..answer.len().min(120)]).into_owned();
+        Err(std::io::Error::other(format!("vacuum answered: {head}")))
     }
 }
 

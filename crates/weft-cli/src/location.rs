@@ -50,19 +50,6 @@ pub(crate) struct StoreArgs {
     deadline: Option<Duration>,
 }
 
-impl StoreArgs {
-    /// These flags without a cache directory: a bucket writer then reads
-    /// the whole live log on open, which is what rebuilds its append ids
-    /// (a writer opened from a current cache reads only what changed, and
-    /// so knows no ids from before).
-    pub(crate) fn without_cache(&self) -> StoreArgs {
-        StoreArgs {
-            cache_dir: Some("none".to_owned()),
-            ..self.clone()
-        }
-    }
-}
-
 /// What a command does with a bucket log, for its cache subdirectory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use object_store::memory::InMemory;
 use support::append_id_cases::{
-    a_trim_forgets_the_ids_it_drops, an_indeterminate_append_is_retried_on_the_next_writer,
+    a_trim_forgets_the_ids_it_drops, a_writer_on_a_cache_directory_knows_the_ids_before_it,
+    an_indeterminate_append_is_retried_on_the_next_writer,
     retries_after_a_failover_answer_with_the_originals,
 };
 
@@ -37,4 +38,9 @@ async fn retries_after_a_failover_answer_with_the_originals_in_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trim_forgets_the_ids_it_drops_in_memory() {
     a_trim_forgets_the_ids_it_drops(Arc::new(InMemory::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_on_a_cache_directory_knows_the_ids_before_it_in_memory() {
+    a_writer_on_a_cache_directory_knows_the_ids_before_it(Arc::new(InMemory::new())).await;
 }

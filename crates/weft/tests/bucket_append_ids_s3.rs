@@ -10,7 +10,8 @@
 mod support;
 
 use support::append_id_cases::{
-    a_trim_forgets_the_ids_it_drops, an_indeterminate_append_is_retried_on_the_next_writer,
+    a_trim_forgets_the_ids_it_drops, a_writer_on_a_cache_directory_knows_the_ids_before_it,
+    an_indeterminate_append_is_retried_on_the_next_writer,
     retries_after_a_failover_answer_with_the_originals,
 };
 
@@ -30,4 +31,10 @@ async fn retries_after_a_failover_answer_with_the_originals_on_seaweedfs() {
 async fn a_trim_forgets_the_ids_it_drops_on_seaweedfs() {
     let (store, _) = support::s3::store("append_ids_trim");
     a_trim_forgets_the_ids_it_drops(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_on_a_cache_directory_knows_the_ids_before_it_on_seaweedfs() {
+    let (store, _) = support::s3::store("append_ids_cache");
+    a_writer_on_a_cache_directory_knows_the_ids_before_it(store).await;
 }

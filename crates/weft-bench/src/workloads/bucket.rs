@@ -133,6 +133,9 @@ async fn saturated_pair(
                 }
             }
         }
+        // A saturated run writes GiBs: drop them (and their disk space)
+        // before the next, or the matrix fills the disk.
+        ctx.cleanup().await;
     }
     Ok(p)
 }

@@ -283,6 +283,7 @@ impl Ctx {
             let prefix = object_store::path::Path::from(self.run_prefix.as_str());
             let locations = store.list(Some(&prefix)).map_ok(|m| m.location).boxed();
             let _ = store.delete_stream(locations).try_collect::<Vec<_>>().await;
+            s3.reclaim_space().await;
         }
         if let Ok(entries) = std::fs::read_dir(&self.data_dir) {
             for e in entries.flatten() {

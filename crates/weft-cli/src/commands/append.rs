@@ -119,12 +119,6 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
     } else {
         Create::No
     };
-    // An append id is answered from the ids the writer rebuilds on open,
-    // which takes reading the live log, not just what a cache lacks.
-    let store = match &args.id {
-        Some(_) => &store.without_cache(),
-        None => store,
-    };
     let log = match target {
         Ok(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
         Err(location) => location::open_log(&location, create, args.take_over, store).await?,

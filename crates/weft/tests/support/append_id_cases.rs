@@ -239,3 +239,72 @@ pub async fn a_trim_forgets_the_ids_it_drops(store: Arc<dyn ObjectStore>) {
     assert_eq!(b.append(placed(1)).await.unwrap().seqnum, 4);
     b.close().await.unwrap();
 }
+
+/// A writer opened on a cache directory reads only what its index lacks,
+/// and the index keeps no ids: the ids of the window's older entries are
+/// read from the bucket by its first append with an id — across history
+/// pages too — so a retry after a restart is still answered with its
+/// original, and a trimmed one is not.
+pub async fn a_writer_on_a_cache_directory_knows_the_ids_before_it(store: Arc<dyn ObjectStore>) {
+    let cache = tempfile::tempdir().unwrap();
+    let cached = BucketOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        // Small history pages, so the older ids are in several of them.
+        checkpoint: weft::wal::CheckpointPolicy {
+            max_recent_entries: 4,
+            leaf_entries: 2,
+            fanout: 2,
+            ..weft::wal::CheckpointPolicy::default()
+        },
+        flush_interval: Duration::from_millis(1),
+        ..options()
+    };
+    let a = writer(store.clone(), cached.clone()).await;
+    let mut originals = Vec::new();
+    for i in 0..12 {
+        originals.push(a.append(placed(i)).await.unwrap());
+        a.append(AppendRequest::new(tag("other"), "no id"))
+            .await
+            .unwrap();
+    }
+    a.close().await.unwrap();
+
+    // The cache covers the whole log: the reopened writer reads nothing
+    // at open, and still knows every id.
+    let b = writer(store.clone(), cached.clone()).await;
+    b.append(AppendRequest::new(tag("other"), "no id"))
+        .await
+        .unwrap();
+    for (i, original) in originals.iter().enumerate() {
+        assert_eq!(
+            &b.append(placed(i as u64)).await.unwrap(),
+            original,
+            "id {i}"
+        );
+    }
+    assert_eq!(b.tip().await.unwrap().next, 25);
+    b.trim(3).await.unwrap();
+    b.close().await.unwrap();
+
+    // After a trim the trimmed ids are forgotten, the live ones are not.
+    let c = writer(store.clone(), cached.clone()).await;
+    assert_eq!(c.append(placed(1)).await.unwrap().seqnum, 25);
+    assert_eq!(c.append(placed(2)).await.unwrap(), originals[2]);
+    c.close().await.unwrap();
+
+    // A window of 4 entries: the ids of the newest 4 entries before where
+    // the open began are read, not more.
+    let small = BucketOptions {
+        append_id_window: 4,
+        ..cached
+    };
+    let d = writer(store, small).await;
+    assert_eq!(d.tip().await.unwrap().next, 26);
+    assert_eq!(d.append(placed(1)).await.unwrap().seqnum, 25);
+    assert_eq!(
+        d.append(placed(5)).await.unwrap().seqnum,
+        26,
+        "out of the window"
+    );
+    d.close().await.unwrap();
+}

@@ -446,18 +446,7 @@ async fn start(
     let from = from.filter(|&f| f > first_live(&manifest));
     let assembler = match from {
         Some(f) => {
-            let holder = HistoryReader::new(store.clone(), 1 << 20)
-                .locate(manifest.history.as_ref(), &manifest.entries, f)
-                .await?;
-            let cursor = match holder {
-                Some(e) if e.sequence < f => Cursor {
-                    entry: e.sequence,
-                    record: u32::try_from(f - e.sequence)
-                        .map_err(|_| Error::corrupt("a manifest entry holds over 4 G records"))?,
-                },
-                _ => Cursor::at_entry(f),
-            };
-            cursors.save(cursor).await?;
+            cursors.save(cursor_at(store, &manifest, f).await?).await?;
             BatchAssembler::starting_at(f)
         }
         None => BatchAssembler::new(),
@@ -473,4 +462,110 @@ async fn start(
         .with_stop_at(until)
         .with_request_timeout(request_timeout)
         .build())
+}
+
+/// The replica cursor of the record holding seqnum `f` (found through the
+/// manifest and, for older entries, its history pages).
+///
+/// Errors: store errors reading a history page; `Corrupt`.
+async fn cursor_at(
+    store: &Arc<dyn ObjectStore>,
+    manifest: &ManifestData,
+    f: u64,
+) -> Result<Cursor> {
+    let holder = HistoryReader::new(store.clone(), 1 << 20)
+        .locate(manifest.history.as_ref(), &manifest.entries, f)
+        .await?;
+    Ok(match holder {
+        Some(e) if e.sequence < f => Cursor {
+            entry: e.sequence,
+            record: u32::try_from(f - e.sequence)
+                .map_err(|_| Error::corrupt("a manifest entry holds over 4 G records"))?,
+        },
+        _ => Cursor::at_entry(f),
+    })
+}
+
+/// The append ids of the entries from `from` up to `until`, in log order:
+/// what a writer opened on a cache directory reads of the ids its index
+/// does not keep (see `BucketStorage::append`). One read, not retried: a
+/// failure is the caller's to report, and the next caller reads again.
+///
+/// Errors: store errors; `Corrupt` for damaged objects; `Trimmed` when a
+/// truncation overtook the read.
+pub(crate) async fn read_ids(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+    manifest: &ManifestData,
+    from: u64,
+    until: u64,
+    prefetch: usize,
+    request_timeout: Duration,
+) -> Result<AppendIds> {
+    let from = from.max(first_live(manifest));
+    if from >= until {
+        return Ok(AppendIds::unbounded());
+    }
+    let cursors = MemoryCursorStore::new();
+    cursors
+        .save(cursor_at(store, manifest, from).await?)
+        .await?;
+    let applier = IdApplier {
+        assembler: BatchAssembler::starting_at(from),
+        until,
+        reached: from,
+        ids: AppendIds::unbounded(),
+    };
+    let mut replica = Replica::builder(store.clone(), layout.manifest(), applier)
+        .with_cursor_store(cursors)
+        .with_prefetch(prefetch)
+        .with_stop_at(until)
+        .with_request_timeout(request_timeout)
+        .build();
+    replica.poll().await?;
+    let applier = replica.applier_mut();
+    if applier.reached < until {
+        return Err(Error::corrupt(format!(
+            "the log's entries end at {} before seqnum {until}, where this writer's reading began",
+            applier.reached
+        )));
+    }
+    Ok(std::mem::take(&mut applier.ids))
+}
+
+/// [`read_ids`]'s applier: keeps the ids of entries before `until`.
+struct IdApplier {
+    assembler: BatchAssembler,
+    until: u64,
+    /// The seqnum after the last whole batch read.
+    reached: u64,
+    ids: AppendIds,
+}
+
+#[async_trait]
+impl Applier for IdApplier {
+    async fn apply(&mut self, record: &Record) -> Result<()> {
+        if let Some(batch) = self.assembler.push_with_ids(record)? {
+            for (entry, id) in batch.entries.iter().zip(&batch.ids) {
+                if let Some(id) = id
+                    && entry.seqnum < self.until
+                {
+                    self.ids.observe(id, result_of(entry));
+                }
+            }
+            if let Some(last) = batch.entries.last() {
+                self.reached = self.reached.max(last.seqnum + 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// A snapshot means the read started before the log's first live
+    /// entry: the ids start after it.
+    async fn restore(&mut self, _snapshot: Bytes, through_seq: u64) -> Result<()> {
+        self.assembler = BatchAssembler::starting_at(through_seq.saturating_add(1));
+        self.reached = self.reached.max(through_seq.saturating_add(1));
+        self.ids.forget_through(through_seq);
+        Ok(())
+    }
 }

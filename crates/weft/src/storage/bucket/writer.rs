@@ -23,9 +23,12 @@
 //! step as the numbers. A retry whose original is still in flight waits for
 //! it the same way, and answers with the original's result once it is
 //! committed (or with the writer's failure if it is not). A new writer
-//! rebuilds the ids of the newest [`BucketOptions::append_id_window`]
-//! entries from the bucket when it opens, so a retry after a failover is
-//! answered too.
+//! knows the ids of the newest [`BucketOptions::append_id_window`] entries,
+//! so a retry after a failover is answered too: the ids of what it reads
+//! when it opens, and — on a cache directory, whose index does not keep
+//! ids — those of the entries before that, up to the window, read from
+//! the bucket by the first append that carries an id (appends without ids
+//! never wait for it).
 //!
 //! Entries become readable (and are published to subscribers) once the
 //! producer reports them committed. If the producer fails or is fenced,
@@ -57,7 +60,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
 use super::budget::Budget;
-use super::catchup::{Patience, SharedIds, fill, open_numbers, read_start};
+use super::catchup::{
+    Patience, SharedIds, fill, open_numbers, read_ids, read_start, request_timeout,
+};
 use super::follower::close_index;
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
@@ -102,14 +107,15 @@ pub struct BucketOptions {
     /// and simulation; `None` (the default) draws it from the operating
     /// system, which keeps run ids unique across processes.
     pub seed: Option<u64>,
-    /// How many append ids the writer remembers: the ids of the newest
-    /// this many entries appended with one, rebuilt from what a writer reads
-    /// when it opens (so they survive a failover; with a
-    /// [`cache_dir`](Self::cache_dir), only the ids of entries committed
-    /// since that directory was last current). A retry whose original is
-    /// older is appended again. Each id costs its bytes, its entry's
-    /// primary tag and about 120 bytes of memory. At least 1; default
-    /// 65,536.
+    /// How many append ids the writer remembers: a retry whose original is
+    /// among the newest this many entries of the log is recognized, after
+    /// a failover or a restart too (the ids are read back from the bucket:
+    /// those of the entries a writer reads when it opens and, with a
+    /// [`cache_dir`](Self::cache_dir), those of the older entries up to
+    /// the window, read once by the first append that carries an id). A
+    /// retry whose original is older may be appended again. Each id costs
+    /// its bytes, its entry's primary tag and about 120 bytes of memory.
+    /// At least 1; default 65,536.
     pub append_id_window: usize,
     /// When the manifest moves older entries into history pages (which
     /// keeps it, and the cost of each commit, bounded).
@@ -185,6 +191,13 @@ pub struct BucketStorage {
     /// The append ids of the newest entries; changed only while the
     /// sequencer is held.
     ids: std::sync::Mutex<AppendIds>,
+    /// The ids of the window's entries before `reads_from` (where the open
+    /// began reading, past what a cache directory's index covered), read
+    /// from the bucket by the first append with an id.
+    older_ids: tokio::sync::OnceCell<AppendIds>,
+    reads_from: u64,
+    store: Arc<dyn ObjectStore>,
+    layout: BucketLayout,
     /// Batches in planning order; the visibility task makes them readable
     /// in that order, whether or not their callers are still waiting.
     in_flight: mpsc::UnboundedSender<InFlight>,
@@ -377,6 +390,10 @@ impl BucketStorage {
             trim_lock: tokio::sync::Mutex::new(()),
             sequencer: tokio::sync::Mutex::new(sequencer),
             ids: std::sync::Mutex::new(ids),
+            older_ids: tokio::sync::OnceCell::new(),
+            reads_from: from,
+            store: store.clone(),
+            layout: layout.clone(),
             in_flight,
             shared,
             kv: Arc::new(
@@ -413,6 +430,31 @@ impl BucketStorage {
     /// The append ids (held only under the sequencer's lock, briefly).
     fn ids(&self) -> std::sync::MutexGuard<'_, AppendIds> {
         self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The ids of the window's entries before `reads_from`, read from the
+    /// bucket once (the window's length back from there, not before the
+    /// log's first live entry). Empty when the open read the whole live
+    /// log.
+    ///
+    /// Errors: as for reading the log; the next call reads again.
+    async fn older_ids(&self) -> Result<&AppendIds> {
+        self.older_ids
+            .get_or_try_init(|| async {
+                let manifest = self.shared.log.reader().manifest();
+                let window = self.options.append_id_window as u64;
+                read_ids(
+                    &self.store,
+                    &self.layout,
+                    &manifest,
+                    self.reads_from.saturating_sub(window),
+                    self.reads_from,
+                    self.options.rebuild_prefetch,
+                    request_timeout(&self.options.retry),
+                )
+                .await
+            })
+            .await
     }
 }
 
@@ -473,11 +515,24 @@ impl Storage for BucketStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
         self.check_failed()?;
         check_batch_ids(&batch)?;
+        let older = if batch.iter().any(|e| e.append_id.is_some()) {
+            Some(self.older_ids().await?)
+        } else {
+            None
+        };
         let now = self.clock.now_ms();
         let (planned, durability) = {
             let mut sequencer = self.sequencer.lock().await;
             self.check_failed()?;
-            let plan = self.ids().plan(&mut sequencer, batch, now, |_| Ok(None));
+            // Ids of entries trimmed away since the older ones were read
+            // are forgotten, as the window forgets its own.
+            let first = self.shared.log.visible().read().tip().first;
+            let plan = self.ids().plan(&mut sequencer, batch, now, |id| {
+                Ok(older
+                    .and_then(|o| o.get(id))
+                    .filter(|r| r.seqnum >= first)
+                    .cloned())
+            });
             let planned = match plan {
                 Ok(planned) => planned,
                 Err(e) if e.kind() == ErrorKind::Conflict => {
