@@ -87,7 +87,9 @@ async fn one_round_settles_many_staged_groups_each_with_its_own_outcome() {
         .unwrap();
     type Answer = weft::Result<Vec<weft::AppendResult>>;
     type Job = std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
-    let jobs: Vec<(&Log, fn(Log) -> Job)> = vec![
+    // What each appender does, on which handle.
+    type Start = fn(Log) -> Job;
+    let jobs: Vec<(&Log, Start)> = vec![
         // A condition that fails (the stream's next version is 1).
         (&h1, |log| {
             Box::pin(async move {
