@@ -18,13 +18,16 @@
 //!   waiting since before that round: nobody collecting is then bound to
 //!   start the next round, so a waiter must (`outcomes_of` runs a round
 //!   when the lock is free);
-//! * a group nobody answered within [`PENDING_RECHECK`] (a lost
-//!   notification, a reconnecting tailer, a group staged just after the
-//!   collectors of the last round looked) is asked for anyway.
+//! * when no round has been heard for [`QUIET`] while a group waits (and
+//!   at the latest after [`PENDING_RECHECK`]: a lost notification, a
+//!   reconnecting tailer), the group is asked for anyway.
 //!
-//! Who starts the next round: `outcomes_of` runs one when the lock is free
-//! and anything is staged, so the first process to collect after a round
-//! commits starts the next one; new appends take the lock too.
+//! Who starts the next round: an append that finds the lock free (under
+//! load the appenders whose groups a round settled append again at once),
+//! or `outcomes_of` asked for a group no round has settled, when the lock
+//! is free — after an empty round, or when the log went quiet. A call
+//! whose groups were all settled starts no round: its appenders would wait
+//! for that round too.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -41,6 +44,11 @@ use crate::error::{Error, Result};
 /// How long a staged group waits for a round that settles it before its
 /// handle asks anyway.
 pub(super) const PENDING_RECHECK: Duration = Duration::from_millis(50);
+
+/// How long without any round heard before a waiting group is asked for
+/// (nobody may be driving rounds). Above the round cycle of a busy log on
+/// a small server (~5-10 ms measured), so a busy log does not trigger it.
+const QUIET: Duration = Duration::from_millis(20);
 
 /// What the tailer heard on the settled channel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,10 +93,16 @@ struct Waiter {
 }
 
 impl Waiter {
-    fn due(&self, id: i64, now: &RoundsHeard, at: Instant) -> bool {
+    /// When the clock alone makes it due: [`QUIET`] after both its last
+    /// ask and the last round heard, or [`PENDING_RECHECK`] after its ask.
+    fn due_at(&self, last_round: Instant) -> Instant {
+        (self.since.max(last_round) + QUIET).min(self.since + PENDING_RECHECK)
+    }
+
+    fn due(&self, id: i64, now: &RoundsHeard, at: Instant, last_round: Instant) -> bool {
         (id <= now.settled_max && now.rounds > self.seen.rounds)
             || now.empty > self.seen.empty
-            || at.duration_since(self.since) >= PENDING_RECHECK
+            || at >= self.due_at(last_round)
     }
 }
 
@@ -143,23 +157,22 @@ impl Collector {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The groups to ask for now (marked asked), and how long until the
-    /// next one comes due by the clock.
-    fn due(&self) -> (Vec<i64>, Option<Duration>) {
-        let now = self.heard_now();
+    /// The groups to ask for now (marked asked), and when the next one
+    /// comes due by the clock. `last_round`: when a round was last heard.
+    fn due(&self, now: &RoundsHeard, last_round: Instant) -> (Vec<i64>, Option<Instant>) {
         let at = crate::clock::monotonic_now();
         let mut waiting = self.lock();
         waiting.retain(|_, w| !w.reply.is_closed());
         let mut ids = Vec::new();
-        let mut next: Option<Duration> = None;
+        let mut next: Option<Instant> = None;
         for (id, w) in waiting.iter_mut() {
-            if w.due(*id, &now, at) {
+            if w.due(*id, now, at, last_round) {
                 ids.push(*id);
-                w.seen = now;
+                w.seen = *now;
                 w.since = at;
             } else {
-                let left = PENDING_RECHECK.saturating_sub(at.duration_since(w.since));
-                next = Some(next.map_or(left, |n| n.min(left)));
+                let when = w.due_at(last_round);
+                next = Some(next.map_or(when, |n| n.min(when)));
             }
         }
         (ids, next)
@@ -176,14 +189,20 @@ impl Collector {
 pub(super) async fn run(shared: Arc<Shared>) {
     let collector = &shared.collector;
     let mut heard = collector.heard.subscribe();
+    let mut rounds = 0;
+    let mut last_round = crate::clock::monotonic_now();
     loop {
         // Registered before looking, so a group or a round arriving
         // between the look and the wait still wakes it.
         let woken = collector.wake.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        heard.borrow_and_update();
-        let (ids, next) = collector.due();
+        let now = *heard.borrow_and_update();
+        if now.rounds != rounds {
+            rounds = now.rounds;
+            last_round = crate::clock::monotonic_now();
+        }
+        let (ids, next) = collector.due(&now, last_round);
         if !ids.is_empty() {
             ask(&shared, ids).await;
             continue;
@@ -195,7 +214,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
         {
             return;
         }
-        let wait = next.unwrap_or(Duration::from_secs(3600));
+        let wait = next.map_or(Duration::from_secs(3600), |n| {
+            n.saturating_duration_since(crate::clock::monotonic_now())
+        });
         tokio::select! {
             _ = &mut woken => {}
             _ = heard.changed() => {}

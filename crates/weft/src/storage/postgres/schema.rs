@@ -39,8 +39,8 @@
 //!   tens of milliseconds between rounds.)
 //! * `outcomes_of(ids)` — the outcomes of all the staged groups one
 //!   handle waits for, in one call: collects the decided ones; when one is
-//!   undecided or anything is staged and the lock is free, runs a round and
-//!   collects again; answers "pending" for the rest. A handle calls it once
+//!   undecided and the lock is free, runs a round and collects again;
+//!   answers "pending" for the rest. A handle calls it once
 //!   per round heard, and only for groups the round may have settled
 //!   (`collect.rs`): asking per group at every round's NOTIFY cost ~2.65
 //!   calls per group, most of them answering "pending".
@@ -259,9 +259,10 @@ $fn$;
 
 -- The outcomes of the staged groups p_ids (every group one process waits
 -- for, in one call per round), never waiting: collects what rounds
--- decided; then, when a group is still undecided or anything is staged,
--- runs a round itself if the numbering lock is free, and collects again
--- (so the first process collecting after a round also starts the next).
+-- decided; then, when a group is still undecided, runs a round itself if
+-- the numbering lock is free, and collects again. (A call whose groups
+-- were all decided starts no round: its appenders would wait for that
+-- round too; the next append takes the lock instead.)
 -- Rows: the group's id, then rows as append's, a decided group's entries
 -- in order; an undecided group gets one row, status 6 (pending: a round
 -- of another process holds the lock; its commit notifies) or 5 (unknown:
@@ -280,8 +281,7 @@ BEGIN
         RETURN QUERY SELECT o.id, u.st, u.seq, u.ver, u.t, u.tg, u.nx FROM unnest(o.status, o.seqnum, o.version, o.ts, o.tag, o.next)
             WITH ORDINALITY AS u(st, seq, ver, t, tg, nx, ord) ORDER BY u.ord;
     END LOOP;
-    IF (v_left <> '{{}}' OR EXISTS (SELECT 1 FROM "{s}".staged))
-       AND pg_try_advisory_xact_lock({lock_key}) THEN
+    IF v_left <> '{{}}' AND pg_try_advisory_xact_lock({lock_key}) THEN
         PERFORM 1 FROM "{s}".number(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         v_status := 5;
         FOR o IN DELETE FROM "{s}".outcomes x WHERE x.id = ANY (v_left) RETURNING x.* LOOP
