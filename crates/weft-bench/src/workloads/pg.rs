@@ -225,7 +225,9 @@ struct Rounds {
     rounds: f64,
     /// Time inside `number`, in ms (all rounds).
     number_ms: f64,
-    /// Calls of `outcome_of` and the time in them (waiting included), ms.
+    /// Calls of `outcome_of` and `outcomes_of` (the one call per round
+    /// that collects all of a process's staged groups) and the time in
+    /// them, ms.
     outcome_calls: f64,
     outcome_ms: f64,
 }
@@ -244,11 +246,12 @@ impl Rounds {
     fn describe(&self) -> String {
         let per = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
         format!(
-            "{:.1} entries/group, {:.1} entries/round, {:.0}% of groups staged, {:.2} ms in number() per round, {:.1} ms per outcome_of",
+            "{:.1} entries/group, {:.1} entries/round, {:.0}% of groups staged, {:.2} ms in number() per round, {:.2} outcome calls/group, {:.1} ms per outcome call",
             per(self.entries, self.groups),
             per(self.entries, self.rounds),
             100.0 * per(self.staged, self.groups),
             per(self.number_ms, self.rounds),
+            per(self.outcome_calls, self.groups),
             per(self.outcome_ms, self.outcome_calls),
         )
     }
@@ -281,9 +284,9 @@ async fn rounds_of(env: &PgEnv, url: &str) -> Result<Rounds> {
              coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
                         WHERE schemaname = $1 AND funcname = 'number'), 0),
              coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
-                        WHERE schemaname = $1 AND funcname = 'outcome_of'), 0),
+                        WHERE schemaname = $1 AND funcname IN ('outcome_of', 'outcomes_of')), 0),
              coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
-                        WHERE schemaname = $1 AND funcname = 'outcome_of'), 0)"#
+                        WHERE schemaname = $1 AND funcname IN ('outcome_of', 'outcomes_of')), 0)"#
     );
     let mut last: Option<Rounds> = None;
     // The exiting backends' reports arrive shortly after the children

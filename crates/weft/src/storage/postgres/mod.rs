@@ -31,8 +31,8 @@
 //! (one row in `staged`, committed at once: those commits need no lock, so
 //! PostgreSQL's group commit shares their WAL flushes across connections)
 //! and learns its outcome when the round that numbers it commits (its
-//! NOTIFY wakes the appender, which collects the outcome), or runs the
-//! next round itself. A round costs one commit whatever it carries, so the
+//! NOTIFY says which staged groups it settled; the handle's collector
+//! fetches all of them in one call), or runs the next round itself. A round costs one commit whatever it carries, so the
 //! log's throughput grows with the number of writers instead of stopping
 //! at one transaction per flush. The whole exchange is one call of a
 //! server-side function per step (`schema.rs`), so no lock is ever held
@@ -64,6 +64,7 @@
 //! connections. `docs/FAILURE_SEMANTICS.md` has the table.
 
 mod client;
+mod collect;
 mod errors;
 mod inspect;
 mod kv;
@@ -110,8 +111,13 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     closing: Notify,
     /// Counts the log's notifications (each a committed numbering round)
-    /// the tailer heard: appenders whose groups are staged wait on it.
+    /// the tailer heard: appenders whose groups are staged wait on it
+    /// (logs whose functions predate `outcomes_of`).
     rounds: Arc<watch::Sender<u64>>,
+    /// This handle's staged groups waiting for their outcomes.
+    collector: collect::Collector,
+    /// What the log's functions offer.
+    installed: schema::Installed,
 }
 
 impl std::fmt::Debug for Shared {
@@ -190,10 +196,11 @@ impl PgStorage {
         let schema = location.log().to_owned();
         let config = client::connection_config(&location, &options);
         let connections = Connections::new(config.clone(), &options)?;
+        let installed;
         {
             let mut conn = connections.get("open").await?;
             let client: &mut tokio_postgres::Client = &mut conn;
-            tokio::time::timeout(
+            installed = tokio::time::timeout(
                 options.op_timeout(),
                 schema::install(client, &schema, options.create_if_missing),
             )
@@ -221,11 +228,16 @@ impl PgStorage {
             closed: AtomicBool::new(false),
             closing: Notify::new(),
             rounds: Arc::new(watch::Sender::new(0)),
+            collector: collect::Collector::new(),
+            installed,
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        // Joined in this order at close: the writer's groups in flight may
+        // wait on the collector, which ends after the writer.
         let tasks = vec![
             tokio::spawn(writer::run(Arc::clone(&shared), rx)),
             tokio::spawn(tailer::run(Arc::clone(&shared), next)),
+            tokio::spawn(collect::run(Arc::clone(&shared))),
         ];
         Ok(PgStorage {
             kv: Arc::new(PgKv::new(Arc::clone(&shared))),

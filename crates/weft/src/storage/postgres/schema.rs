@@ -27,15 +27,23 @@
 //!   gets it, it runs a round (`number`) over everything staged plus this
 //!   group and answers the group's outcome; otherwise it stages the group
 //!   and answers its id.
-//! * `outcome_of(id)` — the staged group's outcome: collects it (deleting
-//!   the row, with an asynchronous commit: the round's commit was the
-//!   durable one) when a round has decided it; else runs a round when the
+//! * `outcome_of(id)` — one staged group's outcome (the path of older
+//!   builds, and of logs whose functions this role may not upgrade):
+//!   collects it (deleting the row, with an asynchronous commit: the
+//!   round's commit was the durable one) when a round has decided it; else runs a round when the
 //!   lock is free; else answers "pending" at once. The appender then waits
 //!   on the client for the running round's NOTIFY and asks again. (Waiting
 //!   on the server — a shared request on the numbering lock — made every
 //!   woken waiter hold that lock for a moment, and on a busy machine the
 //!   next round's try-lock failed until each of them had been scheduled:
 //!   tens of milliseconds between rounds.)
+//! * `outcomes_of(ids)` — the outcomes of all the staged groups one
+//!   handle waits for, in one call: collects the decided ones; when one is
+//!   undecided and the lock is free, runs a round and collects again;
+//!   answers "pending" for the rest. A handle calls it once
+//!   per round heard, and only for groups the round may have settled
+//!   (`collect.rs`): asking per group at every round's NOTIFY cost ~2.65
+//!   calls per group, most of them answering "pending".
 //! * `number(...)` — one round: lock `head`; take every staged group
 //!   (`DELETE ... RETURNING`, in staging order) and the caller's; resolve
 //!   append ids already in the log or earlier in the round; check every
@@ -44,8 +52,9 @@
 //!   reported; its neighbours are written); write the accepted entries
 //!   with set-based inserts (a round without conditions or ids is numbered
 //!   in one set-based pass); move the counters; record the staged groups'
-//!   outcomes; `NOTIFY` the log's channel with the new next seqnum (every
-//!   round that decided anything, so staged appenders wake).
+//!   outcomes; `NOTIFY` the log's channel with the new next seqnum, and
+//!   the settled channel with the highest staged id the round numbered
+//!   (every round that decided anything, so staged appenders wake).
 //! * `sweep(keep_ms)` — runs a round when groups are staged and the lock is
 //!   free (groups whose process died), drops outcomes nobody collected
 //!   within `keep_ms`, answers the head and the dead rows of `staged` and
@@ -77,6 +86,15 @@ pub(super) fn channel(schema: &str) -> String {
     format!("weft_{schema}")
 }
 
+/// The channel on which every numbering round of the log in `schema` says
+/// which staged groups it settled: the highest staged id it numbered, or
+/// nothing (an empty payload) when it numbered no staged group. (A second
+/// channel, so a process of an older build, which reads the first one's
+/// payload as a seqnum, never sees this one.)
+pub(super) fn settled_channel(schema: &str) -> String {
+    format!("weft_settled_{schema}")
+}
+
 /// The SQL expression of the log's numbering lock: a transaction-scoped
 /// advisory lock keyed by "weft" and the OID of the log's `head` table, so
 /// two logs never share it.
@@ -84,11 +102,9 @@ fn lock_key(schema: &str) -> String {
     format!(r#"(2003134068::bigint << 32) | ('"{schema}".head'::regclass::oid::bigint)"#)
 }
 
-/// The statements that create the log in `schema` (idempotent).
-fn ddl(schema: &str) -> String {
+/// The statements that create the log's tables in `schema` (idempotent).
+fn tables(schema: &str) -> String {
     let s = schema;
-    let channel = channel(schema);
-    let lock_key = lock_key(schema);
     format!(
         r#"
 CREATE SCHEMA IF NOT EXISTS "{s}";
@@ -148,7 +164,19 @@ CREATE TABLE IF NOT EXISTS "{s}".kv (
     value bytea NOT NULL,
     PRIMARY KEY (scope, key)
 );
+"#
+    )
+}
 
+/// The log's functions (`CREATE OR REPLACE`: installing them again, on a
+/// log created by an older build, upgrades them in place).
+fn functions(schema: &str) -> String {
+    let s = schema;
+    let channel = channel(schema);
+    let settled = settled_channel(schema);
+    let lock_key = lock_key(schema);
+    format!(
+        r#"
 -- Appends land in two steps. A group first tries to take the log's
 -- numbering lock (a transaction-scoped advisory lock, never waited for
 -- here). The taker numbers the group itself, together with every group
@@ -226,6 +254,47 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY SELECT * FROM unnest(o.status, o.seqnum, o.version, o.ts, o.tag, o.next);
+END
+$fn$;
+
+-- The outcomes of the staged groups p_ids (every group one process waits
+-- for, in one call per round), never waiting: collects what rounds
+-- decided; then, when a group is still undecided, runs a round itself if
+-- the numbering lock is free, and collects again. (A call whose groups
+-- were all decided starts no round: its appenders would wait for that
+-- round too; the next append takes the lock instead.)
+-- Rows: the group's id, then rows as append's, a decided group's entries
+-- in order; an undecided group gets one row, status 6 (pending: a round
+-- of another process holds the lock; its commit notifies) or 5 (unknown:
+-- neither staged nor numbered within the outcome window).
+CREATE OR REPLACE FUNCTION "{s}".outcomes_of(p_ids bigint[])
+RETURNS TABLE (id bigint, status smallint, seqnum bigint, version bigint, ts bigint, tag text, next bigint)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    o record;
+    v_left bigint[] := coalesce(p_ids, '{{}}');
+    v_status smallint := 6;
+BEGIN
+    FOR o IN DELETE FROM "{s}".outcomes x WHERE x.id = ANY (v_left) RETURNING x.* LOOP
+        v_left := array_remove(v_left, o.id);
+        RETURN QUERY SELECT o.id, u.st, u.seq, u.ver, u.t, u.tg, u.nx FROM unnest(o.status, o.seqnum, o.version, o.ts, o.tag, o.next)
+            WITH ORDINALITY AS u(st, seq, ver, t, tg, nx, ord) ORDER BY u.ord;
+    END LOOP;
+    IF v_left <> '{{}}' AND pg_try_advisory_xact_lock({lock_key}) THEN
+        PERFORM 1 FROM "{s}".number(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        v_status := 5;
+        FOR o IN DELETE FROM "{s}".outcomes x WHERE x.id = ANY (v_left) RETURNING x.* LOOP
+            v_left := array_remove(v_left, o.id);
+            RETURN QUERY SELECT o.id, u.st, u.seq, u.ver, u.t, u.tg, u.nx FROM unnest(o.status, o.seqnum, o.version, o.ts, o.tag, o.next)
+                WITH ORDINALITY AS u(st, seq, ver, t, tg, nx, ord) ORDER BY u.ord;
+        END LOOP;
+    ELSE
+        -- Only outcome rows went: the rounds' commits were the durable ones.
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    RETURN QUERY SELECT x, v_status, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint
+        FROM unnest(v_left) AS x;
 END
 $fn$;
 
@@ -422,6 +491,10 @@ BEGIN
     -- commit: subscribers read on, and appenders whose groups were staged
     -- collect their outcomes (or run the next round).
     PERFORM pg_notify('{channel}', v_next::text);
+    -- The highest staged id this round settled (g_id is in id order): a
+    -- waiting appender whose group's id is above it knows, without
+    -- asking, that this round did not settle it.
+    PERFORM pg_notify('{settled}', coalesce(g_id[cardinality(g_id)]::text, ''));
     IF n_staged > 0 THEN
         INSERT INTO "{s}".outcomes (id, status, seqnum, version, ts, tag, next, numbered_ms)
         SELECT g.id, r_status[g.lo:g.hi], r_seq[g.lo:g.hi], r_ver[g.lo:g.hi],
@@ -490,19 +563,38 @@ $fn$;
     )
 }
 
-/// Creates the log in `schema` if it is absent and checks its layout.
+/// What the log's installed functions offer this build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Installed {
+    /// `outcomes_of` and the settled channel are there: staged groups'
+    /// outcomes are collected per handle, one call per round. False for a
+    /// log created by an older build whose functions this role may not
+    /// replace: then each staged group asks `outcome_of` itself.
+    pub(super) bulk_outcomes: bool,
+}
+
+/// Creates the log in `schema` if it is absent, upgrades the functions of
+/// a log created by an older build, and checks its layout.
 ///
 /// Concurrent installers (several processes opening a new log at once)
 /// serialise on a transaction-scoped advisory lock, so `CREATE ... IF NOT
-/// EXISTS` never races itself.
+/// EXISTS` never races itself, nor two `CREATE OR REPLACE` of one
+/// function.
+///
+/// Upgrading in place is safe with older processes still running on the
+/// log: every function keeps its signature and answers; the new `number`
+/// only sends one more notification, on a channel older builds do not
+/// listen to; a backend in the middle of a call finishes it with the old
+/// body. When the role may not replace the functions (it does not own
+/// them), the log keeps them and this handle uses the older path.
 ///
 /// Errors: `NotFound` when the log is absent and `create` is false;
 /// `Corrupt` when the schema holds a log of another layout
 /// version; `PermissionDenied` when the role may not create it; the
 /// connection kinds of [`errors::classify`].
-pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> Result<()> {
+pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> Result<Installed> {
     let op = Op::Read;
-    let tx = client
+    let mut tx = client
         .transaction()
         .await
         .map_err(|e| errors::classify(e, op, "begin the schema install"))?;
@@ -512,22 +604,28 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
     )
     .await
     .map_err(|e| errors::classify(e, op, "lock the schema install"))?;
-    let existing = tx
-        .query_opt(
-            "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
-             ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'append'",
+    let present = tx
+        .query_one(
+            "SELECT count(*) FILTER (WHERE p.proname = 'append'), \
+                    count(*) FILTER (WHERE p.proname = 'outcomes_of') \
+             FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
+             ON n.oid = p.pronamespace WHERE n.nspname = $1",
             &[&schema],
         )
         .await
         .map_err(|e| errors::classify(e, op, "look for the log's schema"))?;
-    if existing.is_none() && !create {
+    let (existing, bulk) = (present.get::<_, i64>(0) > 0, present.get::<_, i64>(1) > 0);
+    if !existing && !create {
         return Err(Error::new(
             crate::ErrorKind::NotFound,
             format!("no log {schema:?} in this database"),
         ));
     }
-    if existing.is_none() {
-        tx.batch_execute(&ddl(schema))
+    let mut installed = Installed {
+        bulk_outcomes: true,
+    };
+    if !existing {
+        tx.batch_execute(&format!("{}{}", tables(schema), functions(schema)))
             .await
             .map_err(|e| errors::classify(e, op, format!("create the log schema {schema:?}")))?;
     }
@@ -539,13 +637,35 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
         .await
         .map_err(|e| errors::classify(e, op, "read the log's head"))?
         .get(0);
-    tx.commit()
-        .await
-        .map_err(|e| errors::classify(e, op, "commit the schema install"))?;
     if layout != LAYOUT_VERSION {
         return Err(Error::corrupt(format!(
             "the log in schema {schema:?} has layout version {layout}; this weft reads {LAYOUT_VERSION}"
         )));
     }
-    Ok(())
+    if existing && !bulk {
+        // A log of an older build: upgrade its functions, in a savepoint
+        // so a refusal leaves the install transaction usable.
+        let upgrade = tx
+            .transaction()
+            .await
+            .map_err(|e| errors::classify(e, op, "begin the functions' upgrade"))?;
+        match upgrade.batch_execute(&functions(schema)).await {
+            Ok(()) => upgrade
+                .commit()
+                .await
+                .map_err(|e| errors::classify(e, op, "upgrade the log's functions"))?,
+            Err(e) => {
+                tracing::debug!(error = %e, schema, "the log's functions stay as an older build installed them");
+                upgrade
+                    .rollback()
+                    .await
+                    .map_err(|e| errors::classify(e, op, "roll back the functions' upgrade"))?;
+                installed.bulk_outcomes = false;
+            }
+        }
+    }
+    tx.commit()
+        .await
+        .map_err(|e| errors::classify(e, op, "commit the schema install"))?;
+    Ok(installed)
 }

@@ -12,6 +12,8 @@ pub(super) struct Statements {
     pub(super) append: String,
     /// `$1` a staged group's id: its outcome rows.
     pub(super) outcome_of: String,
+    /// `$1` staged groups' ids: `id, ` then their outcome rows.
+    pub(super) outcomes_of: String,
     /// `$1` how long uncollected outcomes stay: `first, next`.
     pub(super) sweep: String,
     pub(super) trim: String,
@@ -46,6 +48,7 @@ impl Statements {
         Statements {
             append: format!("SELECT * FROM {s}.append($1, $2, $3, $4, $5, $6, $7)"),
             outcome_of: format!("SELECT * FROM {s}.outcome_of($1)"),
+            outcomes_of: format!("SELECT * FROM {s}.outcomes_of($1)"),
             sweep: format!("SELECT * FROM {s}.sweep($1)"),
             trim: format!("SELECT * FROM {s}.trim($1)"),
             delete_trimmed: format!(

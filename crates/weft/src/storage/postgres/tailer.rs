@@ -67,7 +67,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut cursor: u64) {
 
 /// One connection's life: LISTEN, then catch up on every wake-up. Returns
 /// `Ok` when the handle closes, `Err` when the connection breaks.
-async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
+async fn tail(shared: &Arc<Shared>, cursor: &mut u64) -> Result<()> {
     let timeout = shared.options.op_timeout();
     let connect = shared.config.connect(NoTls);
     let (client, mut connection) = tokio::time::timeout(timeout, connect)
@@ -77,15 +77,20 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
     let heard = Arc::new(Heard::default());
     let driver = {
         let heard = Arc::clone(&heard);
-        let rounds = Arc::clone(&shared.rounds);
+        let shared = Arc::clone(shared);
+        let settled = super::schema::settled_channel(&shared.schema);
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == settled => {
+                        // The collector asks for the groups it settled.
+                        shared.collector.round_heard(n.payload());
+                    }
                     Ok(AsyncMessage::Notification(n)) => {
                         heard.notified(n.payload());
-                        // Staged appenders collect their outcomes now.
-                        rounds.send_modify(|r| *r = r.wrapping_add(1));
+                        // Staged appenders of the older path ask now.
+                        shared.rounds.send_modify(|r| *r = r.wrapping_add(1));
                     }
                     Ok(_) => {}
                     Err(_) => break,
@@ -96,7 +101,11 @@ async fn tail(shared: &Shared, cursor: &mut u64) -> Result<()> {
         })
     };
     let _abort = AbortOnDrop(driver);
-    let listen = format!("LISTEN \"{}\"", super::schema::channel(&shared.schema));
+    let listen = format!(
+        "LISTEN \"{}\"; LISTEN \"{}\"",
+        super::schema::channel(&shared.schema),
+        super::schema::settled_channel(&shared.schema)
+    );
     tokio::time::timeout(timeout, client.batch_execute(&listen))
         .await
         .map_err(|_| errors::timed_out(Op::Read, "tailer: listen", timeout))?

@@ -10,9 +10,11 @@
 //!
 //! `append` either numbers the group at once (this process got the
 //! numbering lock: the group's outcome comes back in the same call) or
-//! stages it; a staged group's outcome comes from `outcome_of`, asked
-//! again each time a round commits (the tailer hears its NOTIFY) until a
-//! round has numbered the group — or the appender runs the round itself.
+//! stages it; a staged group waits for the handle's collector
+//! (`collect.rs`), which asks `outcomes_of` once per round for every group
+//! that round may have settled, and runs the next round itself when the
+//! lock is free. (On a log whose functions predate `outcomes_of`, each
+//! staged group asks `outcome_of` at every round's NOTIFY instead.)
 //! Whatever fails after staging leaves the outcome unknown — the staged
 //! group may still be numbered — so it is `Indeterminate`.
 //!
@@ -23,11 +25,11 @@
 //! group gets the same error.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::Shared;
+use super::collect::{PENDING_RECHECK, RoundsHeard};
 use super::errors::{self, Op};
 use super::rows::{i64_of, u64_of};
 use crate::error::{Error, ErrorKind, Result};
@@ -84,6 +86,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
     }
     // Wait for the groups still in flight.
     let _ = slots.acquire_many(options.max_in_flight as u32).await;
+    shared.collector.writer_done();
 }
 
 async fn commit(shared: &Shared, group: Vec<Pending>) {
@@ -126,13 +129,28 @@ async fn commit(shared: &Shared, group: Vec<Pending>) {
 }
 
 /// One row of the `append` function's answer.
-struct Outcome {
-    status: i16,
+pub(super) struct Outcome {
+    pub(super) status: i16,
     seqnum: Option<i64>,
     version: Option<i64>,
     ts: Option<i64>,
     tag: Option<String>,
     next: Option<i64>,
+}
+
+impl Outcome {
+    /// The outcome in `row`'s columns from `first` on (status, seqnum,
+    /// version, ts, tag, next).
+    pub(super) fn from_row(row: &tokio_postgres::Row, first: usize) -> Outcome {
+        Outcome {
+            status: row.get(first),
+            seqnum: row.get(first + 1),
+            version: row.get(first + 2),
+            ts: row.get(first + 3),
+            tag: row.get(first + 4),
+            next: row.get(first + 5),
+        }
+    }
 }
 
 async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
@@ -164,6 +182,8 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
         }
     }
     let ts = i64_of(shared.clock.now_ms(), "timestamp")?;
+    // Before the call: a round heard while it stages the group counts.
+    let seen = shared.collector.heard_now();
     let rows = shared
         .connections
         .query(
@@ -175,35 +195,48 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
             ],
         )
         .await?;
-    let rows = match staged_id(&rows) {
-        Some(id) => outcome_of(shared, id)
+    let outcomes = match staged_id(&rows) {
+        Some(id) if shared.installed.bulk_outcomes => collected(shared, id, seen)
             .await
             .map_err(|e| staged_and_unknown(&e))?,
-        None => rows,
+        Some(id) => outcome_of(shared, id)
+            .await
+            .map_err(|e| staged_and_unknown(&e))?
+            .iter()
+            .map(|r| Outcome::from_row(r, 0))
+            .collect(),
+        None => rows.iter().map(|r| Outcome::from_row(r, 0)).collect(),
     };
-    if rows.first().map(|r| r.get::<_, i16>(0)) == Some(STATUS_UNKNOWN) {
+    if outcomes.first().map(|o| o.status) == Some(STATUS_UNKNOWN) {
         return Err(Error::new(
             ErrorKind::Indeterminate,
             "the append group was staged, and its outcome is no longer known",
         ));
     }
-    if rows.len() != n {
+    if outcomes.len() != n {
         return Err(Error::internal(format!(
             "the append function answered {} rows for {n} entries",
-            rows.len()
+            outcomes.len()
         )));
     }
-    Ok(rows
-        .iter()
-        .map(|r| Outcome {
-            status: r.get(0),
-            seqnum: r.get(1),
-            version: r.get(2),
-            ts: r.get(3),
-            tag: r.get(4),
-            next: r.get(5),
-        })
-        .collect())
+    Ok(outcomes)
+}
+
+/// The outcome of the staged group `id`, from the handle's collector
+/// (`collect.rs`), bounded by the operation deadline.
+async fn collected(shared: &Shared, id: i64, seen: RoundsHeard) -> Result<Vec<Outcome>> {
+    let waiting = shared.collector.wait_for(id, seen);
+    match tokio::time::timeout(shared.options.op_timeout(), waiting).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_)) => Err(Error::closed(
+            "the PostgreSQL log handle closed while a staged group waited",
+        )),
+        Err(_) => Err(errors::timed_out(
+            Op::Write,
+            "append: wait for the round numbering a staged group",
+            shared.options.op_timeout(),
+        )),
+    }
 }
 
 /// The `append` function's answer when it staged the group: its id.
@@ -211,13 +244,10 @@ const STATUS_STAGED: i16 = 4;
 /// `outcome_of`'s answer for a group neither staged nor numbered.
 const STATUS_UNKNOWN: i16 = 5;
 /// `outcome_of`'s answer while another process's round runs.
-const STATUS_PENDING: i16 = 6;
+pub(super) const STATUS_PENDING: i16 = 6;
 
-/// How long a staged appender waits for a round's notification before it
-/// asks again anyway (a lost notification, a tailer reconnecting).
-const PENDING_RECHECK: Duration = Duration::from_millis(50);
-
-/// The outcome rows of the staged group `id`: asks `outcome_of`, and while
+/// The outcome rows of the staged group `id` on a log whose functions
+/// predate `outcomes_of`: asks `outcome_of`, and while
 /// a round of another process runs, waits for the next notification of a
 /// committed round (or [`PENDING_RECHECK`]) and asks again — each ask
 /// either collects the outcome, or runs a round itself when none runs.
