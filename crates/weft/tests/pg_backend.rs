@@ -418,18 +418,6 @@ async fn stage_directly(
         .expect("stage a group");
 }
 
-async fn count(location: &weft::storage::postgres::PgLocation, table: &str) -> i64 {
-    let client = pg_support::raw_client().await;
-    client
-        .query_one(
-            &format!("SELECT count(*) FROM \"{}\".{table}", location.log()),
-            &[],
-        )
-        .await
-        .expect("count")
-        .get(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_staged_by_a_process_that_died_is_numbered_by_a_sweep() {
     let location = pg_support::fresh_location("orphan");
@@ -437,7 +425,7 @@ async fn a_group_staged_by_a_process_that_died_is_numbered_by_a_sweep() {
     let first = pg_support::open(&location).await;
     weft::Storage::close(&first).await.unwrap();
     stage_directly(&location, "left behind", None).await;
-    assert_eq!(count(&location, "staged").await, 1);
+    assert_eq!(pg_support::count_rows(&location, "staged").await, 1);
     // Nobody appends again: a handle's tailer sweeps at its first poll.
     let log = Log::new(pg_support::open(&location).await);
     let mut sub = log.subscribe(&tag("orders"), Position::Beginning);
@@ -450,9 +438,9 @@ async fn a_group_staged_by_a_process_that_died_is_numbered_by_a_sweep() {
         (e.seqnum, e.stream_version, &e.data[..]),
         (0, 0, &b"left behind"[..])
     );
-    assert_eq!(count(&location, "staged").await, 0);
+    assert_eq!(pg_support::count_rows(&location, "staged").await, 0);
     // Nobody collects its outcome; it stays until the outcome window ends.
-    assert_eq!(count(&location, "outcomes").await, 1);
+    assert_eq!(pg_support::count_rows(&location, "outcomes").await, 1);
     log.close().await.unwrap();
 }
 
@@ -519,9 +507,9 @@ async fn many_handles_leave_nothing_staged_and_no_outcome_behind() {
         seqnums.len() - 1,
         "dense"
     );
-    assert_eq!(count(&location, "staged").await, 0);
+    assert_eq!(pg_support::count_rows(&location, "staged").await, 0);
     assert_eq!(
-        count(&location, "outcomes").await,
+        pg_support::count_rows(&location, "outcomes").await,
         0,
         "every outcome collected"
     );

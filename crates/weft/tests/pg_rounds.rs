@@ -27,22 +27,10 @@ fn lock_key(location: &PgLocation) -> String {
     )
 }
 
-async fn count(location: &PgLocation, table: &str) -> i64 {
-    let client = pg_support::raw_client().await;
-    client
-        .query_one(
-            &format!("SELECT count(*) FROM \"{}\".{table}", location.log()),
-            &[],
-        )
-        .await
-        .expect("count")
-        .get(0)
-}
-
 /// Waits (bounded) until `staged` holds `n` groups.
 async fn until_staged(location: &PgLocation, n: i64) {
     for _ in 0..200 {
-        if count(location, "staged").await == n {
+        if pg_support::count_rows(location, "staged").await == n {
             return;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -147,7 +135,7 @@ async fn one_round_settles_many_staged_groups_each_with_its_own_outcome() {
         staged += 1;
         until_staged(&location, staged).await;
     }
-    assert_eq!(count(&location, "outcomes").await, 0);
+    assert_eq!(pg_support::count_rows(&location, "outcomes").await, 0);
     holder
         .execute(&format!("SELECT pg_advisory_unlock({key})"), &[])
         .await
@@ -184,9 +172,9 @@ async fn one_round_settles_many_staged_groups_each_with_its_own_outcome() {
     let c_entries = h2.read_all(&c).await.unwrap();
     let data: Vec<&[u8]> = c_entries.iter().map(|e| &e.data[..]).collect();
     assert_eq!(data, vec![&b"first"[..], &b"next"[..]]);
-    assert_eq!(count(&location, "staged").await, 0);
+    assert_eq!(pg_support::count_rows(&location, "staged").await, 0);
     assert_eq!(
-        count(&location, "outcomes").await,
+        pg_support::count_rows(&location, "outcomes").await,
         0,
         "every outcome collected"
     );

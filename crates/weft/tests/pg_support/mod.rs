@@ -87,3 +87,16 @@ pub async fn raw_client() -> tokio_postgres::Client {
     tokio::spawn(connection);
     client
 }
+
+/// The rows of the log's work table `table` (`staged`, `outcomes`, ...).
+pub async fn count_rows(location: &PgLocation, table: &str) -> i64 {
+    raw_client()
+        .await
+        .query_one(
+            &format!("SELECT count(*) FROM \"{}\".{table}", location.log()),
+            &[],
+        )
+        .await
+        .expect("count rows")
+        .get(0)
+}
