@@ -53,6 +53,15 @@ pub fn rss_mib() -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// glibc's view of the heap in MiB: bytes in use, bytes free inside its
+/// arenas, bytes in mmapped chunks (`mallinfo2`).
+fn heap_mib() -> (f64, f64, f64) {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    (mib(m.uordblks + m.hblkhd), mib(m.fordblks), mib(m.hblkhd))
+}
+
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -130,10 +139,13 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     } else {
         (gib * (1u64 << 30) as f64) as u64
     };
-    let interval = if ctx.quick {
-        Duration::from_secs(2)
-    } else {
-        Duration::from_secs(60)
+    let interval = match std::env::var("WEFT_BENCH_SOAK_INTERVAL_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(s) => Duration::from_secs(s),
+        None if ctx.quick => Duration::from_secs(2),
+        None => Duration::from_secs(60),
     };
     let dir: PathBuf = ctx.fresh_dir("dir-soak")?;
     let storage = DirStorage::open(&dir).await?;
@@ -194,8 +206,12 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             let (rss, _) = rss_mib();
             peak_rss = peak_rss.max(rss);
             minute += 1;
+            let heap = heap_mib();
             println!(
-                "   interval {minute:>3}: {rate:>9.0} entries/s, RSS {rss:>6.0} MiB, log {:.2} GiB",
+                "   interval {minute:>3}: {rate:>9.0} entries/s, RSS {rss:>6.0} MiB (malloc: {:.0} in use, {:.0} free, {:.0} mmapped), log {:.2} GiB",
+                heap.0,
+                heap.1,
+                heap.2,
                 written.load(Ordering::Relaxed) as f64 / (1u64 << 30) as f64
             );
             report.add(

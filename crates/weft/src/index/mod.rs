@@ -40,6 +40,7 @@
 //! that far behind, `push` waits for it, which slows the appender rather
 //! than growing without bound.
 
+mod heap;
 pub mod store;
 mod tail;
 mod versions;
@@ -814,6 +815,7 @@ fn wake(inner: &Inner) {
 fn flush_loop(inner: &Inner) {
     let interval = Duration::from_millis(inner.options.flush_interval_ms);
     let mut batches: u32 = 0;
+    let mut heap = heap::HeapTrim::new();
     loop {
         let stopping = inner.stop.load(Ordering::Acquire);
         {
@@ -834,6 +836,7 @@ fn flush_loop(inner: &Inner) {
             match flush_once(inner, sync) {
                 Ok(0) => break,
                 Ok(_) => {
+                    heap.maybe_trim();
                     *inner.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
                     inner.drained.notify_all();
                 }
@@ -875,7 +878,7 @@ fn flush_once(inner: &Inner, sync: bool) -> Result<usize> {
         if sync {
             s.compact_journal(false)?;
         }
-        Ok(())
+        s.bound_write_buffers()
     })?;
     let mut state = inner.state.write().unwrap_or_else(|p| p.into_inner());
     state.tail.drop_before(upto);
