@@ -25,7 +25,7 @@ pub(super) struct HeapTrim {
 impl HeapTrim {
     pub(super) fn new() -> HeapTrim {
         HeapTrim {
-            last: Instant::now(),
+            last: crate::clock::os_monotonic_now(),
         }
     }
 
@@ -35,7 +35,7 @@ impl HeapTrim {
             return;
         }
         release_free_memory();
-        self.last = Instant::now();
+        self.last = crate::clock::os_monotonic_now();
     }
 }
 

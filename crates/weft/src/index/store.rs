@@ -88,7 +88,8 @@ impl From<Fresh> for Refused {
     }
 }
 
-/// How long a close waits for fjall to write its memtables out.
+/// How long a wait for fjall to write its memtables out (a close's, or the
+/// flusher's at the write buffer bound) lasts with no flush landing.
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Threads fjall uses for flushes and compactions: one. With more, fjall
@@ -152,6 +153,9 @@ pub(super) struct Store {
     /// The most memtable bytes (as fjall counts them) the store may hold,
     /// sealed or active; see [`Store::bound_write_buffers`].
     write_buffer_limit: u64,
+    /// How many of the next [`Store::after_batch`] calls fail (tests).
+    #[cfg(test)]
+    pub(super) fail_after_batch: std::sync::atomic::AtomicU32,
     /// Tag rows as last committed; written only after a commit, by the
     /// writer of the rows, so it is never older than the store.
     rows: std::sync::Mutex<FastMap<LogTag, TagRow>>,
@@ -292,6 +296,8 @@ impl Store {
             path: dir.to_path_buf(),
             row_capacity: row_capacity(options.cache_bytes),
             write_buffer_limit: counted_write_buffer_bytes(options.write_buffer_bytes),
+            #[cfg(test)]
+            fail_after_batch: std::sync::atomic::AtomicU32::new(0),
             rows: std::sync::Mutex::new(FastMap::default()),
             writer: std::sync::Mutex::new(()),
             meta: ks(KEYSPACES[0])?,
@@ -785,20 +791,7 @@ impl Store {
             // tree's new version before it drops the memtable. A flush that
             // keeps failing (a full disk) must not hang the caller: past
             // the bound, what is left stays in the journal.
-            let since = crate::clock::os_monotonic_now();
-            while self
-                .keyspaces()
-                .iter()
-                .any(|ks| ks.sealed_memtable_count() > 0)
-            {
-                if since.elapsed() > FLUSH_WAIT {
-                    return Err(Error::io(
-                        "flush the log index's memtables",
-                        std::io::Error::from(std::io::ErrorKind::TimedOut),
-                    ));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            self.wait_for_flushes(|sealed, _| sealed == 0)?;
         }
         Ok(())
     }
@@ -812,25 +805,79 @@ impl Store {
     /// in the background), and past the bound it waits for those flushes,
     /// which holds the tail back and, once the tail is full, the appenders.
     ///
-    /// Errors: I/O kinds when rotating fails or the flushes do not land
-    /// within [`FLUSH_WAIT`].
+    /// It seals only when no sealed memtable waits for its flush: fjall's
+    /// flush of a table writes all of the table's sealed memtables at
+    /// once, so sealing again before it lands would only add a small table
+    /// file to compact and another request to the queue of fjall's one
+    /// worker, on every batch. The wait ends once the sealed memtables are
+    /// written, even if fjall still counts more than the bound.
+    ///
+    /// Errors: I/O kinds when rotating fails or fjall's flushes make no
+    /// progress for [`FLUSH_WAIT`].
     pub(super) fn bound_write_buffers(&self) -> Result<()> {
-        if self.db.write_buffer_size() <= self.write_buffer_limit / 2 {
+        let limit = self.write_buffer_limit;
+        if self.db.write_buffer_size() <= limit / 2 {
             return Ok(());
         }
-        {
-            // Between two batches, as in `compact_journal`.
-            let _writer = self.writer();
-            for ks in self.keyspaces() {
-                ks.rotate_memtable()
-                    .map_err(|e| map_err("flush the log index's memtables", e))?;
+        let mut sealed_all = false;
+        loop {
+            if self.sealed_memtables() == 0 {
+                if sealed_all {
+                    // Everything this sealed is written and fjall still
+                    // counts more than the bound: bytes that are not the
+                    // index's memtables' (nothing else writes them), which
+                    // no wait here would release.
+                    return Ok(());
+                }
+                // Between two batches, as in `compact_journal`.
+                let _writer = self.writer();
+                for ks in self.keyspaces() {
+                    ks.rotate_memtable()
+                        .map_err(|e| map_err("flush the log index's memtables", e))?;
+                }
+                self.journaled
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                sealed_all = true;
             }
-            self.journaled
-                .store(0, std::sync::atomic::Ordering::Relaxed);
+            // The wait ends once every sealed memtable is written, whatever
+            // fjall's count then says: the count covers the active
+            // memtables too, which only sealing releases, so a wait for the
+            // count alone could wait for nothing.
+            self.wait_for_flushes(|sealed, held| sealed == 0 || held <= limit)?;
+            if self.db.write_buffer_size() <= limit {
+                return Ok(());
+            }
         }
-        let since = crate::clock::os_monotonic_now();
-        while self.db.write_buffer_size() > self.write_buffer_limit {
-            if since.elapsed() > FLUSH_WAIT {
+    }
+
+    /// Sealed memtables waiting for fjall's flush, over all keyspaces.
+    fn sealed_memtables(&self) -> usize {
+        self.keyspaces()
+            .iter()
+            .map(|ks| ks.sealed_memtable_count())
+            .sum()
+    }
+
+    /// Waits until `done(sealed memtables, bytes fjall counts in memtables)`
+    /// holds, polling while fjall's worker flushes. Every flush landed
+    /// (either figure moving) restarts the clock, so a wait behind a long
+    /// queue of flushes and compactions lasts as long as the worker keeps
+    /// going, and one that sees nothing move for [`FLUSH_WAIT`] (a flush
+    /// that keeps failing: a full disk, a dead worker) gives up.
+    ///
+    /// Errors: `TimedOut` I/O when nothing moves for [`FLUSH_WAIT`].
+    fn wait_for_flushes(&self, done: impl Fn(usize, u64) -> bool) -> Result<()> {
+        let mut seen = (self.sealed_memtables(), self.db.write_buffer_size());
+        let mut since = crate::clock::os_monotonic_now();
+        loop {
+            let now = (self.sealed_memtables(), self.db.write_buffer_size());
+            if done(now.0, now.1) {
+                return Ok(());
+            }
+            if now != seen {
+                seen = now;
+                since = crate::clock::os_monotonic_now();
+            } else if since.elapsed() > FLUSH_WAIT {
                 return Err(Error::io(
                     "flush the log index's memtables",
                     std::io::Error::from(std::io::ErrorKind::TimedOut),
@@ -838,7 +885,34 @@ impl Store {
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        Ok(())
+    }
+
+    /// What the flusher does after each batch it wrote (`sync`: a synced
+    /// one): flush memtables when the journal has grown
+    /// ([`Store::compact_journal`]), and keep them within the write buffer
+    /// budget ([`Store::bound_write_buffers`]).
+    ///
+    /// Errors: theirs.
+    pub(super) fn after_batch(&self, sync: bool) -> Result<()> {
+        #[cfg(test)]
+        if self
+            .fail_after_batch
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| n.checked_sub(1),
+            )
+            .is_ok()
+        {
+            return Err(Error::io(
+                "flush the log index's memtables",
+                std::io::Error::other("injected by a test"),
+            ));
+        }
+        if sync {
+            self.compact_journal(false)?;
+        }
+        self.bound_write_buffers()
     }
 
     /// Makes every batch written so far durable.
@@ -883,6 +957,61 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Runs `f` on a thread of its own and fails the test if it has not
+    /// returned within `secs` (a wait that never ends must not hang the
+    /// test run).
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(|e| panic!("still waiting after {secs} s ({e})"))
+    }
+
+    #[test]
+    fn the_write_buffer_bound_waits_for_flushes_and_not_for_the_count() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = IndexOptions {
+            cache_bytes: 2 << 20,
+            write_buffer_bytes: 4 << 20,
+            ..IndexOptions::default()
+        };
+        let (store, _) = Store::open_or_create(tmp.path(), b"log", &options).unwrap();
+        let limit = counted_write_buffer_bytes(options.write_buffer_bytes);
+        // Memtable bytes fjall counts that no flush of the index's tables
+        // releases (here a table of the same database that fjall never
+        // seals), more than the bound: only the index's own sealed
+        // memtables can be waited for.
+        let ballast = store
+            .db
+            .keyspace("ballast", || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(64 << 20)
+            })
+            .unwrap();
+        for i in 0..limit / 1000 + 1 {
+            ballast.insert(i.to_be_bytes(), [0u8; 1000]).unwrap();
+        }
+        assert!(store.db.write_buffer_size() > limit);
+        let store = Arc::new(store);
+        for b in 0..3u64 {
+            let s = Arc::clone(&store);
+            within(60, move || {
+                s.write(&new_streams(b * 2000, 2000), false).unwrap();
+                s.bound_write_buffers().unwrap();
+            });
+            // It returned because the index's memtables were written,
+            // not before.
+            assert_eq!(store.sealed_memtables(), 0, "batch {b}");
+            assert!(store.db.write_buffer_size() > limit);
+        }
+        let row = store
+            .tag_row(&LogTag::with_key("orders", "customer-5999").unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.last, 5999);
     }
 
     #[test]
