@@ -2,8 +2,9 @@
 //!
 //! Eight appenders append batches of 100-byte entries over many streams
 //! (1–2 tags each) until the log holds `WEFT_BENCH_SOAK_GIB` GiB (default
-//! 4; 64 MiB in `--quick`). Every interval (a minute; two seconds in
-//! `--quick`) the workload reports appends/s and the process's RSS. Then
+//! 4; 64 MiB in `--quick`). Every interval (`WEFT_BENCH_SOAK_INTERVAL_S`
+//! seconds, by default a minute, two seconds in `--quick`) the workload
+//! reports appends/s, the process's RSS and glibc's heap counters. Then
 //! it closes the log and reopens it in a fresh child process, which
 //! reports the open time, the time of a first read by tag and by version,
 //! and its RSS. Targets: RSS within the backend's memory budget + 100 MB;

@@ -5,8 +5,10 @@
 //! threads, interleaved with memory that stays. glibc's allocator keeps
 //! what is freed for reuse and returns it to the OS only from the top of
 //! each heap, so a writer's resident memory crept with the index's size
-//! while the memory in use stayed within the budget (the dir soak: 250 MiB
-//! in use, up to 260 MiB more held free; BENCHMARKS.md, "dir soak").
+//! while the memory in use stayed within the budget (a 1 GiB dir soak
+//! without the trim: 173–214 MiB in use, 93–159 MiB more held free, RSS
+//! averaging ~50 MiB above the same run with it; BENCHMARKS.md, "dir
+//! soak").
 //! `malloc_trim` returns the free pages anywhere in every heap; the
 //! flusher calls it every few seconds while it writes. It is a no-op with
 //! another allocator or libc.
