@@ -2,8 +2,9 @@
 //!
 //! Eight appenders append batches of 100-byte entries over many streams
 //! (1–2 tags each) until the log holds `WEFT_BENCH_SOAK_GIB` GiB (default
-//! 4; 64 MiB in `--quick`). Every interval (a minute; two seconds in
-//! `--quick`) the workload reports appends/s and the process's RSS. Then
+//! 4; 64 MiB in `--quick`). Every interval (`WEFT_BENCH_SOAK_INTERVAL_S`
+//! seconds, by default a minute, two seconds in `--quick`) the workload
+//! reports appends/s, the process's RSS and glibc's heap counters. Then
 //! it closes the log and reopens it in a fresh child process, which
 //! reports the open time, the time of a first read by tag and by version,
 //! and its RSS. Targets: RSS within the backend's memory budget + 100 MB;
@@ -51,6 +52,15 @@ pub fn rss_mib() -> (f64, f64) {
             .map_or(0.0, |kib| kib / 1024.0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// glibc's view of the heap in MiB: bytes in use, bytes free inside its
+/// arenas, bytes in mmapped chunks (`mallinfo2`).
+fn heap_mib() -> (f64, f64, f64) {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    (mib(m.uordblks + m.hblkhd), mib(m.fordblks), mib(m.hblkhd))
 }
 
 fn mix(mut z: u64) -> u64 {
@@ -130,10 +140,13 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     } else {
         (gib * (1u64 << 30) as f64) as u64
     };
-    let interval = if ctx.quick {
-        Duration::from_secs(2)
-    } else {
-        Duration::from_secs(60)
+    let interval = match std::env::var("WEFT_BENCH_SOAK_INTERVAL_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(s) => Duration::from_secs(s),
+        None if ctx.quick => Duration::from_secs(2),
+        None => Duration::from_secs(60),
     };
     let dir: PathBuf = ctx.fresh_dir("dir-soak")?;
     let storage = DirStorage::open(&dir).await?;
@@ -194,8 +207,12 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             let (rss, _) = rss_mib();
             peak_rss = peak_rss.max(rss);
             minute += 1;
+            let heap = heap_mib();
             println!(
-                "   interval {minute:>3}: {rate:>9.0} entries/s, RSS {rss:>6.0} MiB, log {:.2} GiB",
+                "   interval {minute:>3}: {rate:>9.0} entries/s, RSS {rss:>6.0} MiB (malloc: {:.0} in use, {:.0} free, {:.0} mmapped), log {:.2} GiB",
+                heap.0,
+                heap.1,
+                heap.2,
                 written.load(Ordering::Relaxed) as f64 / (1u64 << 30) as f64
             );
             report.add(

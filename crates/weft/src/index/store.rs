@@ -88,7 +88,8 @@ impl From<Fresh> for Refused {
     }
 }
 
-/// How long a close waits for fjall to write its memtables out.
+/// How long a wait for fjall to write its memtables out (a close's, or the
+/// flusher's at the write buffer bound) lasts with no flush landing.
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Threads fjall uses for flushes and compactions: one. With more, fjall
@@ -113,13 +114,48 @@ pub(super) struct FlushBatch {
     pub(super) entries: Vec<(u64, TailEntry)>,
 }
 
-/// Tag rows the flusher keeps in memory (it is their only writer), so a
-/// batch does not look every tag up in the store.
-const ROW_CACHE: usize = 1 << 16;
+/// Memory one tag row in the flusher's row cache takes: the tag (an `Arc`
+/// of two strings, ~144 bytes once the entry that shared it is gone), the
+/// row (32 bytes) and the map's slot.
+const ROW_BYTES: usize = 192;
+
+/// The flusher's tag rows (it is their only writer, so a batch does not
+/// look every tag up in the store) take this share of the index's cache
+/// budget; fjall's block cache the rest.
+const ROW_CACHE_SHARE: usize = 8;
+
+/// How many tag rows the flusher keeps for a cache budget of `cache_bytes`.
+fn row_capacity(cache_bytes: usize) -> usize {
+    (cache_bytes / ROW_CACHE_SHARE / ROW_BYTES).max(1024)
+}
+
+/// fjall's block cache for a cache budget of `cache_bytes`: what the row
+/// cache leaves.
+fn block_cache_bytes(cache_bytes: usize) -> u64 {
+    cache_bytes.saturating_sub(row_capacity(cache_bytes) * ROW_BYTES) as u64
+}
+
+/// The bound on fjall's memtables, in the bytes fjall counts, for a write
+/// buffer budget of `write_buffer_bytes`. fjall counts a row as its key,
+/// its value and 64 bytes; in memory it is a skiplist node of about 96
+/// bytes plus its key and value on the heap when longer than 20 bytes, so
+/// the index's rows (16-byte pair keys with short chunks, tag keys of 20–
+/// 70 bytes) take up to about 1.5 times what fjall counts.
+fn counted_write_buffer_bytes(write_buffer_bytes: usize) -> u64 {
+    (write_buffer_bytes / 3 * 2) as u64
+}
 
 /// The keyspaces of one index.
 pub(super) struct Store {
     path: PathBuf,
+    /// How many rows `rows` may hold.
+    row_capacity: usize,
+    /// The most memtable bytes (as fjall counts them) the store may hold,
+    /// sealed or active; see [`Store::bound_write_buffers`].
+    write_buffer_limit: u64,
+    /// How many of the next [`Store::after_batch`] calls fail (tests).
+    #[cfg(test)]
+    pub(super) fail_after_batch: std::sync::atomic::AtomicU32,
     /// Tag rows as last committed; written only after a commit, by the
     /// writer of the rows, so it is never older than the store.
     rows: std::sync::Mutex<FastMap<LogTag, TagRow>>,
@@ -240,10 +276,10 @@ impl Store {
 
     fn open_raw(dir: &Path, options: &IndexOptions) -> Result<Store> {
         let what = format!("open the log index in {}", dir.display());
-        #[allow(deprecated)] // fjall's only bound on all memtables together
+        // No `max_write_buffer_size`: fjall 3.1 stores it and never reads
+        // it; `bound_write_buffers` applies the bound instead.
         let db = fjall::Database::builder(dir.join(STORE_DIR))
-            .cache_size(options.cache_bytes as u64)
-            .max_write_buffer_size(Some(options.write_buffer_bytes as u64))
+            .cache_size(block_cache_bytes(options.cache_bytes))
             .max_journaling_size(JOURNAL_BYTES)
             .worker_threads(WORKERS)
             .open()
@@ -258,6 +294,10 @@ impl Store {
         };
         Ok(Store {
             path: dir.to_path_buf(),
+            row_capacity: row_capacity(options.cache_bytes),
+            write_buffer_limit: counted_write_buffer_bytes(options.write_buffer_bytes),
+            #[cfg(test)]
+            fail_after_batch: std::sync::atomic::AtomicU32::new(0),
             rows: std::sync::Mutex::new(FastMap::default()),
             writer: std::sync::Mutex::new(()),
             meta: ks(KEYSPACES[0])?,
@@ -703,10 +743,11 @@ impl Store {
         self.journaled
             .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         let mut cache = self.row_cache();
-        if cache.len() + rows.len() > ROW_CACHE {
+        if cache.len() + rows.len() > self.row_capacity {
             cache.clear();
         }
-        for (tag, row) in rows {
+        // A batch with more tags than the cache holds keeps some of them.
+        for (tag, row) in rows.into_iter().take(self.row_capacity) {
             cache.insert(tag.clone(), row);
         }
         drop(cache);
@@ -750,22 +791,128 @@ impl Store {
             // tree's new version before it drops the memtable. A flush that
             // keeps failing (a full disk) must not hang the caller: past
             // the bound, what is left stays in the journal.
-            let since = crate::clock::os_monotonic_now();
-            while self
-                .keyspaces()
-                .iter()
-                .any(|ks| ks.sealed_memtable_count() > 0)
-            {
-                if since.elapsed() > FLUSH_WAIT {
-                    return Err(Error::io(
-                        "flush the log index's memtables",
-                        std::io::Error::from(std::io::ErrorKind::TimedOut),
-                    ));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            self.wait_for_flushes(|sealed, _| sealed == 0)?;
         }
         Ok(())
+    }
+
+    /// Keeps fjall's memtables, active and sealed together, within the
+    /// write buffer budget. fjall 3.1 bounds each table's active memtable
+    /// and stalls a writer only past four sealed memtables per table (up to
+    /// five memtables each, six tables); its bound on all of them together
+    /// (`max_write_buffer_size`) is not applied. So past half the bound
+    /// the flusher seals every active memtable (fjall flushes sealed ones
+    /// in the background), and past the bound it waits for those flushes,
+    /// which holds the tail back and, once the tail is full, the appenders.
+    ///
+    /// It seals only when no sealed memtable waits for its flush: fjall's
+    /// flush of a table writes all of the table's sealed memtables at
+    /// once, so sealing again before it lands would only add a small table
+    /// file to compact and another request to the queue of fjall's one
+    /// worker, on every batch. The wait ends once the sealed memtables are
+    /// written, even if fjall still counts more than the bound.
+    ///
+    /// Errors: I/O kinds when rotating fails or fjall's flushes make no
+    /// progress for [`FLUSH_WAIT`].
+    pub(super) fn bound_write_buffers(&self) -> Result<()> {
+        let limit = self.write_buffer_limit;
+        if self.db.write_buffer_size() <= limit / 2 {
+            return Ok(());
+        }
+        let mut sealed_all = false;
+        loop {
+            if self.sealed_memtables() == 0 {
+                if sealed_all {
+                    // Everything this sealed is written and fjall still
+                    // counts more than the bound: bytes that are not the
+                    // index's memtables' (nothing else writes them), which
+                    // no wait here would release.
+                    return Ok(());
+                }
+                // Between two batches, as in `compact_journal`.
+                let _writer = self.writer();
+                for ks in self.keyspaces() {
+                    ks.rotate_memtable()
+                        .map_err(|e| map_err("flush the log index's memtables", e))?;
+                }
+                self.journaled
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                sealed_all = true;
+            }
+            // The wait ends once every sealed memtable is written, whatever
+            // fjall's count then says: the count covers the active
+            // memtables too, which only sealing releases, so a wait for the
+            // count alone could wait for nothing.
+            self.wait_for_flushes(|sealed, held| sealed == 0 || held <= limit)?;
+            if self.db.write_buffer_size() <= limit {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sealed memtables waiting for fjall's flush, over all keyspaces.
+    fn sealed_memtables(&self) -> usize {
+        self.keyspaces()
+            .iter()
+            .map(|ks| ks.sealed_memtable_count())
+            .sum()
+    }
+
+    /// Waits until `done(sealed memtables, bytes fjall counts in memtables)`
+    /// holds, polling while fjall's worker flushes. Every flush landed
+    /// (either figure moving) restarts the clock, so a wait behind a long
+    /// queue of flushes and compactions lasts as long as the worker keeps
+    /// going, and one that sees nothing move for [`FLUSH_WAIT`] (a flush
+    /// that keeps failing: a full disk, a dead worker) gives up.
+    ///
+    /// Errors: `TimedOut` I/O when nothing moves for [`FLUSH_WAIT`].
+    fn wait_for_flushes(&self, done: impl Fn(usize, u64) -> bool) -> Result<()> {
+        let mut seen = (self.sealed_memtables(), self.db.write_buffer_size());
+        let mut since = crate::clock::os_monotonic_now();
+        loop {
+            let now = (self.sealed_memtables(), self.db.write_buffer_size());
+            if done(now.0, now.1) {
+                return Ok(());
+            }
+            if now != seen {
+                seen = now;
+                since = crate::clock::os_monotonic_now();
+            } else if since.elapsed() > FLUSH_WAIT {
+                return Err(Error::io(
+                    "flush the log index's memtables",
+                    std::io::Error::from(std::io::ErrorKind::TimedOut),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// What the flusher does after each batch it wrote (`sync`: a synced
+    /// one): flush memtables when the journal has grown
+    /// ([`Store::compact_journal`]), and keep them within the write buffer
+    /// budget ([`Store::bound_write_buffers`]).
+    ///
+    /// Errors: theirs.
+    pub(super) fn after_batch(&self, sync: bool) -> Result<()> {
+        #[cfg(test)]
+        if self
+            .fail_after_batch
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| n.checked_sub(1),
+            )
+            .is_ok()
+        {
+            return Err(Error::io(
+                "flush the log index's memtables",
+                std::io::Error::other("injected by a test"),
+            ));
+        }
+        if sync {
+            self.compact_journal(false)?;
+        }
+        self.bound_write_buffers()
     }
 
     /// Makes every batch written so far durable.
@@ -785,4 +932,122 @@ fn checked_pair(key: &[u8], id: u64) -> Result<(u64, u64)> {
         )));
     }
     Ok((a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// A batch of `n` entries from `first`, each the first of a stream of
+    /// its own (the index's most row-hungry case).
+    fn new_streams(first: u64, n: u64) -> FlushBatch {
+        FlushBatch {
+            entries: (first..first + n)
+                .map(|s| {
+                    let tag = LogTag::with_key("orders", format!("customer-{s}")).unwrap();
+                    let entry = TailEntry {
+                        tags: Arc::from(vec![tag]),
+                        version: 0,
+                        locator: s.is_multiple_of(32).then(|| Bytes::from(vec![1u8; 12])),
+                        check: s,
+                    };
+                    (s, entry)
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs `f` on a thread of its own and fails the test if it has not
+    /// returned within `secs` (a wait that never ends must not hang the
+    /// test run).
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(|e| panic!("still waiting after {secs} s ({e})"))
+    }
+
+    #[test]
+    fn the_write_buffer_bound_waits_for_flushes_and_not_for_the_count() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = IndexOptions {
+            cache_bytes: 2 << 20,
+            write_buffer_bytes: 4 << 20,
+            ..IndexOptions::default()
+        };
+        let (store, _) = Store::open_or_create(tmp.path(), b"log", &options).unwrap();
+        let limit = counted_write_buffer_bytes(options.write_buffer_bytes);
+        // Memtable bytes fjall counts that no flush of the index's tables
+        // releases (here a table of the same database that fjall never
+        // seals), more than the bound: only the index's own sealed
+        // memtables can be waited for.
+        let ballast = store
+            .db
+            .keyspace("ballast", || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(64 << 20)
+            })
+            .unwrap();
+        for i in 0..limit / 1000 + 1 {
+            ballast.insert(i.to_be_bytes(), [0u8; 1000]).unwrap();
+        }
+        assert!(store.db.write_buffer_size() > limit);
+        let store = Arc::new(store);
+        for b in 0..3u64 {
+            let s = Arc::clone(&store);
+            within(60, move || {
+                s.write(&new_streams(b * 2000, 2000), false).unwrap();
+                s.bound_write_buffers().unwrap();
+            });
+            // It returned because the index's memtables were written,
+            // not before.
+            assert_eq!(store.sealed_memtables(), 0, "batch {b}");
+            assert!(store.db.write_buffer_size() > limit);
+        }
+        let row = store
+            .tag_row(&LogTag::with_key("orders", "customer-5999").unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.last, 5999);
+    }
+
+    #[test]
+    fn memtables_and_tag_rows_stay_within_the_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = IndexOptions {
+            cache_bytes: 2 << 20,
+            write_buffer_bytes: 4 << 20,
+            ..IndexOptions::default()
+        };
+        let (store, _) = Store::open_or_create(tmp.path(), b"log", &options).unwrap();
+        let limit = counted_write_buffer_bytes(options.write_buffer_bytes);
+        let mut peak = 0;
+        for b in 0..40u64 {
+            store.write(&new_streams(b * 2000, 2000), false).unwrap();
+            store.bound_write_buffers().unwrap();
+            let held = store.db.write_buffer_size();
+            assert!(
+                held <= limit,
+                "batch {b}: {held} memtable bytes, bound {limit}"
+            );
+            peak = peak.max(held);
+            assert!(store.row_cache().len() <= store.row_capacity);
+        }
+        // 80,000 rows of each kind were written: far more than the bound
+        // holds, so memtables were sealed and flushed on the way.
+        assert!(peak > limit / 4, "peak {peak}");
+        assert_eq!(store.row_capacity, row_capacity(options.cache_bytes));
+        assert!(
+            block_cache_bytes(options.cache_bytes) + (store.row_capacity * ROW_BYTES) as u64
+                <= 2 << 20
+        );
+        // The rows written are all there.
+        let tag = LogTag::with_key("orders", "customer-79999").unwrap();
+        let row = store.tag_row(&tag).unwrap().unwrap();
+        assert_eq!((row.next_version, row.last), (1, 79_999));
+        assert_eq!(store.meta().unwrap().covered, 80_000);
+    }
 }
