@@ -778,14 +778,7 @@ impl Store {
         // keyspace's tables end at the same batch: a journal lost after a
         // crash then leaves an older state the witnesses agree on, which
         // the log replays into rather than a rebuild.
-        let writer = self.writer();
-        for ks in self.keyspaces() {
-            ks.rotate_memtable()
-                .map_err(|e| map_err("flush the log index's memtables", e))?;
-        }
-        self.journaled
-            .store(0, std::sync::atomic::Ordering::Relaxed);
-        drop(writer);
+        self.seal_memtables()?;
         if wait {
             // fjall writes and syncs a sealed memtable's table file and the
             // tree's new version before it drops the memtable. A flush that
@@ -793,6 +786,20 @@ impl Store {
             // the bound, what is left stays in the journal.
             self.wait_for_flushes(|sealed, _| sealed == 0)?;
         }
+        Ok(())
+    }
+
+    /// Seals every keyspace's active memtable for fjall's worker to flush,
+    /// holding the writer lock so no batch is half in the sealed tables;
+    /// the journal they cover no longer counts.
+    fn seal_memtables(&self) -> Result<()> {
+        let _writer = self.writer();
+        for ks in self.keyspaces() {
+            ks.rotate_memtable()
+                .map_err(|e| map_err("flush the log index's memtables", e))?;
+        }
+        self.journaled
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -830,13 +837,7 @@ impl Store {
                     return Ok(());
                 }
                 // Between two batches, as in `compact_journal`.
-                let _writer = self.writer();
-                for ks in self.keyspaces() {
-                    ks.rotate_memtable()
-                        .map_err(|e| map_err("flush the log index's memtables", e))?;
-                }
-                self.journaled
-                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                self.seal_memtables()?;
                 sealed_all = true;
             }
             // The wait ends once every sealed memtable is written, whatever
