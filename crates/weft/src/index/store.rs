@@ -972,16 +972,23 @@ mod tests {
             .unwrap_or_else(|e| panic!("still waiting after {secs} s ({e})"))
     }
 
-    #[test]
-    fn the_write_buffer_bound_waits_for_flushes_and_not_for_the_count() {
-        let tmp = tempfile::tempdir().unwrap();
+    /// A store with a 2 MiB cache and 4 MiB of write buffers in `dir`, its
+    /// options, and its bound on memtable bytes as fjall counts them.
+    fn small_budget_store(dir: &Path) -> (Store, IndexOptions, u64) {
         let options = IndexOptions {
             cache_bytes: 2 << 20,
             write_buffer_bytes: 4 << 20,
             ..IndexOptions::default()
         };
-        let (store, _) = Store::open_or_create(tmp.path(), b"log", &options).unwrap();
+        let (store, _) = Store::open_or_create(dir, b"log", &options).unwrap();
         let limit = counted_write_buffer_bytes(options.write_buffer_bytes);
+        (store, options, limit)
+    }
+
+    #[test]
+    fn the_write_buffer_bound_waits_for_flushes_and_not_for_the_count() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, _, limit) = small_budget_store(tmp.path());
         // Memtable bytes fjall counts that no flush of the index's tables
         // releases (here a table of the same database that fjall never
         // seals), more than the bound: only the index's own sealed
@@ -1018,13 +1025,7 @@ mod tests {
     #[test]
     fn memtables_and_tag_rows_stay_within_the_budget() {
         let tmp = tempfile::tempdir().unwrap();
-        let options = IndexOptions {
-            cache_bytes: 2 << 20,
-            write_buffer_bytes: 4 << 20,
-            ..IndexOptions::default()
-        };
-        let (store, _) = Store::open_or_create(tmp.path(), b"log", &options).unwrap();
-        let limit = counted_write_buffer_bytes(options.write_buffer_bytes);
+        let (store, options, limit) = small_budget_store(tmp.path());
         let mut peak = 0;
         for b in 0..40u64 {
             store.write(&new_streams(b * 2000, 2000), false).unwrap();
