@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 
 use super::BucketLayout;
 use super::budget::Budget;
-use super::catchup::{Patience, fill, open_numbers, read_start, request_timeout};
+use super::catchup::{FillInto, Patience, fill, open_numbers, read_start, request_timeout};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, Numbers};
@@ -297,6 +297,7 @@ impl BucketFollower {
                     prefetch,
                     patience,
                     None,
+                    FillInto::History,
                 );
                 if let Err(e) = filled.await {
                     // Every read that waits for the fill gets this error

@@ -16,7 +16,8 @@
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
 //! `history/<level>-<first>-<end>-<run>-<plan>` (the manifest's history pages),
-//! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
+//! `snapshots/<through>-<id>`, `states/<through>-<run>` (stream-state
+//! checkpoints, see [`writer`]), `kv/<scope>/<key>`.
 //!
 //! # Memory and open time
 //!
@@ -58,6 +59,7 @@ mod numbers;
 mod reader;
 mod records;
 pub mod retention;
+mod states;
 pub mod writer;
 
 pub use check::{BucketCheck, check};
@@ -122,6 +124,11 @@ impl BucketLayout {
     /// The prefix of snapshot objects.
     pub fn snapshots(&self) -> String {
         self.join("snapshots")
+    }
+
+    /// The prefix of stream-state checkpoints.
+    pub fn states(&self) -> String {
+        self.join("states")
     }
 
     /// The prefix of KV objects.
