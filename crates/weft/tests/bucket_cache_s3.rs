@@ -18,7 +18,8 @@ async fn reopens_read_only_what_changed_on_seaweedfs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_writer_opens_from_the_newest_checkpoint_on_seaweedfs() {
     let (store, _) = support::s3::store("bucket_states_open");
-    support::bucket_states_cases::a_stateless_writer_opens_from_the_newest_checkpoint(store).await;
+    support::bucket_states_cases::a_stateless_writer_opens_from_the_newest_checkpoint(store, true)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

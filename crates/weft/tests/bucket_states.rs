@@ -12,7 +12,12 @@ use support::bucket_states_cases::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_writer_opens_from_the_newest_checkpoint_in_memory() {
-    a_stateless_writer_opens_from_the_newest_checkpoint(Arc::new(InMemory::new())).await;
+    a_stateless_writer_opens_from_the_newest_checkpoint(Arc::new(InMemory::new()), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_on_an_empty_cache_dir_opens_from_the_newest_checkpoint_in_memory() {
+    a_stateless_writer_opens_from_the_newest_checkpoint(Arc::new(InMemory::new()), true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,7 +99,17 @@ pub fn recording(store: Arc<dyn ObjectStore>) -> (Arc<dyn ObjectStore>, Arc<Mute
     (Arc::new(hooked), puts)
 }
 
-pub async fn a_stateless_writer_opens_from_the_newest_checkpoint(store: Arc<dyn ObjectStore>) {
+/// With `empty_cache_dir`, the new writer has a cache directory with
+/// nothing in it (a new host); without, none at all.
+pub async fn a_stateless_writer_opens_from_the_newest_checkpoint(
+    store: Arc<dyn ObjectStore>,
+    empty_cache_dir: bool,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let stateless = BucketOptions {
+        cache_dir: empty_cache_dir.then(|| dir.path().to_path_buf()),
+        ..checkpointing()
+    };
     // 100 entries, one commit (and one segment) each, over three streams;
     // every fifth carries an append id.
     let (recorded, segments) = recording(store.clone());
@@ -134,7 +144,7 @@ pub async fn a_stateless_writer_opens_from_the_newest_checkpoint(store: Arc<dyn 
     // and appends; what needs the history waits for the fill.
     let held = Arc::new(Mutex::new(segments[..through].to_vec()));
     let (store_b, release, gets) = holding(store.clone(), held);
-    let storage = BucketStorage::open(store_b, PREFIX, checkpointing())
+    let storage = BucketStorage::open(store_b, PREFIX, stateless.clone())
         .await
         .unwrap();
     assert!(storage.filling_in(), "the history is still held back");
@@ -182,9 +192,10 @@ pub async fn a_stateless_writer_opens_from_the_newest_checkpoint(store: Arc<dyn 
     w.storage().trim(10).await.unwrap();
     w.close().await.unwrap();
 
-    // The next stateless writer starts from the trim and a checkpoint.
+    // The next writer (on the same directory, if any) starts from the trim
+    // and what it has.
     let w = Log::new(
-        BucketStorage::open(store.clone(), PREFIX, checkpointing())
+        BucketStorage::open(store.clone(), PREFIX, stateless)
             .await
             .unwrap(),
     );

@@ -25,11 +25,11 @@
 //!
 //! A query never returns an answer the complete index would not give.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use tokio::sync::watch;
 
-use super::numbers::{EntryNumbers, Numbers};
+use super::numbers::{EntryNumbers, Floors, Numbers};
 use super::reader::BucketReader;
 use crate::error::{Error, Result};
 use crate::model::{LogEntry, LogTag};
@@ -48,7 +48,7 @@ struct Pending {
     /// Every stream's next version as of `from`, when it is known (a
     /// writer that opened from a state checkpoint): then the latest
     /// version of any stream is known without the history.
-    floors: Option<HashMap<LogTag, u64>>,
+    floors: Option<Floors>,
 }
 
 /// The newest entries, up to a byte budget.
@@ -159,12 +159,12 @@ impl LocalState {
     pub(crate) fn filling_from(
         index: Numbers,
         from: u64,
-        floors: &[(LogTag, u64)],
+        floors: Floors,
         recent_budget: usize,
     ) -> Self {
         let mut s = LocalState::filling(index, from, recent_budget);
         if let Some(p) = &mut s.pending {
-            p.floors = Some(floors.iter().cloned().collect());
+            p.floors = Some(floors);
         }
         s
     }

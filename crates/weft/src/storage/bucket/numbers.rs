@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::local::LocalLog;
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry, IndexOptions};
 use crate::model::{LogEntry, LogTag};
@@ -237,7 +238,14 @@ pub(crate) struct IndexVersions {
     index: Arc<Index>,
     held: HashMap<LogTag, u64>,
     capacity: usize,
+    /// While the writer fills in the history before the state checkpoint
+    /// it opened from, the index does not know every stream yet: their
+    /// versions as of the checkpoint, and the log whose fill is watched.
+    while_filling: Option<(Floors, Arc<LocalLog>)>,
 }
+
+/// Every stream's next version as of a state checkpoint.
+pub(crate) type Floors = Arc<HashMap<LogTag, u64>>;
 
 impl IndexVersions {
     pub(crate) fn new(index: Arc<Index>, capacity: usize) -> Self {
@@ -245,7 +253,25 @@ impl IndexVersions {
             index,
             held: HashMap::new(),
             capacity: capacity.max(16),
+            while_filling: None,
         }
+    }
+
+    /// The table of a writer that opened from a state checkpoint on a log
+    /// index that does not cover it yet: `floors` are every stream's next
+    /// versions as of the checkpoint, `live` those of the entries read
+    /// after it; the index answers for the other streams once `log` has
+    /// filled in its history.
+    pub(crate) fn starting_at_checkpoint(
+        mut self,
+        floors: Floors,
+        live: Vec<(LogTag, u64)>,
+        log: Arc<LocalLog>,
+    ) -> Self {
+        // Held, not shrunk, while filling: the index cannot agree yet.
+        self.held.extend(live);
+        self.while_filling = Some((floors, log));
+        self
     }
 
     /// Drops the held streams the index now agrees with.
@@ -268,12 +294,21 @@ impl VersionTable for IndexVersions {
         if let Some(v) = self.held.get(tag) {
             return Ok(Some(*v));
         }
+        if let Some((floors, log)) = &self.while_filling {
+            if log.visible().read().filling_in() {
+                return Ok(floors.get(tag).copied());
+            }
+            self.while_filling = None;
+        }
         let v = self.index.next_version(tag)?;
         Ok((v > 0).then_some(v))
     }
 
     fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
-        if self.held.len() >= self.capacity && !self.held.contains_key(tag) {
+        if self.held.len() >= self.capacity
+            && !self.held.contains_key(tag)
+            && self.while_filling.is_none()
+        {
             self.shrink()?;
         }
         self.held.insert(tag.clone(), next);

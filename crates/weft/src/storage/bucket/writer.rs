@@ -354,16 +354,21 @@ impl BucketStorage {
         // With no local state, start from the newest stream-state
         // checkpoint: only the entries after it are read before appends
         // are taken; the history before it is indexed in the background.
-        let checkpoint = match numbers {
-            Numbers::Memory(_) if from < next => {
-                states::newest(&store, &layout, &reader, from, next, &options.retry).await
-            }
-            _ => None,
+        let checkpoint = if from < next {
+            states::newest(&store, &layout, &reader, from, next, &options.retry)
+                .await
+                .map(|c| {
+                    let floors: std::collections::HashMap<_, _> =
+                        c.next_versions.into_iter().collect();
+                    (c.through, Arc::new(floors))
+                })
+        } else {
+            None
         };
-        let live_from = checkpoint.as_ref().map_or(from, |c| c.through + 1);
+        let live_from = checkpoint.as_ref().map_or(from, |(through, _)| through + 1);
         let state = match &checkpoint {
-            Some(c) => {
-                LocalState::filling_from(numbers, live_from, &c.next_versions, budget.recent)
+            Some((_, floors)) => {
+                LocalState::filling_from(numbers, live_from, floors.clone(), budget.recent)
             }
             None => LocalState::new(numbers, budget.recent),
         };
@@ -398,11 +403,12 @@ impl BucketStorage {
             match (state.numbers(), checkpoint) {
                 // The checkpoint's versions, then those of the entries
                 // after it (a stream's later entries win).
-                (Numbers::Memory(_), Some(c)) => Sequencer::with_table(
+                (Numbers::Memory(_), Some((_, floors))) => Sequencer::with_table(
                     next,
                     WriterVersions::Memory(MemoryVersions::from_versions(
-                        c.next_versions
-                            .into_iter()
+                        floors
+                            .iter()
+                            .map(|(t, v)| (t.clone(), *v))
                             .chain(state.live_next_versions()),
                     )),
                 ),
@@ -412,7 +418,17 @@ impl BucketStorage {
                         index.next_versions_through(u64::MAX),
                     )),
                 ),
-                (Numbers::Disk(index, _), _) => Sequencer::with_table(
+                (Numbers::Disk(index, _), Some((_, floors))) => Sequencer::with_table(
+                    next,
+                    WriterVersions::Index(
+                        IndexVersions::new(index.clone(), 100_000).starting_at_checkpoint(
+                            floors,
+                            state.live_next_versions(),
+                            log.clone(),
+                        ),
+                    ),
+                ),
+                (Numbers::Disk(index, _), None) => Sequencer::with_table(
                     next,
                     WriterVersions::Index(IndexVersions::new(index.clone(), 100_000)),
                 ),
