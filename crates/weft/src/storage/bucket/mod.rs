@@ -29,10 +29,11 @@
 //! Everything but in-memory numbers comes out of one `memory_budget`.
 //!
 //! With a cache directory, opening reads only what was committed since the
-//! directory's index last covered the log; without one (or on an empty
-//! one) it reads the whole live log once: the writer before it accepts
-//! appends, a follower in the background while it already serves the live
-//! end (see [`follower`]). A standby follower's directory can be handed to
+//! directory's index last covered the log. Without one (or on an empty
+//! one) a follower reads the whole live log in the background while it
+//! already serves the live end (see [`follower`]); a writer reads only
+//! what follows the newest stream-state checkpoint before it accepts
+//! appends, and the rest in the background (see [`writer`]). A standby follower's directory can be handed to
 //! a new writer. The directory is derived state, checked against the log
 //! and rebuilt when it does not match (`docs/FAILURE_SEMANTICS.md`).
 //!

@@ -25,9 +25,10 @@
 //! committed (or with the writer's failure if it is not). A new writer
 //! knows the ids of the newest [`BucketOptions::append_id_window`] entries,
 //! so a retry after a failover is answered too: the ids of what it reads
-//! when it opens, and — on a cache directory, whose index does not keep
-//! ids — those of the entries before that, up to the window, read from
-//! the bucket by the first append that carries an id (appends without ids
+//! when it opens, and — when that was not the whole live log (a cache
+//! directory, whose index does not keep ids, or a state checkpoint) —
+//! those of the entries before that, up to the window, read from the
+//! bucket by the first append that carries an id (appends without ids
 //! never wait for it).
 //!
 //! Entries become readable (and are published to subscribers) once the
@@ -44,8 +45,24 @@
 //! the newest entries up to a budget, and any other entry read back from
 //! its segment on demand through bounded caches. Its memory is the numbers
 //! plus [`BucketOptions::memory_budget`] (which also bounds the appends in
-//! flight), whatever the log's length. Opening reads the live log once to
-//! rebuild the numbers, keeping no entry.
+//! flight), whatever the log's length.
+//!
+//! ## Open time: stream-state checkpoints
+//!
+//! Opening completes the numbers from the bucket, keeping no entry: only
+//! what was committed since its cache directory's index last covered the
+//! log, when it has one. A writer with less than that — no cache
+//! directory, an empty one, one far behind — does not read the whole log
+//! either: every [`BucketOptions::state_checkpoint_entries`] entries (and
+//! at least as many entries as there were streams) the writer stores every
+//! stream's next version in a `states/` object, and a new writer starts
+//! from the newest one that checks out. It reads the entries after it
+//! before it takes appends, so its open costs one checkpoint (a row per
+//! stream) and at most an interval of entries, whatever the log's length;
+//! the history before it is indexed in the background, as by a fresh
+//! follower (reads by tag or version that need it wait; conditional
+//! appends and `latest_version` do not). See `states` in this module's
+//! parent and `docs/FAILURE_SEMANTICS.md`.
 //!
 //! The reads, the tip and the stop/close state are the shared local log
 //! (`local`); this module adds the sequencer, the producer and the
@@ -111,9 +128,10 @@ pub struct BucketOptions {
     /// How many append ids the writer remembers: a retry whose original is
     /// among the newest this many entries of the log is recognized, after
     /// a failover or a restart too (the ids are read back from the bucket:
-    /// those of the entries a writer reads when it opens and, with a
-    /// [`cache_dir`](Self::cache_dir), those of the older entries up to
-    /// the window, read once by the first append that carries an id). A
+    /// those of the entries a writer reads when it opens and, when that was
+    /// not the whole live log (a [`cache_dir`](Self::cache_dir), a state
+    /// checkpoint), those of the older entries up to the window, read once
+    /// by the first append that carries an id). A
     /// retry whose original is older may be appended again. Each id costs
     /// its bytes, its entry's primary tag and about 120 bytes of memory.
     /// At least 1; default 65,536.
