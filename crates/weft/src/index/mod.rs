@@ -737,6 +737,21 @@ impl Index {
         closed
     }
 
+    /// Stops the flusher and lets go of the store without writing anything
+    /// out: for an index whose directory is deleted next (a handle's
+    /// private temporary one), where a final flush and sync would be
+    /// wasted. Later reads and pushes fail with `Closed`.
+    pub fn discard(&self) {
+        self.stop_flusher();
+        drop(
+            self.inner
+                .store
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+    }
+
     fn stop_flusher(&self) {
         self.inner.stop.store(true, Ordering::Release);
         wake(&self.inner);

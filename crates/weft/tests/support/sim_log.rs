@@ -406,6 +406,7 @@ async fn open_follower(plan: &Plan, store: &Arc<dyn ObjectStore>) -> Option<Buck
         let options = FollowerOptions {
             poll_interval: plan.poll_interval,
             prefetch: 3,
+            numbers_in_memory: true,
             ..FollowerOptions::default()
         };
         if let Ok(f) = BucketFollower::open(store.clone(), PREFIX, options).await {
@@ -428,6 +429,8 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
             // A third of the seeds store no stream-state checkpoints; the
             // others often, so that failovers open from them.
             state_checkpoint_entries: [0, 2, 5][(seed % 3) as usize],
+            // No index directories (threads, real I/O) in the simulation.
+            numbers_in_memory: true,
             // Failovers fence the writer before on purpose.
             take_over: true,
             ..BucketOptions::default()

@@ -182,9 +182,45 @@ impl Numbers {
 pub(crate) struct CacheDir {
     path: std::path::PathBuf,
     _lock: std::fs::File,
+    /// A handle's private directory, removed when it is dropped (after
+    /// the lock: fields drop in order).
+    _temporary: Option<tempfile::TempDir>,
 }
 
 impl CacheDir {
+    /// The directory a handle uses: `path`, or without one (and unless the
+    /// numbers are to stay in memory) a private temporary directory, so
+    /// that memory does not grow with the log whatever the options.
+    ///
+    /// Errors: as [`CacheDir::acquire`]; I/O kinds when no temporary
+    /// directory can be made.
+    pub(crate) fn for_handle(path: Option<&Path>, in_memory: bool) -> Result<Option<CacheDir>> {
+        match (path, in_memory) {
+            (Some(p), _) => CacheDir::acquire(p).map(Some),
+            (None, true) => Ok(None),
+            (None, false) => CacheDir::temporary().map(Some),
+        }
+    }
+
+    /// True for a handle's private temporary directory.
+    pub(crate) fn is_temporary(&self) -> bool {
+        self._temporary.is_some()
+    }
+
+    /// A private directory under the system's temporary directory, removed
+    /// when dropped (a process that dies leaves it behind: `weft-index-*`).
+    ///
+    /// Errors: I/O kinds.
+    pub(crate) fn temporary() -> Result<CacheDir> {
+        let dir = tempfile::Builder::new()
+            .prefix("weft-index-")
+            .tempdir()
+            .map_err(|e| Error::io("create a temporary index directory", e))?;
+        let mut held = CacheDir::acquire(dir.path())?;
+        held._temporary = Some(dir);
+        Ok(held)
+    }
+
     /// Takes the directory `path` (created if absent) without waiting.
     ///
     /// Errors: `Locked` when another handle (in this process or another)
@@ -216,6 +252,7 @@ impl CacheDir {
         Ok(CacheDir {
             path: path.to_path_buf(),
             _lock: file,
+            _temporary: None,
         })
     }
 

@@ -148,13 +148,19 @@ pub struct BucketOptions {
     /// a persistent index, see [`FollowerOptions::cache_dir`]). With one, a
     /// reopened writer reads only what was committed since it last ran, and
     /// a standby follower's directory can be handed to a new writer; without
-    /// one, an open reads the log after the newest stream-state
-    /// checkpoint before it takes appends (see
-    /// [`state_checkpoint_entries`](Self::state_checkpoint_entries)) and
-    /// keeps the numbers in memory.
+    /// one, the index lives in a private temporary directory removed when
+    /// the writer closes (unless [`numbers_in_memory`](Self::numbers_in_memory)),
+    /// and an open reads the log after the newest stream-state checkpoint
+    /// before it takes appends (see
+    /// [`state_checkpoint_entries`](Self::state_checkpoint_entries)).
     ///
     /// [`FollowerOptions::cache_dir`]: super::FollowerOptions::cache_dir
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Without a [`cache_dir`](Self::cache_dir), keep the log's numbers in
+    /// memory instead of a temporary index directory: a few dozen bytes per
+    /// live entry, so memory grows with the log. For short logs and tests;
+    /// default off.
+    pub numbers_in_memory: bool,
     /// How many committed entries at least lie between two stream-state
     /// checkpoints (`states/` objects holding every stream's next version,
     /// see the [module docs](self)); 0 stores none. A checkpoint also waits
@@ -187,6 +193,7 @@ impl Default for BucketOptions {
             checkpoint: CheckpointPolicy::default(),
             memory_budget: 256 << 20,
             cache_dir: None,
+            numbers_in_memory: false,
             state_checkpoint_entries: 1 << 16,
             take_over: false,
             lease_renew_every: crate::wal::lease::DEFAULT_RENEW_EVERY,
@@ -336,11 +343,7 @@ impl BucketStorage {
         refuse_foreign_wal(store.as_ref(), &layout.manifest(), &options.retry).await?;
         // Taken before the claim: a writer that cannot have its directory
         // must not fence the one that has it.
-        let cache = options
-            .cache_dir
-            .as_deref()
-            .map(CacheDir::acquire)
-            .transpose()?;
+        let cache = CacheDir::for_handle(options.cache_dir.as_deref(), options.numbers_in_memory)?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
         let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
