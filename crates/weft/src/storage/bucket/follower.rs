@@ -428,7 +428,10 @@ pub(super) async fn close_index(shared: &LocalLog) -> Result<()> {
     let numbers = shared.visible().write().take_numbers();
     match numbers {
         Numbers::Disk(index, lock) => tokio::task::spawn_blocking(move || {
-            let closed = index.close();
+            // Lets go of the store even if a reader still holds the index,
+            // and, after a clean close, empties its journal for the next
+            // open.
+            let closed = index.release();
             drop(index);
             // Only now may another handle take the directory.
             drop(lock);
