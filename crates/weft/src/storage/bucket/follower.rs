@@ -440,7 +440,10 @@ pub(super) async fn close_index(shared: &LocalLog) -> Result<()> {
                 drop(lock);
                 return Ok(());
             }
-            let closed = index.close();
+            // Lets go of the store even if a reader still holds the index,
+            // and, after a clean close, empties its journal for the next
+            // open.
+            let closed = index.release();
             drop(index);
             // Only now may another handle take the directory.
             drop(lock);
