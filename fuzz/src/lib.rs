@@ -7,14 +7,16 @@
 //! error that is not Corrupt, is a finding.
 
 use bytes::Bytes;
+use weft::format::bucket_kv::{KvObject, MAX_WRITERS, WRITER_TOKEN_LEN};
 use weft::format::dir_segment::SegmentHeader;
 use weft::format::frame::{self, FrameError};
 use weft::format::kv_bucket::{decode_kv_bucket, encode_kv_bucket};
 use weft::format::replica_cursor::{decode_cursor, encode_cursor};
 use weft::format::trim_point::TrimPoint;
 use weft::format::{
-    decode_manifest, decode_page, decode_segment, decode_segment_with_limit, encode_manifest,
-    encode_page, encode_segment,
+    decode_kv_object, decode_lease, decode_log_state, decode_manifest, decode_page, decode_segment,
+    decode_segment_with_limit, decode_state_checkpoint, encode_kv_object, encode_lease,
+    encode_log_state, encode_manifest, encode_page, encode_segment, encode_state_checkpoint,
 };
 use weft::wal::Manifest;
 use weft::{Error, ErrorKind};
@@ -211,6 +213,192 @@ pub fn kv_bucket_decode(data: &[u8]) -> bool {
             false
         }
     }
+}
+
+/// Fuzz body for a bucket log's log-state snapshot (`WLS1`). Returns
+/// whether `data` decoded; a decoded state must re-encode to exactly
+/// `data` (tags sorted and unique: one spelling per state).
+pub fn log_state_decode(data: &[u8]) -> bool {
+    match decode_log_state(data) {
+        Ok(s) => {
+            let again = encode_log_state(&s).expect("a decoded log state must re-encode");
+            assert_eq!(&again[..], data, "re-encoding changed the bytes");
+            let back = decode_log_state(&again).expect("a re-encoded log state must decode");
+            assert_eq!(back, s);
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            false
+        }
+    }
+}
+
+/// Fuzz body for a bucket log's stream-state checkpoint (`WSC1`, a log
+/// state inside). Returns whether `data` decoded; a decoded checkpoint
+/// must re-encode to exactly `data`.
+pub fn state_checkpoint_decode(data: &[u8]) -> bool {
+    match decode_state_checkpoint(data) {
+        Ok(c) => {
+            let again =
+                encode_state_checkpoint(&c).expect("a decoded state checkpoint must re-encode");
+            assert_eq!(&again[..], data, "re-encoding changed the bytes");
+            let back =
+                decode_state_checkpoint(&again).expect("a re-encoded state checkpoint must decode");
+            assert_eq!(back, c);
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            false
+        }
+    }
+}
+
+/// Fuzz body for one key of a bucket log's KV (`WKV1`, `WKV2`). Returns
+/// whether `data` decoded. A v2 object must re-encode to exactly `data`; a
+/// v1 object (no writer tokens, so weft cannot write it back as v1) must
+/// hold the bytes after its flag as its value, and written as v2 with a
+/// token it must read back with the same value.
+pub fn kv_object_decode(data: &[u8]) -> bool {
+    let o = match decode_kv_object(Bytes::copy_from_slice(data)) {
+        Ok(o) => o,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            return false;
+        }
+    };
+    if data.starts_with(b"WKV1") {
+        assert!(o.writers.is_empty() && !o.complete, "{o:?}");
+        match &o.value {
+            Some(v) => assert_eq!(&v[..], &data[5..]),
+            None => assert_eq!(data.len(), 5),
+        }
+        let v2 = KvObject {
+            writers: vec![[7; WRITER_TOKEN_LEN]],
+            ..o.clone()
+        };
+        let again = encode_kv_object(&v2).expect("a v1 object must re-encode as v2");
+        let back = decode_kv_object(again).expect("a re-encoded KV object must decode");
+        assert_eq!(back, v2);
+    } else {
+        assert!(!o.writers.is_empty() && o.writers.len() <= MAX_WRITERS);
+        let again = encode_kv_object(&o).expect("a decoded v2 object must re-encode");
+        assert_eq!(&again[..], data, "re-encoding changed the bytes");
+        let back = decode_kv_object(again).expect("a re-encoded KV object must decode");
+        assert_eq!(back, o);
+    }
+    true
+}
+
+/// Fuzz body for a bucket log's writer lease (JSON). Returns whether
+/// `data` decoded. JSON has many spellings of one value, so the check is
+/// on values: the re-encoded lease must decode to the same lease, and
+/// encoding that again must give the same bytes.
+pub fn writer_lease_decode(data: &[u8]) -> bool {
+    let lease = match decode_lease(data) {
+        Ok(lease) => lease,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            return false;
+        }
+    };
+    let again = encode_lease(&lease).expect("a decoded lease must re-encode");
+    let back = decode_lease(&again).expect("a re-encoded lease must decode");
+    assert_eq!(back, lease);
+    assert_eq!(
+        encode_lease(&back).expect("a decoded lease must re-encode"),
+        again,
+        "encoding one lease gave two spellings"
+    );
+    true
+}
+
+/// The persistent log index's decoders, in the order of the selector byte
+/// [`index_decode`] reads.
+pub const INDEX_DECODERS: &[&str] = &[
+    "tag key",
+    "tag row",
+    "chunk",
+    "pair key",
+    "seqnum key",
+    "tip value",
+    "u64 value",
+];
+
+/// Fuzz body for the keys and values of the persistent log index: the
+/// first byte (modulo the length of [`INDEX_DECODERS`]) picks the decoder,
+/// the rest is its input. Returns whether the input decoded; a decoded key
+/// or value must re-encode to exactly the input, except that a chunk may
+/// spell a gap with padding (a varint with trailing zero groups), which
+/// the decoder accepts and the encoder never writes.
+pub fn index_decode(data: &[u8]) -> bool {
+    use weft::format::index;
+
+    let Some((&selector, input)) = data.split_first() else {
+        return false;
+    };
+    let decoded = match usize::from(selector) % INDEX_DECODERS.len() {
+        0 => index::decode_tag_key(input).map(|tag| {
+            assert_eq!(index::tag_key(&tag), input, "re-encoding changed the bytes");
+        }),
+        1 => index::TagRow::decode(input).map(|row| {
+            assert!(row.floor <= row.next_version, "{row:?}");
+            assert_eq!(row.encode(), input, "re-encoding changed the bytes");
+        }),
+        2 => index::decode_chunk(input).map(|seqnums| {
+            assert!(!seqnums.is_empty() && seqnums.len() <= index::CHUNK_MAX);
+            assert!(seqnums.windows(2).all(|w| w[0] < w[1]), "{seqnums:?}");
+            let again = index::encode_chunk(&seqnums).expect("a decoded chunk must re-encode");
+            if again != input {
+                assert!(chunk_has_padded_gap(input), "re-encoding changed the bytes");
+                assert!(again.len() < input.len());
+                assert_eq!(again[..12], input[..12], "re-encoding changed the header");
+            }
+            let back = index::decode_chunk(&again).expect("a re-encoded chunk must decode");
+            assert_eq!(back, seqnums);
+        }),
+        3 => index::decode_pair_key(input).map(|(a, b)| {
+            assert_eq!(
+                index::pair_key(a, b),
+                input,
+                "re-encoding changed the bytes"
+            );
+        }),
+        4 => index::decode_seqnum_key(input).map(|s| {
+            assert_eq!(index::seqnum_key(s), input, "re-encoding changed the bytes");
+        }),
+        5 => index::decode_tip_value(input).map(|(s, check)| {
+            assert_eq!(
+                index::tip_value(s, check),
+                input,
+                "re-encoding changed the bytes"
+            );
+        }),
+        _ => index::decode_u64_value(input, "fuzz").map(|v| {
+            assert_eq!(index::u64_value(v), input, "re-encoding changed the bytes");
+        }),
+    };
+    match decoded {
+        Ok(()) => true,
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            false
+        }
+    }
+}
+
+/// Whether a chunk that decoded spells some gap with more varint bytes
+/// than it needs (its last byte zero after a continuation).
+fn chunk_has_padded_gap(chunk: &[u8]) -> bool {
+    let mut previous_continued = false;
+    for &byte in &chunk[12..] {
+        if byte == 0 && previous_continued {
+            return true;
+        }
+        previous_continued = byte & 0x80 != 0;
+    }
+    false
 }
 
 /// The variables [`connect_settings`] assigns values to, in input order:

@@ -91,6 +91,34 @@ fn kv_bucket_decode_target_over_its_corpus() {
 }
 
 #[test]
+fn log_state_decode_target_over_its_corpus() {
+    run("log_state_decode", fuzz_bodies::log_state_decode);
+}
+
+#[test]
+fn state_checkpoint_decode_target_over_its_corpus() {
+    run(
+        "state_checkpoint_decode",
+        fuzz_bodies::state_checkpoint_decode,
+    );
+}
+
+#[test]
+fn kv_object_decode_target_over_its_corpus() {
+    run("kv_object_decode", fuzz_bodies::kv_object_decode);
+}
+
+#[test]
+fn writer_lease_decode_target_over_its_corpus() {
+    run("writer_lease_decode", fuzz_bodies::writer_lease_decode);
+}
+
+#[test]
+fn index_decode_target_over_its_corpus() {
+    run("index_decode", fuzz_bodies::index_decode);
+}
+
+#[test]
 fn connect_settings_target_over_its_corpus() {
     run("connect_settings", fuzz_bodies::connect_settings);
 }
@@ -342,6 +370,315 @@ fn kv_bucket_seeds() -> Seeds {
     ]
 }
 
+/// A log state's body (no CRC) listing `tags` in the order given.
+fn log_state_body(through: u64, tags: &[(&str, u64)]) -> Vec<u8> {
+    let mut b = b"WLS1".to_vec();
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&through.to_le_bytes());
+    b.extend_from_slice(&(tags.len() as u32).to_le_bytes());
+    for (tag, next) in tags {
+        b.extend_from_slice(&(tag.len() as u16).to_le_bytes());
+        b.extend_from_slice(tag.as_bytes());
+        b.extend_from_slice(&next.to_le_bytes());
+    }
+    b
+}
+
+/// Appends the CRC-32C of everything in `body`.
+fn sealed(mut body: Vec<u8>) -> Vec<u8> {
+    let crc = crc32c::crc32c(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
+}
+
+fn log_state() -> weft::format::LogState {
+    let long = format!("{}:{}", "n".repeat(255), "k".repeat(255));
+    weft::format::LogState::new(
+        174,
+        vec![
+            ("orders".parse().unwrap(), 90),
+            ("orders:o-1".parse().unwrap(), 3),
+            ("acct:a:b".parse().unwrap(), u64::MAX),
+            (long.parse().unwrap(), 0),
+        ],
+    )
+    .unwrap()
+}
+
+fn log_state_seeds() -> Seeds {
+    use weft::format::{LogState, encode_log_state};
+    let empty = encode_log_state(&LogState::new(0, vec![]).unwrap())
+        .unwrap()
+        .to_vec();
+    let streams = encode_log_state(&log_state()).unwrap().to_vec();
+    let mut count = streams[..streams.len() - 4].to_vec();
+    count[14..18].copy_from_slice(&u32::MAX.to_le_bytes());
+    let mut version = streams[..streams.len() - 4].to_vec();
+    version[4] = 2;
+    vec![
+        ("log_state_empty.bin", empty),
+        ("log_state_streams.bin", streams.clone()),
+        ("bad_log_state_flipped.bin", flipped(streams.clone(), 12)),
+        (
+            "bad_log_state_truncated.bin",
+            streams[..streams.len() - 1].to_vec(),
+        ),
+        ("bad_log_state_count.bin", sealed(count)),
+        ("bad_log_state_version.bin", sealed(version)),
+        (
+            "bad_log_state_unsorted.bin",
+            sealed(log_state_body(5, &[("b", 1), ("a", 1)])),
+        ),
+        (
+            "bad_log_state_repeated.bin",
+            sealed(log_state_body(5, &[("a", 1), ("a", 2)])),
+        ),
+        (
+            "bad_log_state_bad_tag.bin",
+            sealed(log_state_body(5, &[("a:", 1)])),
+        ),
+        (
+            "bad_log_state_trailing.bin",
+            sealed([log_state_body(5, &[("a", 1)]), vec![0]].concat()),
+        ),
+        ("bad_log_state_zeros.bin", vec![0; 24]),
+    ]
+}
+
+fn state_checkpoint_seeds() -> Seeds {
+    use weft::format::{LogState, StateCheckpoint, encode_state_checkpoint};
+    let empty = encode_state_checkpoint(&StateCheckpoint {
+        state: LogState::new(0, vec![]).unwrap(),
+        through_check: 0,
+    })
+    .unwrap()
+    .to_vec();
+    let streams = encode_state_checkpoint(&StateCheckpoint {
+        state: log_state(),
+        through_check: 0xdead_beef,
+    })
+    .unwrap()
+    .to_vec();
+    // Magic, version and check value: the log state starts at byte 14.
+    let body = streams[..streams.len() - 4].to_vec();
+    let mut version = body.clone();
+    version[4] = 2;
+    vec![
+        ("checkpoint_empty.bin", empty),
+        ("checkpoint_streams.bin", streams.clone()),
+        ("bad_checkpoint_flipped.bin", flipped(streams.clone(), 8)),
+        (
+            "bad_checkpoint_truncated.bin",
+            streams[..streams.len() - 1].to_vec(),
+        ),
+        ("bad_checkpoint_version.bin", sealed(version)),
+        // A well-sealed wrapper around a damaged state.
+        (
+            "bad_checkpoint_inner_flipped.bin",
+            sealed(flipped(body, 30)),
+        ),
+        // A bare log state is not a checkpoint.
+        (
+            "bad_checkpoint_bare_state.bin",
+            weft::format::encode_log_state(&log_state())
+                .unwrap()
+                .to_vec(),
+        ),
+        ("bad_checkpoint_zeros.bin", vec![0; 32]),
+    ]
+}
+
+fn kv_object_seeds() -> Seeds {
+    use weft::format::{KvObject, MAX_WRITERS, WRITER_TOKEN_LEN, encode_kv_object};
+    let token = |b: u8| [b; WRITER_TOKEN_LEN];
+    let value = encode_kv_object(&KvObject {
+        value: Some(bytes::Bytes::from_static(b"node-a")),
+        writers: vec![token(1)],
+        complete: true,
+    })
+    .unwrap()
+    .to_vec();
+    let tombstone = encode_kv_object(&KvObject {
+        value: None,
+        writers: vec![token(9), token(8)],
+        complete: false,
+    })
+    .unwrap()
+    .to_vec();
+    let full = encode_kv_object(&KvObject {
+        value: Some(bytes::Bytes::new()),
+        writers: (0..MAX_WRITERS as u8).map(token).collect(),
+        complete: false,
+    })
+    .unwrap()
+    .to_vec();
+    let mut flags = value.clone();
+    flags[4] |= 0x04;
+    let mut no_writers = tombstone.clone();
+    no_writers[5] = 0;
+    let mut too_many = full.clone();
+    too_many[5] = MAX_WRITERS as u8 + 1;
+    too_many.extend_from_slice(&token(0xff));
+    let mut tombstone_value = value.clone();
+    tombstone_value[4] &= !0x01;
+    vec![
+        ("kv_object_value.bin", value.clone()),
+        ("kv_object_tombstone.bin", tombstone.clone()),
+        ("kv_object_full_history.bin", full),
+        ("kv_object_v1.bin", b"WKV1\x01abc".to_vec()),
+        ("kv_object_v1_tombstone.bin", b"WKV1\x00".to_vec()),
+        ("bad_kv_object_flipped.bin", flipped(value.clone(), 3)),
+        (
+            "bad_kv_object_truncated.bin",
+            tombstone[..tombstone.len() - 1].to_vec(),
+        ),
+        ("bad_kv_object_flags.bin", flags),
+        ("bad_kv_object_no_writers.bin", no_writers),
+        ("bad_kv_object_too_many_writers.bin", too_many),
+        ("bad_kv_object_tombstone_value.bin", tombstone_value),
+        ("bad_kv_object_v1_flag.bin", b"WKV1\x02abc".to_vec()),
+        (
+            "bad_kv_object_v1_tombstone_value.bin",
+            b"WKV1\x00x".to_vec(),
+        ),
+        ("bad_kv_object_zeros.bin", vec![0; 16]),
+    ]
+}
+
+fn writer_lease_seeds() -> Seeds {
+    use weft::format::{WriterLease, encode_lease};
+    let run = ulid::Ulid::from_parts(1_700_000_000_000, 5);
+    let lease = WriterLease {
+        renewals: 12,
+        ..WriterLease::new(run, 7, "weft append (pid 4242)", 5_000, 1_733_050_000_000)
+    };
+    let released = WriterLease {
+        released: true,
+        ..WriterLease::new(run, u64::MAX, &"é".repeat(200), 1, 0)
+    };
+    let text = String::from_utf8(encode_lease(&lease).unwrap().to_vec()).unwrap();
+    vec![
+        ("lease.bin", text.clone().into_bytes()),
+        (
+            "lease_released.bin",
+            encode_lease(&released).unwrap().to_vec(),
+        ),
+        // Another spelling of the same lease.
+        (
+            "lease_pretty.bin",
+            serde_json::to_vec_pretty(&lease).unwrap(),
+        ),
+        (
+            "bad_lease_flipped.bin",
+            flipped(text.clone().into_bytes(), 0),
+        ),
+        (
+            "bad_lease_truncated.bin",
+            text.as_bytes()[..text.len() - 1].to_vec(),
+        ),
+        (
+            "bad_lease_version.bin",
+            text.replace("\"version\":1", "\"version\":2").into_bytes(),
+        ),
+        (
+            "bad_lease_format.bin",
+            text.replace("weft-writer-lease", "other").into_bytes(),
+        ),
+        (
+            "bad_lease_run.bin",
+            text.replace(&run.to_string(), "not-a-ulid").into_bytes(),
+        ),
+        (
+            "bad_lease_negative_epoch.bin",
+            text.replace("\"epoch\":7", "\"epoch\":-7").into_bytes(),
+        ),
+        ("bad_lease_empty_object.bin", b"{}".to_vec()),
+        ("bad_lease_zeros.bin", vec![0; 16]),
+    ]
+}
+
+/// Index rows behind the selector byte of their decoder (the order of
+/// `INDEX_DECODERS` in `fuzz/src/lib.rs`).
+fn index_seeds() -> Seeds {
+    use weft::format::index::{self, TagRow};
+    let with = |selector: u8, bytes: &[u8]| [&[selector][..], bytes].concat();
+    let tag_key = index::tag_key(&"orders:o-1".parse().unwrap());
+    let row = TagRow {
+        id: 3,
+        next_version: 10,
+        floor: 2,
+        last: 99,
+    };
+    let gaps = index::encode_chunk(&[1, 2, 130, 130 + (1 << 20), u64::MAX]).unwrap();
+    let chunk_head =
+        |count: u32, first: u64| [count.to_le_bytes().as_slice(), &first.to_le_bytes()].concat();
+    let mut bad_floor = row.encode();
+    bad_floor[16..24].copy_from_slice(&11u64.to_le_bytes());
+    vec![
+        ("index_tag_key.bin", with(0, &tag_key)),
+        (
+            "index_tag_key_namespace.bin",
+            with(0, &index::tag_key(&"orders".parse().unwrap())),
+        ),
+        ("index_tag_row.bin", with(1, &row.encode())),
+        (
+            "index_chunk_one.bin",
+            with(2, &index::encode_chunk(&[5]).unwrap()),
+        ),
+        ("index_chunk_gaps.bin", with(2, &gaps)),
+        // Gap 1 spelt in two bytes: accepted, re-encoded in one.
+        (
+            "index_chunk_padded_gap.bin",
+            with(2, &[chunk_head(2, 1), vec![0x81, 0x00]].concat()),
+        ),
+        ("index_pair_key.bin", with(3, &index::pair_key(7, 1 << 40))),
+        ("index_seqnum_key.bin", with(4, &index::seqnum_key(42))),
+        ("index_tip.bin", with(5, &index::tip_value(99, 0xdead_beef))),
+        ("index_u64.bin", with(6, &index::u64_value(2))),
+        ("bad_index_empty.bin", vec![]),
+        (
+            "bad_index_tag_key_flipped.bin",
+            flipped(with(0, &tag_key), 2),
+        ),
+        (
+            "bad_index_tag_key_truncated.bin",
+            with(0, &tag_key[..tag_key.len() - 1]),
+        ),
+        (
+            "bad_index_tag_key_colon.bin",
+            with(0, &[&3u16.to_le_bytes()[..], b"a:b", &[0, 0]].concat()),
+        ),
+        ("bad_index_tag_row_floor.bin", with(1, &bad_floor)),
+        ("bad_index_tag_row_short.bin", with(1, &row.encode()[..31])),
+        ("bad_index_chunk_count.bin", with(2, &chunk_head(0, 1))),
+        (
+            "bad_index_chunk_too_many.bin",
+            with(2, &[chunk_head(513, 1), vec![1; 512]].concat()),
+        ),
+        (
+            "bad_index_chunk_truncated.bin",
+            with(2, &gaps[..gaps.len() - 1]),
+        ),
+        (
+            "bad_index_chunk_zero_gap.bin",
+            with(2, &[chunk_head(2, 1), vec![0]].concat()),
+        ),
+        (
+            "bad_index_chunk_overflow.bin",
+            with(2, &[chunk_head(2, u64::MAX), vec![1]].concat()),
+        ),
+        (
+            "bad_index_chunk_trailing.bin",
+            with(2, &[chunk_head(1, 1), vec![1]].concat()),
+        ),
+        ("bad_index_pair_key_short.bin", with(3, &[0; 15])),
+        ("bad_index_seqnum_key_long.bin", with(4, &[0; 9])),
+        ("bad_index_tip_long.bin", with(5, &[0; 17])),
+        ("bad_index_u64_short.bin", with(6, &[0; 7])),
+        ("bad_index_zeros.bin", vec![0; 9]),
+    ]
+}
+
 /// Objects shaped like a bucket log's: a v4 manifest with metadata and a
 /// snapshot pointer, and segments whose records are entry frames.
 fn bucket_log_seeds() -> (Seeds, Seeds) {
@@ -469,6 +806,11 @@ fn generated_seed_inputs_are_in_the_corpus() {
         ("dir_segment_header_decode", dir_header_seeds()),
         ("trim_point_decode", trim_point_seeds()),
         ("kv_bucket_decode", kv_bucket_seeds()),
+        ("log_state_decode", log_state_seeds()),
+        ("state_checkpoint_decode", state_checkpoint_seeds()),
+        ("kv_object_decode", kv_object_seeds()),
+        ("writer_lease_decode", writer_lease_seeds()),
+        ("index_decode", index_seeds()),
         ("manifest_decode", manifests),
         ("manifest_decode", v5_manifests),
         ("segment_decode", segments),

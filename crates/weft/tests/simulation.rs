@@ -294,6 +294,14 @@ fn bucket_log_keeps_its_promises_under_faults_and_failovers() {
         "no Indeterminate append was retried with its append ids"
     );
     assert!(total(|r| r.pages) > 500, "few checkpoints happened");
+    println!(
+        "bucket_log: {} writers opened from a stream-state checkpoint",
+        total(|r| r.from_checkpoint)
+    );
+    assert!(
+        total(|r| r.from_checkpoint) > 20,
+        "few writers opened from a stream-state checkpoint"
+    );
 }
 
 #[test]

@@ -13,6 +13,9 @@
 //! * [`index`] — keys and values of the persistent log index.
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
+//! * [`state_checkpoint`] — every stream's next version as of a seqnum,
+//!   which a bucket log's writer stores now and then so that a writer with
+//!   no local state opens without reading the whole log.
 //! * [`bucket_kv`] — one key of a bucket log's KV, with the writer tokens
 //!   that make its compare-and-set outcome exact.
 //! * [`writer_lease`] — the object that names a bucket log's live writer.
@@ -38,6 +41,7 @@ pub mod log_state;
 pub mod manifest;
 pub mod replica_cursor;
 pub mod segment;
+pub mod state_checkpoint;
 pub mod trim_point;
 pub mod writer_lease;
 
@@ -59,4 +63,5 @@ pub use segment::{
     SEGMENT_V2_FOOTER_LEN, SegmentBuilder, SegmentInfo, SegmentVersion, ZSTD_LEVEL, decode_segment,
     decode_segment_with_limit, encode_segment, inspect_segment,
 };
+pub use state_checkpoint::{StateCheckpoint, decode_state_checkpoint, encode_state_checkpoint};
 pub use writer_lease::{WriterLease, decode_lease, encode_lease};

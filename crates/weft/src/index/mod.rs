@@ -724,9 +724,31 @@ impl Index {
     /// can be opened again at once (by this process or another) while this
     /// handle lives on in readers; later reads fail with `Closed`.
     ///
+    /// After a close that succeeded, the store's journal is emptied once the
+    /// store is let go of, so the next open has none to read (see
+    /// `Store::release`).
+    ///
     /// Errors: the final flush's error (the store is let go of anyway).
     pub fn release(&self) -> Result<()> {
         let closed = self.close();
+        let store = self
+            .inner
+            .store
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(store) = store {
+            store.release(closed.is_ok());
+        }
+        closed
+    }
+
+    /// Stops the flusher and lets go of the store without writing anything
+    /// out: for an index whose directory is deleted next (a handle's
+    /// private temporary one), where a final flush and sync would be
+    /// wasted. Later reads and pushes fail with `Closed`.
+    pub fn discard(&self) {
+        self.stop_flusher();
         drop(
             self.inner
                 .store
@@ -734,7 +756,6 @@ impl Index {
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),
         );
-        closed
     }
 
     fn stop_flusher(&self) {
@@ -952,5 +973,74 @@ mod tests {
         assert_eq!(all, (0..300).filter(|s| s % 7 == 3).collect::<Vec<_>>());
         assert_eq!(index.version_seqnums(&tag, 40, 2).unwrap(), vec![283, 290]);
         index.close().unwrap();
+    }
+
+    /// The sizes of the store's journal files.
+    fn journal_sizes(dir: &std::path::Path) -> Vec<u64> {
+        std::fs::read_dir(dir.join("store"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jnl"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .collect()
+    }
+
+    #[test]
+    fn a_released_index_leaves_an_empty_journal_and_reopens_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let index = Index::open(tmp.path(), b"log", IndexOptions::default()).unwrap();
+        for b in 0..20 {
+            index.push(&entries(b * 500, (b + 1) * 500)).unwrap();
+        }
+        index.flush().unwrap();
+        // Before the release, the journal holds the batches.
+        assert!(journal_sizes(tmp.path()).iter().sum::<u64>() > 0);
+        index.release().unwrap();
+        // fjall's next open has no journal to read through.
+        assert_eq!(journal_sizes(tmp.path()), vec![0]);
+        drop(index);
+
+        let tag = LogTag::with_key("orders", "c3").unwrap();
+        for round in 0..2u64 {
+            let index = Index::open(tmp.path(), b"log", IndexOptions::default()).unwrap();
+            assert_eq!(index.fresh(), None, "round {round}");
+            let covered = 10_000 + round * 700;
+            assert_eq!(index.covered(), covered, "round {round}");
+            assert_eq!(index.tip().unwrap(), Some((covered - 1, covered - 1)));
+            let expected: Vec<u64> = (0..covered).filter(|s| s % 7 == 3).collect();
+            let all = index.seqnums(Some(&tag), 0, 100_000).unwrap();
+            assert_eq!(all, expected, "round {round}");
+            assert_eq!(
+                index.next_version(&tag).unwrap(),
+                expected.len() as u64,
+                "round {round}"
+            );
+            // It keeps writing into the emptied journal.
+            index.push(&entries(covered, covered + 700)).unwrap();
+            index.flush().unwrap();
+            assert!(journal_sizes(tmp.path())[0] > 0, "round {round}");
+            index.release().unwrap();
+            assert_eq!(journal_sizes(tmp.path()), vec![0], "round {round}");
+        }
+    }
+
+    #[test]
+    fn an_index_dropped_without_release_keeps_its_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let index = Index::open(tmp.path(), b"log", IndexOptions::default()).unwrap();
+        index.push(&entries(0, 3000)).unwrap();
+        index.flush().unwrap();
+        // As after a crash: no close, fjall replays its journal.
+        drop(index);
+        assert!(journal_sizes(tmp.path()).iter().sum::<u64>() > 0);
+        let index = Index::open(tmp.path(), b"log", IndexOptions::default()).unwrap();
+        assert_eq!(index.fresh(), None);
+        assert_eq!(index.covered(), 3000);
+        let tag = LogTag::with_key("orders", "c3").unwrap();
+        assert_eq!(
+            index.seqnums(Some(&tag), 0, 10_000).unwrap(),
+            (0..3000).filter(|s| s % 7 == 3).collect::<Vec<_>>()
+        );
+        index.release().unwrap();
     }
 }

@@ -18,8 +18,9 @@
 //! milliseconds, where fjall reads its active journal (up to 64 MB, the
 //! size at which fjall starts a new one) on open: 0.5–2.8 s on the shared
 //! test machine. That is the cost of this choice; it does not grow with
-//! the log, and the index flushes fjall's memtables on close so that what
-//! an open replays is mostly skipped.
+//! the log, and a release after a clean close (every row flushed into
+//! table files) empties the journal, so only an open after a crash reads
+//! one ([`Store::release`]).
 //!
 //! The store is configured so its memory stays inside the index's budget:
 //! a bounded block cache, small memtables, a small journal.
@@ -174,6 +175,14 @@ pub(super) struct Store {
     /// its journal holds beyond them. Counted here because fjall reports
     /// the journal's file size, which it preallocates to 64 MiB.
     journaled: std::sync::atomic::AtomicU64,
+    /// Batches committed since the open (counted under the writer lock,
+    /// before each commit).
+    commits: std::sync::atomic::AtomicU64,
+    /// The value of `commits` when [`Store::compact_journal`] last sealed
+    /// the memtables and then saw every sealed one written into table
+    /// files (`u64::MAX`: not since the open). Equal to `commits`: nothing
+    /// lives in the journal alone; see [`Store::release`].
+    flushed_through: std::sync::atomic::AtomicU64,
 }
 
 fn map_err(what: &str, e: fjall::Error) -> Error {
@@ -307,6 +316,8 @@ impl Store {
             locators: ks(KEYSPACES[4])?,
             append_ids: ks(KEYSPACES[5])?,
             journaled: std::sync::atomic::AtomicU64::new(0),
+            commits: std::sync::atomic::AtomicU64::new(0),
+            flushed_through: std::sync::atomic::AtomicU64::new(u64::MAX),
             db,
         })
     }
@@ -334,6 +345,14 @@ impl Store {
         Ok(())
     }
 
+    /// Commits `b`; the caller holds the writer lock. Counted in `commits`
+    /// first, so a commit that fails half-way still counts.
+    fn commit(&self, b: fjall::OwnedWriteBatch, what: &str) -> Result<()> {
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        b.commit().map_err(|e| map_err(what, e))
+    }
+
     /// Writes the meta rows of an empty index and syncs them.
     fn initialize(&self, identity: &[u8], first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
         let _writer = self.writer();
@@ -359,8 +378,7 @@ impl Store {
         for ks in self.keyspaces() {
             b.insert(ks, WITNESS, u64_value(0));
         }
-        b.commit()
-            .map_err(|e| map_err("initialize the log index", e))?;
+        self.commit(b, "initialize the log index")?;
         self.sync()
     }
 
@@ -648,7 +666,7 @@ impl Store {
         b.insert(&self.meta, meta::FIRST, u64_value(first.max(m.first)));
         self.seal_batch(&mut b)?;
         self.row_cache().clear();
-        b.commit().map_err(|e| map_err("trim the log index", e))?;
+        self.commit(b, "trim the log index")?;
         self.sync()
     }
 
@@ -739,7 +757,7 @@ impl Store {
         b.insert(&self.meta, meta::COVERED, u64_value(last + 1));
         b.insert(&self.meta, meta::TIP, tip_value(last, last_entry.check));
         self.seal_batch(&mut b)?;
-        b.commit().map_err(|e| map_err("write the log index", e))?;
+        self.commit(b, "write the log index")?;
         self.journaled
             .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         let mut cache = self.row_cache();
@@ -778,21 +796,24 @@ impl Store {
         // keyspace's tables end at the same batch: a journal lost after a
         // crash then leaves an older state the witnesses agree on, which
         // the log replays into rather than a rebuild.
-        self.seal_memtables()?;
+        let sealed_at = self.seal_memtables()?;
         if wait {
             // fjall writes and syncs a sealed memtable's table file and the
             // tree's new version before it drops the memtable. A flush that
             // keeps failing (a full disk) must not hang the caller: past
             // the bound, what is left stays in the journal.
             self.wait_for_flushes(|sealed, _| sealed == 0)?;
+            self.flushed_through
+                .store(sealed_at, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
     }
 
     /// Seals every keyspace's active memtable for fjall's worker to flush,
     /// holding the writer lock so no batch is half in the sealed tables;
-    /// the journal they cover no longer counts.
-    fn seal_memtables(&self) -> Result<()> {
+    /// the journal they cover no longer counts. Returns how many batches
+    /// the sealed memtables hold (`commits`).
+    fn seal_memtables(&self) -> Result<u64> {
         let _writer = self.writer();
         for ks in self.keyspaces() {
             ks.rotate_memtable()
@@ -800,7 +821,7 @@ impl Store {
         }
         self.journaled
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
+        Ok(self.commits.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Keeps fjall's memtables, active and sealed together, within the
@@ -922,6 +943,104 @@ impl Store {
             .persist(fjall::PersistMode::SyncData)
             .map_err(|e| map_err("sync the log index", e))
     }
+
+    /// Whether every batch committed since the open is in table files: the
+    /// last [`Store::compact_journal`] that waited saw them all written,
+    /// and nothing was committed or sealed after it.
+    fn all_in_tables(&self) -> bool {
+        let commits = self.commits.load(std::sync::atomic::Ordering::Relaxed);
+        self.flushed_through
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == commits
+            && self.sealed_memtables() == 0
+    }
+
+    /// Lets go of the store (`closed`: after a close that succeeded). When
+    /// every batch is in table files ([`Store::all_in_tables`]), fjall's
+    /// journal then holds nothing its tables lack, and is emptied once
+    /// fjall has let go: fjall's open reads its active journal through,
+    /// up to 64 MB with a lookup per row, however much of it is flushed,
+    /// and after a clean close finds nothing to read. (fjall reaches the
+    /// same state itself when it starts a new journal once everything
+    /// before it is flushed.) After a crash, or a close that failed, the
+    /// journal stays and fjall replays it.
+    pub(super) fn release(self, closed: bool) {
+        let clean = closed && self.all_in_tables();
+        let dir = self.path.join(STORE_DIR);
+        // Every handle on fjall's database goes before its journal is
+        // touched: its lock is then free.
+        drop(self);
+        if !clean {
+            return;
+        }
+        match empty_journal(&dir) {
+            Ok(true) => tracing::debug!(dir = %dir.display(), "emptied the log index's journal"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                dir = %dir.display(),
+                error = %e,
+                "could not empty the log index's journal; the next open reads it"
+            ),
+        }
+    }
+}
+
+/// Empties the journal of the fjall database in `dir`, which is closed and
+/// whose every row is in table files: truncates the active (newest)
+/// journal file to nothing and removes older ones, holding fjall's lock so
+/// that no open of the database can overlap. Returns `false`, touching
+/// nothing, when the lock is held (the database was opened again
+/// meanwhile) or there is no journal.
+fn empty_journal(dir: &Path) -> std::io::Result<bool> {
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join("lock"))?;
+    // A fjall worker thread may let go of its last handle a moment after
+    // the database is dropped.
+    let mut tries = 0;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+    let mut journals = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "jnl") {
+            // fjall names them by number and refuses other names.
+            let Some(id) = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.parse::<u64>().ok())
+            else {
+                return Ok(false);
+            };
+            journals.push((id, path));
+        }
+    }
+    journals.sort();
+    let Some((_, active)) = journals.pop() else {
+        return Ok(false);
+    };
+    // fjall reopens the newest file as its active journal and appends to
+    // it; its journal numbers go on from there.
+    let file = std::fs::OpenOptions::new().write(true).open(&active)?;
+    file.set_len(0)?;
+    file.sync_all()?;
+    if !journals.is_empty() {
+        for (_, sealed) in &journals {
+            std::fs::remove_file(sealed)?;
+        }
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(true)
 }
 
 /// Decodes a pair key and checks that it belongs to `id`.
@@ -1020,6 +1139,60 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(row.last, 5999);
+    }
+
+    fn journal_bytes(dir: &Path) -> u64 {
+        std::fs::read_dir(dir.join(STORE_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jnl"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum()
+    }
+
+    #[test]
+    fn the_journal_is_emptied_only_when_every_batch_is_in_tables() {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = IndexOptions::default();
+        let open = || Store::open_or_create(tmp.path(), b"log", &options).unwrap();
+
+        // A batch after the last flush lives in the journal alone.
+        let (store, _) = open();
+        store.write(&new_streams(0, 500), false).unwrap();
+        store.compact_journal(true).unwrap();
+        store.write(&new_streams(500, 500), false).unwrap();
+        store.sync().unwrap();
+        store.release(true);
+        assert!(journal_bytes(tmp.path()) > 0);
+        let (store, fresh) = open();
+        assert_eq!((fresh, store.meta().unwrap().covered), (None, 1000));
+
+        // A close that failed (no flush since the open): kept.
+        store.release(false);
+        assert!(journal_bytes(tmp.path()) > 0);
+        let (store, _) = open();
+        assert_eq!(store.meta().unwrap().covered, 1000);
+
+        // Flushed, but not since the open (the journal's rows replayed
+        // into memtables are not in tables): kept.
+        store.release(true);
+        assert!(journal_bytes(tmp.path()) > 0);
+
+        // Everything flushed: emptied, and nothing is lost.
+        let (store, _) = open();
+        store.write(&new_streams(1000, 500), false).unwrap();
+        store.compact_journal(true).unwrap();
+        store.release(true);
+        assert_eq!(journal_bytes(tmp.path()), 0);
+        let (store, fresh) = open();
+        assert_eq!((fresh, store.meta().unwrap().covered), (None, 1500));
+        let row = store
+            .tag_row(&LogTag::with_key("orders", "customer-700").unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.last, 700);
+        store.write(&new_streams(1500, 10), false).unwrap();
+        assert_eq!(store.meta().unwrap().covered, 1510);
     }
 
     #[test]

@@ -133,11 +133,24 @@ pub async fn trim_is_durable_and_every_reader_honours_it(store: Arc<dyn ObjectSt
         .unwrap();
     let state = decode_log_state(&state).unwrap();
     assert_eq!(state.through, 4);
-    assert_eq!(
-        state.next_versions,
-        vec![(tag("acct:a"), 2), (tag("gone"), 3)],
-        "acct:b's only entry is after the trim point"
-    );
+    // Every stream with no live entry left needs its floor (gone); one
+    // whose entries go on after the trim point may be listed (an index in
+    // memory lists it, one on disk leaves it to the live entries); acct:b's
+    // only entry is after the trim point.
+    let listed: Vec<_> = state
+        .next_versions
+        .iter()
+        .filter(|(t, _)| *t != tag("acct:a"))
+        .cloned()
+        .collect();
+    assert_eq!(listed, vec![(tag("gone"), 3)]);
+    if let Some((_, v)) = state
+        .next_versions
+        .iter()
+        .find(|(t, _)| *t == tag("acct:a"))
+    {
+        assert_eq!(*v, 2);
+    }
     // Trimming at or below the trim point again changes nothing; past the
     // end is refused.
     w1.trim(2).await.unwrap();

@@ -7,6 +7,7 @@ pub mod azure;
 pub mod bucket_cache_cases;
 pub mod bucket_log_cases;
 pub mod bucket_retention_cases;
+pub mod bucket_states_cases;
 pub mod gc_cases;
 pub mod history_cases;
 pub mod producer_cases;

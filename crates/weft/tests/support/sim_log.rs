@@ -31,7 +31,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -75,6 +75,8 @@ pub struct LogRun {
     pub writers: usize,
     pub stats: FaultStats,
     pub pages: usize,
+    /// Writers that opened from a stream-state checkpoint.
+    pub from_checkpoint: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -139,6 +141,7 @@ struct World {
     failed_writers: Mutex<Vec<usize>>,
     /// (retried, answered with an original that had landed)
     retries: Mutex<(usize, usize)>,
+    from_checkpoint: AtomicUsize,
 }
 
 impl World {
@@ -249,6 +252,7 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
         appenders_done: AtomicBool::new(false),
         failed_writers: Mutex::new(Vec::new()),
         retries: Mutex::new((0, 0)),
+        from_checkpoint: AtomicUsize::new(0),
     });
     world.note(format!("seed {seed} {profile:?} {plan:?}"));
     let store: Arc<dyn ObjectStore> = faults.clone();
@@ -347,6 +351,7 @@ async fn run(seed: u64, profile: Profile) -> LogRun {
         writers: world.writer_count(),
         stats: faults.stats(),
         pages: pages.len(),
+        from_checkpoint: world.from_checkpoint.load(Ordering::SeqCst),
     }
 }
 
@@ -401,6 +406,7 @@ async fn open_follower(plan: &Plan, store: &Arc<dyn ObjectStore>) -> Option<Buck
         let options = FollowerOptions {
             poll_interval: plan.poll_interval,
             prefetch: 3,
+            numbers_in_memory: true,
             ..FollowerOptions::default()
         };
         if let Ok(f) = BucketFollower::open(store.clone(), PREFIX, options).await {
@@ -420,6 +426,11 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
             retry: plan.retry.clone(),
             seed: Some(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1)),
             checkpoint: tiny_checkpoints(seed),
+            // A third of the seeds store no stream-state checkpoints; the
+            // others often, so that failovers open from them.
+            state_checkpoint_entries: [0, 2, 5][(seed % 3) as usize],
+            // No index directories (threads, real I/O) in the simulation.
+            numbers_in_memory: true,
             // Failovers fence the writer before on purpose.
             take_over: true,
             ..BucketOptions::default()
@@ -433,6 +444,9 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
         .await;
         match opened {
             Ok(storage) => {
+                if storage.filling_in() {
+                    world.from_checkpoint.fetch_add(1, Ordering::SeqCst);
+                }
                 let (epoch, run) = (storage.epoch(), storage.run_id().to_string());
                 world.writers.lock().unwrap().push(Writer {
                     log: Log::new(storage),

@@ -263,6 +263,7 @@ pub(crate) async fn read_numbers(
         prefetch,
         patience,
         None,
+        FillInto::History,
     )
     .await?;
     let numbers = log.visible().write().take_numbers();
@@ -272,12 +273,24 @@ pub(crate) async fn read_numbers(
     }
 }
 
+/// Where a fill puts the batches it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FillInto {
+    /// The index of the history (the entries before the live end).
+    History,
+    /// The live end: each batch is published as if just committed (a
+    /// writer opened from a state checkpoint reads the entries after it
+    /// this way, while the history before it is filled in apart).
+    Live,
+}
+
 /// The fill's applier: adds the numbers of committed batches.
 struct FillApplier {
     shared: Arc<LocalLog>,
     assembler: BatchAssembler,
     /// A writer's append-id window, fed the ids of the entries read.
     ids: Option<SharedIds>,
+    into: FillInto,
 }
 
 /// An append-id window a fill feeds (the writer's open).
@@ -314,7 +327,10 @@ impl Applier for FillApplier {
                     }
                 }
             }
-            self.shared.add_history(&batch.entries)?;
+            match self.into {
+                FillInto::History => self.shared.add_history(&batch.entries)?,
+                FillInto::Live => self.shared.publish(batch.entries)?,
+            }
         }
         Ok(())
     }
@@ -353,10 +369,13 @@ pub(crate) fn request_timeout(retry: &RetryPolicy) -> Duration {
 }
 
 /// Reads the committed entries from `from` up to `until` and adds their
-/// numbers to `shared`'s state (and, given `ids`, their append ids to it).
+/// numbers to `shared`'s state, `into` its history index or its live end
+/// (and, given `ids`, their append ids to it).
 ///
 /// Errors: `Corrupt` for damaged objects or a log with a gap; store errors
-/// once the patience runs out; the index's.
+/// once the patience runs out; the index's; `Trimmed` when a truncation
+/// overtakes a fill into the live end (one into the history starts over at
+/// the trim point).
 // The fill's inputs are independent settings of one read; a struct would
 // only rename them.
 #[allow(clippy::too_many_arguments)]
@@ -369,7 +388,15 @@ pub(crate) async fn fill(
     prefetch: usize,
     patience: Patience,
     ids: Option<SharedIds>,
+    into: FillInto,
 ) -> Result<()> {
+    let reached = |shared: &LocalLog| {
+        let state = shared.visible().read();
+        match into {
+            FillInto::History => state.indexed(),
+            FillInto::Live => state.tip().next,
+        }
+    };
     let mut from = Some(from);
     let mut backoff = match &patience {
         Patience::Bounded(policy, seed) => Some(policy.backoff(*seed ^ 0x0066_696c_6c00)),
@@ -386,16 +413,17 @@ pub(crate) async fn fill(
             prefetch,
             timeout,
             ids.clone(),
+            into,
         )
         .await?;
         loop {
-            if shared.visible().read().indexed() >= until || shared.gate().is_closed() {
+            if reached(&shared) >= until || shared.gate().is_closed() {
                 return Ok(());
             }
             let before = replica.cursor();
             let err = match replica.poll().await {
                 Ok(_) => {
-                    if shared.visible().read().indexed() < until {
+                    if reached(&shared) < until {
                         return Err(Error::corrupt(format!(
                             "the log's entries end before seqnum {until}, its end when this \
                              reader started"
@@ -403,7 +431,7 @@ pub(crate) async fn fill(
                     }
                     return Ok(());
                 }
-                Err(e) if e.kind() == ErrorKind::Trimmed => break,
+                Err(e) if e.kind() == ErrorKind::Trimmed && into == FillInto::History => break,
                 Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Indeterminate) => {
                     e
                 }
@@ -440,6 +468,7 @@ async fn start(
     prefetch: usize,
     request_timeout: Duration,
     ids: Option<SharedIds>,
+    into: FillInto,
 ) -> Result<Replica<FillApplier>> {
     let manifest = shared.reader().manifest();
     let cursors = MemoryCursorStore::new();
@@ -455,6 +484,7 @@ async fn start(
         shared: shared.clone(),
         assembler,
         ids,
+        into,
     };
     Ok(Replica::builder(store.clone(), layout.manifest(), applier)
         .with_cursor_store(cursors)

@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 
 use super::BucketLayout;
 use super::budget::Budget;
-use super::catchup::{Patience, fill, open_numbers, read_start, request_timeout};
+use super::catchup::{FillInto, Patience, fill, open_numbers, read_start, request_timeout};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, Numbers};
@@ -76,13 +76,20 @@ pub struct FollowerOptions {
     /// and (with a cache directory) the persistent index's caches.
     pub memory_budget: usize,
     /// A directory for the follower's persistent state (the log's numbers
-    /// in a persistent index). With one, memory does not grow with the log
-    /// and a restarted follower reads only what was committed since it
-    /// last ran; without one, the numbers live in memory (a few dozen bytes
-    /// per entry) and every open reads the whole log in the background.
-    /// The state is derived from the log and rebuilt when it is damaged or
-    /// belongs to another log. Two live handles must not share one.
+    /// in a persistent index). With one, a restarted follower reads only
+    /// what was committed since it last ran; without one, the index lives
+    /// in a private temporary directory removed when the follower closes
+    /// (unless [`numbers_in_memory`](Self::numbers_in_memory)), and every
+    /// open reads the whole log in the background. Either way memory does
+    /// not grow with the log. The state is derived from the log and rebuilt
+    /// when it is damaged or belongs to another log. Two live handles must
+    /// not share one.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Without a [`cache_dir`](Self::cache_dir), keep the log's numbers in
+    /// memory instead of a temporary index directory: a few dozen bytes per
+    /// live entry, so memory grows with the log. For short logs and tests;
+    /// default off.
+    pub numbers_in_memory: bool,
     /// Retries of the reads on open and of KV requests, and the deadline
     /// of every operation: opening fails (`Unavailable`) once the store has
     /// made no progress for [`RetryPolicy::deadline`], and a store request
@@ -99,6 +106,7 @@ impl Default for FollowerOptions {
             fill_prefetch: 32,
             memory_budget: 256 << 20,
             cache_dir: None,
+            numbers_in_memory: false,
             retry: RetryPolicy::default(),
         }
     }
@@ -225,11 +233,7 @@ impl BucketFollower {
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
         let budget = Budget::follower(options.memory_budget);
-        let cache = options
-            .cache_dir
-            .as_deref()
-            .map(CacheDir::acquire)
-            .transpose()?;
+        let cache = CacheDir::for_handle(options.cache_dir.as_deref(), options.numbers_in_memory)?;
         let (manifest, trim) = read_start(&store, &layout, &options.retry).await?;
         if let Some(m) = &manifest {
             super::writer::check_weft_log(&layout.manifest(), m)?;
@@ -297,6 +301,7 @@ impl BucketFollower {
                     prefetch,
                     patience,
                     None,
+                    FillInto::History,
                 );
                 if let Err(e) = filled.await {
                     // Every read that waits for the fill gets this error
@@ -428,7 +433,17 @@ pub(super) async fn close_index(shared: &LocalLog) -> Result<()> {
     let numbers = shared.visible().write().take_numbers();
     match numbers {
         Numbers::Disk(index, lock) => tokio::task::spawn_blocking(move || {
-            let closed = index.close();
+            if lock.is_temporary() {
+                // Deleted next: nothing to write out for a later open.
+                index.discard();
+                drop(index);
+                drop(lock);
+                return Ok(());
+            }
+            // Lets go of the store even if a reader still holds the index,
+            // and, after a clean close, empties its journal for the next
+            // open.
+            let closed = index.release();
             drop(index);
             // Only now may another handle take the directory.
             drop(lock);

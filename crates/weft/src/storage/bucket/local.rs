@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 
 use tokio::sync::watch;
 
-use super::numbers::{EntryNumbers, Numbers};
+use super::numbers::{EntryNumbers, Floors, Numbers};
 use super::reader::BucketReader;
 use crate::error::{Error, Result};
 use crate::model::{LogEntry, LogTag};
@@ -45,6 +45,10 @@ struct Pending {
     from: u64,
     index: LogIndex,
     numbers: Vec<EntryNumbers>,
+    /// Every stream's next version as of `from`, when it is known (a
+    /// writer that opened from a state checkpoint): then the latest
+    /// version of any stream is known without the history.
+    floors: Option<Floors>,
 }
 
 /// The newest entries, up to a byte budget.
@@ -143,7 +147,24 @@ impl LocalState {
                 from,
                 index: LogIndex::starting_at(from),
                 numbers: Vec::new(),
+                floors: None,
             });
+        }
+        s
+    }
+
+    /// [`LocalState::filling`] when every stream's next version as of
+    /// `from` is known (`floors`, from a state checkpoint through
+    /// `from - 1`): version queries then never wait for the history.
+    pub(crate) fn filling_from(
+        index: Numbers,
+        from: u64,
+        floors: Floors,
+        recent_budget: usize,
+    ) -> Self {
+        let mut s = LocalState::filling(index, from, recent_budget);
+        if let Some(p) = &mut s.pending {
+            p.floors = Some(floors);
         }
         s
     }
@@ -181,6 +202,20 @@ impl LocalState {
     /// The numbers (for a writer's trim: version floors; its sequencer).
     pub(crate) fn numbers(&self) -> &Numbers {
         &self.index
+    }
+
+    /// The entry at `seqnum`, when it is among the newest ones kept.
+    pub(crate) fn recent_entry(&self, seqnum: u64) -> Option<&LogEntry> {
+        self.recent.get(seqnum)
+    }
+
+    /// The next version of every stream with an entry at the live end,
+    /// while history is being filled in (empty otherwise).
+    pub(crate) fn live_next_versions(&self) -> Vec<(LogTag, u64)> {
+        self.pending
+            .as_ref()
+            .map(|p| p.index.next_versions_through(u64::MAX))
+            .unwrap_or_default()
     }
 
     /// Takes the numbers out, leaving an empty index behind.
@@ -331,9 +366,10 @@ impl LocalState {
         let Some(p) = &self.pending else {
             return self.index.latest_version(tag).map(Plan::Ready);
         };
-        Ok(match p.index.latest_version(tag) {
-            Some(v) => Plan::Ready(Some(v)),
-            None => Plan::Wait,
+        Ok(match (p.index.latest_version(tag), &p.floors) {
+            (Some(v), _) => Plan::Ready(Some(v)),
+            (None, Some(floors)) => Plan::Ready(floors.get(tag).and_then(|n| n.checked_sub(1))),
+            (None, None) => Plan::Wait,
         })
     }
 }

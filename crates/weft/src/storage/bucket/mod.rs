@@ -16,7 +16,8 @@
 //!
 //! Layout under the log's prefix: `manifest`, `segments/<run>/<ordinal>`,
 //! `history/<level>-<first>-<end>-<run>-<plan>` (the manifest's history pages),
-//! `snapshots/<through>-<id>`, `kv/<scope>/<key>`.
+//! `snapshots/<through>-<id>`, `states/<through>-<run>` (stream-state
+//! checkpoints, see [`writer`]), `kv/<scope>/<key>`.
 //!
 //! # Memory and open time
 //!
@@ -28,10 +29,11 @@
 //! Everything but in-memory numbers comes out of one `memory_budget`.
 //!
 //! With a cache directory, opening reads only what was committed since the
-//! directory's index last covered the log; without one (or on an empty
-//! one) it reads the whole live log once: the writer before it accepts
-//! appends, a follower in the background while it already serves the live
-//! end (see [`follower`]). A standby follower's directory can be handed to
+//! directory's index last covered the log. Without one (or on an empty
+//! one) a follower reads the whole live log in the background while it
+//! already serves the live end (see [`follower`]); a writer reads only
+//! what follows the newest stream-state checkpoint before it accepts
+//! appends, and the rest in the background (see [`writer`]). A standby follower's directory can be handed to
 //! a new writer. The directory is derived state, checked against the log
 //! and rebuilt when it does not match (`docs/FAILURE_SEMANTICS.md`).
 //!
@@ -58,6 +60,7 @@ mod numbers;
 mod reader;
 mod records;
 pub mod retention;
+mod states;
 pub mod writer;
 
 pub use check::{BucketCheck, check};
@@ -122,6 +125,11 @@ impl BucketLayout {
     /// The prefix of snapshot objects.
     pub fn snapshots(&self) -> String {
         self.join("snapshots")
+    }
+
+    /// The prefix of stream-state checkpoints.
+    pub fn states(&self) -> String {
+        self.join("states")
     }
 
     /// The prefix of KV objects.

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::local::LocalLog;
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry, IndexOptions};
 use crate::model::{LogEntry, LogTag};
@@ -181,9 +182,45 @@ impl Numbers {
 pub(crate) struct CacheDir {
     path: std::path::PathBuf,
     _lock: std::fs::File,
+    /// A handle's private directory, removed when it is dropped (after
+    /// the lock: fields drop in order).
+    _temporary: Option<tempfile::TempDir>,
 }
 
 impl CacheDir {
+    /// The directory a handle uses: `path`, or without one (and unless the
+    /// numbers are to stay in memory) a private temporary directory, so
+    /// that memory does not grow with the log whatever the options.
+    ///
+    /// Errors: as [`CacheDir::acquire`]; I/O kinds when no temporary
+    /// directory can be made.
+    pub(crate) fn for_handle(path: Option<&Path>, in_memory: bool) -> Result<Option<CacheDir>> {
+        match (path, in_memory) {
+            (Some(p), _) => CacheDir::acquire(p).map(Some),
+            (None, true) => Ok(None),
+            (None, false) => CacheDir::temporary().map(Some),
+        }
+    }
+
+    /// True for a handle's private temporary directory.
+    pub(crate) fn is_temporary(&self) -> bool {
+        self._temporary.is_some()
+    }
+
+    /// A private directory under the system's temporary directory, removed
+    /// when dropped (a process that dies leaves it behind: `weft-index-*`).
+    ///
+    /// Errors: I/O kinds.
+    pub(crate) fn temporary() -> Result<CacheDir> {
+        let dir = tempfile::Builder::new()
+            .prefix("weft-index-")
+            .tempdir()
+            .map_err(|e| Error::io("create a temporary index directory", e))?;
+        let mut held = CacheDir::acquire(dir.path())?;
+        held._temporary = Some(dir);
+        Ok(held)
+    }
+
     /// Takes the directory `path` (created if absent) without waiting.
     ///
     /// Errors: `Locked` when another handle (in this process or another)
@@ -215,6 +252,7 @@ impl CacheDir {
         Ok(CacheDir {
             path: path.to_path_buf(),
             _lock: file,
+            _temporary: None,
         })
     }
 
@@ -237,7 +275,14 @@ pub(crate) struct IndexVersions {
     index: Arc<Index>,
     held: HashMap<LogTag, u64>,
     capacity: usize,
+    /// While the writer fills in the history before the state checkpoint
+    /// it opened from, the index does not know every stream yet: their
+    /// versions as of the checkpoint, and the log whose fill is watched.
+    while_filling: Option<(Floors, Arc<LocalLog>)>,
 }
+
+/// Every stream's next version as of a state checkpoint.
+pub(crate) type Floors = Arc<HashMap<LogTag, u64>>;
 
 impl IndexVersions {
     pub(crate) fn new(index: Arc<Index>, capacity: usize) -> Self {
@@ -245,7 +290,25 @@ impl IndexVersions {
             index,
             held: HashMap::new(),
             capacity: capacity.max(16),
+            while_filling: None,
         }
+    }
+
+    /// The table of a writer that opened from a state checkpoint on a log
+    /// index that does not cover it yet: `floors` are every stream's next
+    /// versions as of the checkpoint, `live` those of the entries read
+    /// after it; the index answers for the other streams once `log` has
+    /// filled in its history.
+    pub(crate) fn starting_at_checkpoint(
+        mut self,
+        floors: Floors,
+        live: Vec<(LogTag, u64)>,
+        log: Arc<LocalLog>,
+    ) -> Self {
+        // Held, not shrunk, while filling: the index cannot agree yet.
+        self.held.extend(live);
+        self.while_filling = Some((floors, log));
+        self
     }
 
     /// Drops the held streams the index now agrees with.
@@ -268,12 +331,21 @@ impl VersionTable for IndexVersions {
         if let Some(v) = self.held.get(tag) {
             return Ok(Some(*v));
         }
+        if let Some((floors, log)) = &self.while_filling {
+            if log.visible().read().filling_in() {
+                return Ok(floors.get(tag).copied());
+            }
+            self.while_filling = None;
+        }
         let v = self.index.next_version(tag)?;
         Ok((v > 0).then_some(v))
     }
 
     fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
-        if self.held.len() >= self.capacity && !self.held.contains_key(tag) {
+        if self.held.len() >= self.capacity
+            && !self.held.contains_key(tag)
+            && self.while_filling.is_none()
+        {
             self.shrink()?;
         }
         self.held.insert(tag.clone(), next);

@@ -25,9 +25,10 @@
 //! committed (or with the writer's failure if it is not). A new writer
 //! knows the ids of the newest [`BucketOptions::append_id_window`] entries,
 //! so a retry after a failover is answered too: the ids of what it reads
-//! when it opens, and — on a cache directory, whose index does not keep
-//! ids — those of the entries before that, up to the window, read from
-//! the bucket by the first append that carries an id (appends without ids
+//! when it opens, and — when that was not the whole live log (a cache
+//! directory, whose index does not keep ids, or a state checkpoint) —
+//! those of the entries before that, up to the window, read from the
+//! bucket by the first append that carries an id (appends without ids
 //! never wait for it).
 //!
 //! Entries become readable (and are published to subscribers) once the
@@ -44,8 +45,24 @@
 //! the newest entries up to a budget, and any other entry read back from
 //! its segment on demand through bounded caches. Its memory is the numbers
 //! plus [`BucketOptions::memory_budget`] (which also bounds the appends in
-//! flight), whatever the log's length. Opening reads the live log once to
-//! rebuild the numbers, keeping no entry.
+//! flight), whatever the log's length.
+//!
+//! ## Open time: stream-state checkpoints
+//!
+//! Opening completes the numbers from the bucket, keeping no entry: only
+//! what was committed since its cache directory's index last covered the
+//! log, when it has one. A writer with less than that — no cache
+//! directory, an empty one, one far behind — does not read the whole log
+//! either: every [`BucketOptions::state_checkpoint_entries`] entries (and
+//! at least as many entries as there were streams) the writer stores every
+//! stream's next version in a `states/` object, and a new writer starts
+//! from the newest one that checks out. It reads the entries after it
+//! before it takes appends, so its open costs one checkpoint (a row per
+//! stream) and at most an interval of entries, whatever the log's length;
+//! the history before it is indexed in the background, as by a fresh
+//! follower (reads by tag or version that need it wait; conditional
+//! appends and `latest_version` do not). See `states` in this module's
+//! parent and `docs/FAILURE_SEMANTICS.md`.
 //!
 //! The reads, the tip and the stop/close state are the shared local log
 //! (`local`); this module adds the sequencer, the producer and the
@@ -61,13 +78,14 @@ use tokio::sync::{mpsc, oneshot};
 use super::BucketLayout;
 use super::budget::Budget;
 use super::catchup::{
-    Patience, SharedIds, fill, open_numbers, read_ids, read_start, request_timeout,
+    FillInto, Patience, SharedIds, fill, open_numbers, read_ids, read_start, request_timeout,
 };
 use super::follower::close_index;
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, IndexVersions, Numbers, WriterVersions};
 use super::records::encode_batch;
+use super::states::{self, CheckpointTaker};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
@@ -110,9 +128,10 @@ pub struct BucketOptions {
     /// How many append ids the writer remembers: a retry whose original is
     /// among the newest this many entries of the log is recognized, after
     /// a failover or a restart too (the ids are read back from the bucket:
-    /// those of the entries a writer reads when it opens and, with a
-    /// [`cache_dir`](Self::cache_dir), those of the older entries up to
-    /// the window, read once by the first append that carries an id). A
+    /// those of the entries a writer reads when it opens and, when that was
+    /// not the whole live log (a [`cache_dir`](Self::cache_dir), a state
+    /// checkpoint), those of the older entries up to the window, read once
+    /// by the first append that carries an id). A
     /// retry whose original is older may be appended again. Each id costs
     /// its bytes, its entry's primary tag and about 120 bytes of memory.
     /// At least 1; default 65,536.
@@ -129,10 +148,27 @@ pub struct BucketOptions {
     /// a persistent index, see [`FollowerOptions::cache_dir`]). With one, a
     /// reopened writer reads only what was committed since it last ran, and
     /// a standby follower's directory can be handed to a new writer; without
-    /// one, every open reads the whole live log.
+    /// one, the index lives in a private temporary directory removed when
+    /// the writer closes (unless [`numbers_in_memory`](Self::numbers_in_memory)),
+    /// and an open reads the log after the newest stream-state checkpoint
+    /// before it takes appends (see
+    /// [`state_checkpoint_entries`](Self::state_checkpoint_entries)).
     ///
     /// [`FollowerOptions::cache_dir`]: super::FollowerOptions::cache_dir
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Without a [`cache_dir`](Self::cache_dir), keep the log's numbers in
+    /// memory instead of a temporary index directory: a few dozen bytes per
+    /// live entry, so memory grows with the log. For short logs and tests;
+    /// default off.
+    pub numbers_in_memory: bool,
+    /// How many committed entries at least lie between two stream-state
+    /// checkpoints (`states/` objects holding every stream's next version,
+    /// see the [module docs](self)); 0 stores none. A checkpoint also waits
+    /// for as many entries as the previous one had streams, so its cost
+    /// per entry appended stays bounded. A writer opened with no cache
+    /// directory reads the newest checkpoint and the entries after it
+    /// before it takes appends, instead of the whole log. Default 65,536.
+    pub state_checkpoint_entries: u64,
     /// Open even when the log's writer lease shows a live writer, fencing
     /// it (a deliberate failover). By default opening waits to see whether
     /// the lease's writer is alive and fails with `Locked` if it is (see
@@ -157,6 +193,8 @@ impl Default for BucketOptions {
             checkpoint: CheckpointPolicy::default(),
             memory_budget: 256 << 20,
             cache_dir: None,
+            numbers_in_memory: false,
+            state_checkpoint_entries: 1 << 16,
             take_over: false,
             lease_renew_every: crate::wal::lease::DEFAULT_RENEW_EVERY,
             writer_name: None,
@@ -175,8 +213,9 @@ struct InFlight {
 #[derive(Debug)]
 struct Shared {
     /// The committed log's numbers and newest entries, the reader of the
-    /// others, the feed, and whether the writer stopped.
-    log: LocalLog,
+    /// others, the feed, and whether the writer stopped (shared with the
+    /// fill of the history, when the writer opened from a checkpoint).
+    log: Arc<LocalLog>,
     /// Ticks whenever a batch became visible or the writer failed.
     settled: tokio::sync::watch::Sender<()>,
 }
@@ -202,6 +241,9 @@ pub struct BucketStorage {
     /// in that order, whether or not their callers are still waiting.
     in_flight: mpsc::UnboundedSender<InFlight>,
     shared: Arc<Shared>,
+    /// Indexes the history before the state checkpoint the writer opened
+    /// from, if it opened from one and that is not done yet.
+    history_fill: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     kv: Arc<BucketKv>,
     clock: Arc<dyn Clock>,
     options: BucketOptions,
@@ -301,11 +343,7 @@ impl BucketStorage {
         refuse_foreign_wal(store.as_ref(), &layout.manifest(), &options.retry).await?;
         // Taken before the claim: a writer that cannot have its directory
         // must not fence the one that has it.
-        let cache = options
-            .cache_dir
-            .as_deref()
-            .map(CacheDir::acquire)
-            .transpose()?;
+        let cache = CacheDir::for_handle(options.cache_dir.as_deref(), options.numbers_in_memory)?;
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
         let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
@@ -334,24 +372,47 @@ impl BucketStorage {
         let next = manifest.next_sequence;
         let (reader, numbers, from) =
             open_numbers(&store, &layout, &manifest, trim.as_ref(), cache, &budget).await?;
-        let log = Arc::new(LocalLog::new(
-            "the bucket writer",
-            LocalState::new(numbers, budget.recent),
-            reader,
-        ));
+        // With no local state, start from the newest stream-state
+        // checkpoint: only the entries after it are read before appends
+        // are taken; the history before it is indexed in the background.
+        let checkpoint = if from < next {
+            states::newest(&store, &layout, &reader, from, next, &options.retry)
+                .await
+                .map(|c| {
+                    let floors: std::collections::HashMap<_, _> =
+                        c.next_versions.into_iter().collect();
+                    (c.through, Arc::new(floors))
+                })
+        } else {
+            None
+        };
+        let live_from = checkpoint.as_ref().map_or(from, |(through, _)| through + 1);
+        let state = match &checkpoint {
+            Some((_, floors)) => {
+                LocalState::filling_from(numbers, live_from, floors.clone(), budget.recent)
+            }
+            None => LocalState::new(numbers, budget.recent),
+        };
+        let log = Arc::new(LocalLog::new("the bucket writer", state, reader));
         let ids: SharedIds = Arc::new(std::sync::Mutex::new(AppendIds::bounded(
             options.append_id_window,
         )));
         let patience = Patience::Bounded(options.retry.clone(), options.seed.unwrap_or(0));
+        let into = if live_from > from {
+            FillInto::Live
+        } else {
+            FillInto::History
+        };
         fill(
             store.clone(),
             layout.clone(),
             log.clone(),
-            from,
+            live_from,
             next,
             options.rebuild_prefetch,
             patience,
             Some(ids.clone()),
+            into,
         )
         .await?;
         let ids = Arc::into_inner(ids)
@@ -360,21 +421,67 @@ impl BucketStorage {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let sequencer = {
             let state = log.visible().read();
-            match state.numbers() {
-                Numbers::Memory(index) => Sequencer::with_table(
+            match (state.numbers(), checkpoint) {
+                // The checkpoint's versions, then those of the entries
+                // after it (a stream's later entries win).
+                (Numbers::Memory(_), Some((_, floors))) => Sequencer::with_table(
+                    next,
+                    WriterVersions::Memory(MemoryVersions::from_versions(
+                        floors
+                            .iter()
+                            .map(|(t, v)| (t.clone(), *v))
+                            .chain(state.live_next_versions()),
+                    )),
+                ),
+                (Numbers::Memory(index), None) => Sequencer::with_table(
                     next,
                     WriterVersions::Memory(MemoryVersions::from_versions(
                         index.next_versions_through(u64::MAX),
                     )),
                 ),
-                Numbers::Disk(index, _) => Sequencer::with_table(
+                (Numbers::Disk(index, _), Some((_, floors))) => Sequencer::with_table(
+                    next,
+                    WriterVersions::Index(
+                        IndexVersions::new(index.clone(), 100_000).starting_at_checkpoint(
+                            floors,
+                            state.live_next_versions(),
+                            log.clone(),
+                        ),
+                    ),
+                ),
+                (Numbers::Disk(index, _), None) => Sequencer::with_table(
                     next,
                     WriterVersions::Index(IndexVersions::new(index.clone(), 100_000)),
                 ),
             }
         };
-        let log = Arc::into_inner(log)
-            .ok_or_else(|| Error::internal("the rebuild kept a handle on the writer's log"))?;
+        let history_fill = (live_from > from).then(|| {
+            let (store, layout, log) = (store.clone(), layout.clone(), log.clone());
+            let prefetch = options.rebuild_prefetch.max(1);
+            let timeout = request_timeout(&options.retry);
+            tokio::spawn(async move {
+                let patience = Patience::Forever {
+                    pause: Duration::from_millis(50),
+                    request_timeout: timeout,
+                };
+                let filled = fill(
+                    store,
+                    layout,
+                    log.clone(),
+                    from,
+                    live_from,
+                    prefetch,
+                    patience,
+                    None,
+                    FillInto::History,
+                );
+                if let Err(e) = filled.await {
+                    // Reads and trims that wait for the history get it.
+                    tracing::warn!(error = %e, "the bucket writer could not fill in its history");
+                    log.fill_failed(&e);
+                }
+            })
+        });
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
             .with_clock(clock.clone());
@@ -383,7 +490,14 @@ impl BucketStorage {
             settled: tokio::sync::watch::Sender::new(()),
         });
         let (in_flight, rx) = mpsc::unbounded_channel();
-        tokio::spawn(make_visible(shared.clone(), rx));
+        let checkpoints = CheckpointTaker::new(
+            store.clone(),
+            layout.clone(),
+            producer.run_id().to_string(),
+            options.retry.clone(),
+            options.state_checkpoint_entries,
+        );
+        tokio::spawn(make_visible(shared.clone(), rx, checkpoints));
         Ok(BucketStorage {
             producer,
             snapshots,
@@ -391,11 +505,12 @@ impl BucketStorage {
             sequencer: tokio::sync::Mutex::new(sequencer),
             ids: std::sync::Mutex::new(ids),
             older_ids: tokio::sync::OnceCell::new(),
-            reads_from: from,
+            reads_from: live_from,
             store: store.clone(),
             layout: layout.clone(),
             in_flight,
             shared,
+            history_fill: std::sync::Mutex::new(history_fill),
             kv: Arc::new(
                 BucketKv::new(store, layout.kv()).with_retry_policy(options.retry.clone()),
             ),
@@ -421,6 +536,31 @@ impl BucketStorage {
     /// stopped it (a `Fenced` one carries both epochs).
     pub fn stop_error(&self) -> Option<Error> {
         self.shared.log.gate().stopped()
+    }
+
+    /// True while the history before the state checkpoint this writer
+    /// opened from is still being indexed (reads that need it wait).
+    pub fn filling_in(&self) -> bool {
+        self.shared.log.visible().read().filling_in()
+    }
+
+    /// Waits until the history before the checkpoint this writer opened
+    /// from is indexed (at once when it read the whole log on open).
+    ///
+    /// Errors: why filling it in failed; `Closed`.
+    pub async fn filled_in(&self) -> Result<()> {
+        self.shared.log.filled_in().await
+    }
+
+    fn stop_history_fill(&self) {
+        if let Some(t) = self
+            .history_fill
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            t.abort();
+        }
     }
 
     fn check_failed(&self) -> Result<()> {
@@ -488,13 +628,18 @@ impl Shared {
 /// commit order) and makes it visible before answering its caller, so an
 /// acknowledged append is readable at once and a caller that gave up
 /// waiting cannot leave a gap.
-async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFlight>) {
+async fn make_visible(
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<InFlight>,
+    mut checkpoints: CheckpointTaker,
+) {
     while let Some(InFlight {
         planned,
         durability,
         reply,
     }) = rx.recv().await
     {
+        let count = planned.len();
         let result = match durability.wait().await {
             Ok(seq) if seq == planned[0].seqnum => shared.publish(planned),
             Ok(seq) => Err(Error::internal(format!(
@@ -503,11 +648,13 @@ async fn make_visible(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<InFli
             ))),
             Err(e) => Err(e),
         };
-        if let Err(e) = &result {
-            shared.fail(e);
+        match &result {
+            Ok(()) => checkpoints.committed(&shared.log, count),
+            Err(e) => shared.fail(e),
         }
         let _ = reply.send(result);
     }
+    checkpoints.stop();
 }
 
 #[async_trait]
@@ -631,6 +778,9 @@ impl Storage for BucketStorage {
     async fn trim(&self, through: u64) -> Result<()> {
         self.check_failed()?;
         let _one_at_a_time = self.trim_lock.lock().await;
+        // Version floors need every stream's numbers: after a start from a
+        // checkpoint, wait until the history before it is indexed.
+        self.shared.log.filled_in().await?;
         let floors = {
             let state = self.shared.log.visible().read();
             let tip = state.tip();
@@ -684,6 +834,7 @@ impl Storage for BucketStorage {
 
     async fn close(&self) -> Result<()> {
         self.shared.log.gate().close();
+        self.stop_history_fill();
         self.shared.settled.send_replace(());
         let result = self.producer.close().await;
         self.shared.log.feed().close();
@@ -693,5 +844,11 @@ impl Storage for BucketStorage {
             Sequencer::with_table(0, WriterVersions::Memory(MemoryVersions::default()));
         let closed = close_index(&self.shared.log).await;
         result.and(closed)
+    }
+}
+
+impl Drop for BucketStorage {
+    fn drop(&mut self) {
+        self.stop_history_fill();
     }
 }
