@@ -494,6 +494,47 @@ async fn start(
         .build())
 }
 
+/// Fills in the history of `log` from `from` up to `until` in a task of
+/// its own, riding out store failures forever (each request cut off at
+/// `request_timeout`, failed reads tried again after `pause`). A fill that
+/// fails for good is recorded in `log`: the reads that wait for it, and
+/// `filled_in`, get its error. `what` names the handle in the log line.
+// The fill's inputs, as for `fill`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn spawn_history_fill(
+    store: Arc<dyn ObjectStore>,
+    layout: BucketLayout,
+    log: Arc<LocalLog>,
+    from: u64,
+    until: u64,
+    prefetch: usize,
+    pause: Duration,
+    request_timeout: Duration,
+    what: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let patience = Patience::Forever {
+            pause,
+            request_timeout,
+        };
+        let filled = fill(
+            store,
+            layout,
+            log.clone(),
+            from,
+            until,
+            prefetch.max(1),
+            patience,
+            None,
+            FillInto::History,
+        );
+        if let Err(e) = filled.await {
+            tracing::warn!(error = %e, "{what} could not fill in its history");
+            log.fill_failed(&e);
+        }
+    })
+}
+
 /// The replica cursor of the record holding seqnum `f` (found through the
 /// manifest and, for older entries, its history pages).
 ///

@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 
 use super::BucketLayout;
 use super::budget::Budget;
-use super::catchup::{FillInto, Patience, fill, open_numbers, read_start, request_timeout};
+use super::catchup::{open_numbers, read_start, request_timeout, spawn_history_fill};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, Numbers};
@@ -284,32 +284,19 @@ impl BucketFollower {
         });
         let mut tasks = vec![tail_task];
         if from < live_from {
-            let (store, shared, layout) = (store.clone(), shared.clone(), layout.clone());
-            let prefetch = options.fill_prefetch.max(1);
-            let timeout = request_timeout(&options.retry);
-            tasks.push(tokio::spawn(async move {
-                let patience = Patience::Forever {
-                    pause: interval,
-                    request_timeout: timeout,
-                };
-                let filled = fill(
-                    store,
-                    layout,
-                    shared.clone(),
-                    from,
-                    live_from,
-                    prefetch,
-                    patience,
-                    None,
-                    FillInto::History,
-                );
-                if let Err(e) = filled.await {
-                    // Every read that waits for the fill gets this error
-                    // (and `filled_in`): that is where it is reported.
-                    tracing::info!(error = %e, "bucket follower could not fill in its history");
-                    shared.fill_failed(&e);
-                }
-            }));
+            // Every read that waits for the fill gets its error (and
+            // `filled_in`): that is where it is reported.
+            tasks.push(spawn_history_fill(
+                store.clone(),
+                layout.clone(),
+                shared.clone(),
+                from,
+                live_from,
+                options.fill_prefetch,
+                interval,
+                request_timeout(&options.retry),
+                "the bucket follower",
+            ));
         }
         Ok(BucketFollower {
             shared,

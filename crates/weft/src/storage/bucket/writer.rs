@@ -79,6 +79,7 @@ use super::BucketLayout;
 use super::budget::Budget;
 use super::catchup::{
     FillInto, Patience, SharedIds, fill, open_numbers, read_ids, read_start, request_timeout,
+    spawn_history_fill,
 };
 use super::follower::close_index;
 use super::kv::BucketKv;
@@ -455,32 +456,19 @@ impl BucketStorage {
                 ),
             }
         };
+        // Reads and trims that wait for the history get a fill's error.
         let history_fill = (live_from > from).then(|| {
-            let (store, layout, log) = (store.clone(), layout.clone(), log.clone());
-            let prefetch = options.rebuild_prefetch.max(1);
-            let timeout = request_timeout(&options.retry);
-            tokio::spawn(async move {
-                let patience = Patience::Forever {
-                    pause: Duration::from_millis(50),
-                    request_timeout: timeout,
-                };
-                let filled = fill(
-                    store,
-                    layout,
-                    log.clone(),
-                    from,
-                    live_from,
-                    prefetch,
-                    patience,
-                    None,
-                    FillInto::History,
-                );
-                if let Err(e) = filled.await {
-                    // Reads and trims that wait for the history get it.
-                    tracing::warn!(error = %e, "the bucket writer could not fill in its history");
-                    log.fill_failed(&e);
-                }
-            })
+            spawn_history_fill(
+                store.clone(),
+                layout.clone(),
+                log.clone(),
+                from,
+                live_from,
+                options.rebuild_prefetch,
+                Duration::from_millis(50),
+                request_timeout(&options.retry),
+                "the bucket writer",
+            )
         });
         let snapshots = SnapshotWriter::new(store.clone(), layout.manifest().as_ref())
             .with_prefix(layout.snapshots())
