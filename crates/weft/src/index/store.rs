@@ -20,7 +20,7 @@
 //! test machine. That is the cost of this choice; it does not grow with
 //! the log, and a release after a clean close (every row flushed into
 //! table files) empties the journal, so only an open after a crash reads
-//! one ([`Store::release`]).
+//! one (`Store::release`).
 //!
 //! The store is configured so its memory stays inside the index's budget:
 //! a bounded block cache, small memtables, a small journal.
