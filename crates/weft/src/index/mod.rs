@@ -975,15 +975,7 @@ mod tests {
         index.close().unwrap();
     }
 
-    /// The sizes of the store's journal files.
-    fn journal_sizes(dir: &std::path::Path) -> Vec<u64> {
-        std::fs::read_dir(dir.join("store"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "jnl"))
-            .map(|p| std::fs::metadata(p).unwrap().len())
-            .collect()
-    }
+    use super::store::tests::journal_sizes;
 
     #[test]
     fn a_released_index_leaves_an_empty_journal_and_reopens_whole() {

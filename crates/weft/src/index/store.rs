@@ -1055,7 +1055,7 @@ fn checked_pair(key: &[u8], id: u64) -> Result<(u64, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
 
     use super::*;
@@ -1141,13 +1141,18 @@ mod tests {
         assert_eq!(row.last, 5999);
     }
 
-    fn journal_bytes(dir: &Path) -> u64 {
+    /// The sizes of the store's journal files (the store in `dir`).
+    pub(in crate::index) fn journal_sizes(dir: &Path) -> Vec<u64> {
         std::fs::read_dir(dir.join(STORE_DIR))
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "jnl"))
             .map(|p| std::fs::metadata(p).unwrap().len())
-            .sum()
+            .collect()
+    }
+
+    fn journal_bytes(dir: &Path) -> u64 {
+        journal_sizes(dir).iter().sum()
     }
 
     #[test]
