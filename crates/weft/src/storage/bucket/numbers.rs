@@ -184,7 +184,7 @@ pub(crate) struct CacheDir {
     _lock: std::fs::File,
     /// A handle's private directory, removed when it is dropped (after
     /// the lock: fields drop in order).
-    _temporary: Option<tempfile::TempDir>,
+    temporary: Option<tempfile::TempDir>,
 }
 
 impl CacheDir {
@@ -204,7 +204,7 @@ impl CacheDir {
 
     /// True for a handle's private temporary directory.
     pub(crate) fn is_temporary(&self) -> bool {
-        self._temporary.is_some()
+        self.temporary.is_some()
     }
 
     /// A private directory under the system's temporary directory, removed
@@ -217,7 +217,7 @@ impl CacheDir {
             .tempdir()
             .map_err(|e| Error::io("create a temporary index directory", e))?;
         let mut held = CacheDir::acquire(dir.path())?;
-        held._temporary = Some(dir);
+        held.temporary = Some(dir);
         Ok(held)
     }
 
@@ -252,7 +252,7 @@ impl CacheDir {
         Ok(CacheDir {
             path: path.to_path_buf(),
             _lock: file,
-            _temporary: None,
+            temporary: None,
         })
     }
 

@@ -642,7 +642,7 @@ async fn make_visible(
         }
         let _ = reply.send(result);
     }
-    checkpoints.stop();
+    // Dropping `checkpoints` stops a checkpoint still being taken.
 }
 
 #[async_trait]
