@@ -5,7 +5,11 @@
 //!   128 B entries (1 tag, and 2 tags: a stream and a shared tag; then
 //!   `append_if` on each appender's own stream), against the same
 //!   processes and appenders doing bare batched `INSERT` + COMMIT of rows
-//!   of the same size (see `pg_child.rs`).
+//!   of the same size (see `pg_child.rs`), and against the *floor*: the
+//!   same batcher running the leanest transaction that numbers densely in
+//!   commit order (one waited-for lock per group, rows shaped like weft's
+//!   entries). The floor says how much of the bare INSERT any such design
+//!   can keep on this machine; weft's gap to the floor is its own cost.
 //! * `pg-lag` — a subscriber in its own process: the time from the append
 //!   call in a writer process to delivery on a live subscription, against
 //!   the writers' own append latency.
@@ -24,7 +28,7 @@ use weft::storage::postgres::{PgLocation, PgStorage};
 use weft::{AppendRequest, Log, LogTag};
 
 use super::Ctx;
-use super::pg_child::{BASELINE_TABLE, ChildResult, ChildSpec, END_TAG, Role};
+use super::pg_child::{BASELINE_TABLE, ChildResult, ChildSpec, END_TAG, FLOOR_SCHEMA, Role};
 use crate::report::{Report, Row};
 use crate::stats::Samples;
 
@@ -74,6 +78,8 @@ struct Case {
 /// What a case's processes measured together.
 struct Measured {
     entries_per_s: f64,
+    /// Acknowledged appends (rows) of the writer processes.
+    ops: u64,
     latency: Samples,
     conflicts: u64,
     /// The subscriber's lag samples, when the case had one.
@@ -167,6 +173,7 @@ impl Case {
         }
         let mut m = Measured {
             entries_per_s: 0.0,
+            ops: 0,
             latency: Samples::new(),
             conflicts: 0,
             lag: Samples::new(),
@@ -187,6 +194,7 @@ impl Case {
             }
         }
         m.entries_per_s = ops as f64 / (elapsed_ms / 1e3).max(1e-9);
+        m.ops = ops;
         Ok(m)
     }
 }
@@ -394,6 +402,76 @@ async fn baseline_case(env: &PgEnv, procs: usize, duration: Duration) -> Result<
     m
 }
 
+/// The floor's tables and function (see `pg_child.rs`): `entries` has the
+/// columns and indexes of a weft log's, `number` takes one group under a
+/// waited-for transaction lock and numbers it (seqnums, per-stream
+/// versions) in one statement.
+fn floor_schema() -> String {
+    let s = FLOOR_SCHEMA;
+    format!(
+        r#"
+DROP SCHEMA IF EXISTS {s} CASCADE;
+CREATE SCHEMA {s};
+CREATE TABLE {s}.head (id int PRIMARY KEY, next_seqnum bigint NOT NULL) WITH (fillfactor = 10);
+INSERT INTO {s}.head VALUES (1, 0);
+CREATE TABLE {s}.streams (tag text PRIMARY KEY, next_version bigint NOT NULL) WITH (fillfactor = 50);
+CREATE TABLE {s}.entries (seqnum bigint PRIMARY KEY, primary_tag text NOT NULL,
+    version bigint NOT NULL, tags text[] NOT NULL, data bytea NOT NULL, ts bigint NOT NULL,
+    append_id text);
+CREATE UNIQUE INDEX ON {s}.entries (primary_tag, version);
+CREATE INDEX ON {s}.entries (primary_tag, seqnum);
+CREATE UNIQUE INDEX ON {s}.entries (append_id) WHERE append_id IS NOT NULL;
+CREATE FUNCTION {s}.number(p_tags text[], p_data bytea[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_next bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('{s}'));
+    SELECT h.next_seqnum INTO v_next FROM {s}.head h WHERE h.id = 1 FOR UPDATE;
+    WITH u AS (SELECT x.t, x.o, row_number() OVER (PARTITION BY x.t ORDER BY x.o) AS rn
+                 FROM unnest(p_tags) WITH ORDINALITY AS x(t, o)),
+         c AS (SELECT d.t, coalesce(st.next_version, 0) AS nv, d.cnt
+                 FROM (SELECT u.t, count(*) AS cnt FROM u GROUP BY u.t) d
+                 LEFT JOIN {s}.streams st ON st.tag = d.t),
+         ins AS (INSERT INTO {s}.entries (seqnum, primary_tag, version, tags, data, ts)
+                 SELECT v_next + u.o - 1, u.t, c.nv + u.rn - 1, ARRAY[u.t], p_data[u.o],
+                        (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                   FROM u JOIN c ON c.t = u.t)
+    INSERT INTO {s}.streams AS st (tag, next_version) SELECT c.t, c.nv + c.cnt FROM c
+        ON CONFLICT (tag) DO UPDATE SET next_version = excluded.next_version;
+    UPDATE {s}.head SET next_seqnum = v_next + cardinality(p_data) WHERE id = 1;
+    PERFORM pg_notify('{s}', (v_next + cardinality(p_data))::text);
+END
+$fn$;
+"#
+    )
+}
+
+async fn floor_case(env: &PgEnv, procs: usize, duration: Duration) -> Result<Measured> {
+    let client = admin(env).await?;
+    client.batch_execute(&floor_schema()).await?;
+    let m = Case {
+        specs: specs(Role::Floor, &env.url, procs, 1, false, duration),
+    }
+    .run(None)
+    .await;
+    let numbered: i64 = client
+        .query_one(&format!("SELECT next_seqnum FROM {FLOOR_SCHEMA}.head"), &[])
+        .await?
+        .get(0);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {FLOOR_SCHEMA} CASCADE"))
+        .await?;
+    let m = m?;
+    // Every acknowledged row was numbered (a floor that lost rows would
+    // flatter itself).
+    let acknowledged = i64::try_from(m.ops)?;
+    if numbered < acknowledged {
+        bail!("the floor acknowledged {acknowledged} rows but numbered {numbered}");
+    }
+    Ok(m)
+}
+
 /// One subject's runs of one case.
 #[derive(Default, Clone)]
 struct Series {
@@ -425,14 +503,15 @@ pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             .is_none_or(|f| case_of(procs).contains(f))
     };
     let counts: Vec<usize> = counts.iter().copied().filter(|&p| wanted(p)).collect();
-    // Subjects per process count: baseline, 1 tag, 2 tags, conditional.
-    // Baseline and weft runs interleave, so slow phases of the shared
-    // machine hit both alike.
-    let mut series = vec![vec![Series::default(); 4]; counts.len()];
+    // Subjects per process count: baseline, 1 tag, 2 tags, conditional,
+    // the numbering floor. Baseline and weft runs interleave, so slow
+    // phases of the shared machine hit both alike.
+    let mut series = vec![vec![Series::default(); 5]; counts.len()];
     for run in 0..ctx.runs {
         for (k, &procs) in counts.iter().enumerate() {
             println!("   run {}: {procs} processes", run + 1);
             series[k][0].add(&baseline_case(&env, procs, duration).await?);
+            series[k][4].add(&floor_case(&env, procs, duration).await?);
             series[k][1].add(&weft_case(&env, ctx, procs, 1, false, duration).await?);
             series[k][2].add(&weft_case(&env, ctx, procs, 2, false, duration).await?);
             series[k][3].add(&weft_case(&env, ctx, procs, 1, true, duration).await?);
@@ -445,6 +524,13 @@ pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             Row::new(W, case.clone(), "bare batched INSERT+COMMIT")
                 .value(s[0].runs.clone(), "rows/s")
                 .latency(s[0].latency.summary()),
+        );
+        report.add(
+            Row::new(W, case.clone(), "floor: one waited lock per group, weft-shaped rows")
+                .value(s[4].runs.clone(), "entries/s")
+                .latency(s[4].latency.summary())
+                .against(&base)
+                .note("the leanest dense numbering in commit order; no staging, conditions, ids or outcomes"),
         );
         let subjects = [
             (1, "weft PgStorage, 1 tag", None),

@@ -11,6 +11,12 @@
 //!   a transaction is in flight goes into the next multi-row
 //!   `INSERT ... SELECT unnest($1)` + COMMIT, at most two in flight (the
 //!   handle's default), into a table with a `bigserial` key;
+//! * `floor` — the same batcher, but each transaction is the leanest
+//!   dense numbering there is: it waits for one lock, numbers its own
+//!   group (seqnums and per-stream versions), and inserts rows shaped like
+//!   weft's entries (same indexes) — no staging, no conditions, no append
+//!   ids, no outcomes. What any design with dense seqnums in commit order
+//!   pays at least, measured in the same run (`pg.rs` creates its tables);
 //! * `subscriber` — one subscription on the log from its end; records the
 //!   lag of every entry (its payload starts with the append call's wall
 //!   clock time) until it sees the parent's `end` entry.
@@ -49,6 +55,7 @@ pub struct ChildSpec {
 pub enum Role {
     Weft,
     Baseline,
+    Floor,
     Subscriber,
 }
 
@@ -65,6 +72,9 @@ pub struct ChildResult {
 
 /// The table the baseline inserts into.
 pub const BASELINE_TABLE: &str = "weft_bench_rows";
+
+/// The schema the `floor` role writes into.
+pub const FLOOR_SCHEMA: &str = "weft_bench_floor";
 
 /// The first tag of the entry that tells a subscriber to stop.
 pub const END_TAG: &str = "bench_end";
@@ -135,7 +145,7 @@ async fn barrier() -> Result<()> {
 async fn run(spec: ChildSpec) -> Result<ChildResult> {
     match spec.role {
         Role::Weft => run_weft(spec).await,
-        Role::Baseline => run_baseline(spec).await,
+        Role::Baseline | Role::Floor => run_batched(spec).await,
         Role::Subscriber => run_subscriber(spec).await,
     }
 }
@@ -215,8 +225,10 @@ async fn gather(
     Ok(total)
 }
 
-/// One row waiting for the baseline's next transaction.
+/// One row waiting for the baseline's (or the floor's) next transaction.
 struct Row {
+    /// The appender's stream (the floor numbers per stream).
+    tag: String,
     data: Bytes,
     done: oneshot::Sender<Result<(), String>>,
 }
@@ -225,7 +237,7 @@ struct Row {
 /// default group limit).
 const BASELINE_GROUP: usize = 4096;
 
-async fn run_baseline(spec: ChildSpec) -> Result<ChildResult> {
+async fn run_batched(spec: ChildSpec) -> Result<ChildResult> {
     let config: tokio_postgres::Config = spec
         .url
         .split('?')
@@ -233,7 +245,12 @@ async fn run_baseline(spec: ChildSpec) -> Result<ChildResult> {
         .unwrap_or_default()
         .parse()
         .context("parse the baseline's URL")?;
-    let insert = format!("INSERT INTO {BASELINE_TABLE} (data) SELECT unnest($1::bytea[])");
+    let floor = spec.role == Role::Floor;
+    let insert = if floor {
+        format!("SELECT {FLOOR_SCHEMA}.number($1::text[], $2::bytea[])")
+    } else {
+        format!("INSERT INTO {BASELINE_TABLE} (data) SELECT unnest($1::bytea[])")
+    };
     let mut clients = Vec::new();
     for _ in 0..2 {
         let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
@@ -264,11 +281,13 @@ async fn run_baseline(spec: ChildSpec) -> Result<ChildResult> {
             tokio::spawn(async move {
                 let (client, statement) = &*conn;
                 let rows: Vec<&[u8]> = group.iter().map(|r| &r.data[..]).collect();
-                let outcome = client
-                    .execute(statement, &[&rows])
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string());
+                let tags: Vec<&str> = group.iter().map(|r| r.tag.as_str()).collect();
+                let outcome = if floor {
+                    client.execute(statement, &[&tags, &rows]).await
+                } else {
+                    client.execute(statement, &[&rows]).await
+                };
+                let outcome = outcome.map(|_| ()).map_err(|e| e.to_string());
                 for r in group {
                     let _ = r.done.send(outcome.clone());
                 }
@@ -280,15 +299,17 @@ async fn run_baseline(spec: ChildSpec) -> Result<ChildResult> {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(spec.duration_ms);
     let mut tasks = Vec::new();
-    for _ in 0..spec.appenders {
+    for a in 0..spec.appenders {
         let tx = tx.clone();
         let record = spec.record;
+        let tag = stream(spec.index, a)?.to_string();
         tasks.push(tokio::spawn(async move {
             let mut out = ChildResult::default();
             loop {
                 let (done, wait) = oneshot::channel();
                 let t = Instant::now();
                 tx.send(Row {
+                    tag: tag.clone(),
                     data: stamped(record),
                     done,
                 })
