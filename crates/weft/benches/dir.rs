@@ -6,7 +6,12 @@
 //! 1. durable 100-byte appends/s at 1, 8, 64 and 1024 concurrent appenders
 //!    (each awaiting its own append), against a loop that writes 100 bytes
 //!    and `fdatasync`s each write; efficiency = measured / (N × baseline),
-//!    capped at 100 %, per back-to-back pair of runs;
+//!    capped at 100 %, per back-to-back pair of runs; and against the
+//!    smallest group commit there is (the same appender tasks handing
+//!    100-byte records to one thread that writes what queued, `fdatasync`s
+//!    and answers them): what a closed loop of N appenders can reach on
+//!    this machine at all, since every sync waits for the answered
+//!    appenders to come back;
 //! 2. 1 MiB records, MB/s, against `dd if=/dev/zero of=FILE bs=1M count=N
 //!    conv=fdatasync`;
 //! 3. single-appender commit latency p50/p99 against a bare
@@ -123,6 +128,60 @@ fn baseline_rate(size: usize, window: Duration) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Durable appends/s of the smallest group commit: `writers` tasks each
+/// hand a 100-byte record and a reply channel to one OS thread, which
+/// writes everything queued in one `write`, `fdatasync`s, and answers.
+async fn bare_group_rate(writers: usize, cfg: &Config) -> f64 {
+    type Waiter = tokio::sync::oneshot::Sender<()>;
+    let dir = scratch();
+    let mut file = File::create(dir.path().join("group")).expect("create");
+    let (tx, rx) = std::sync::mpsc::channel::<(Bytes, Waiter)>();
+    let syncer = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut waiters = Vec::new();
+        while let Ok(first) = rx.recv() {
+            let mut next = Some(first);
+            while let Some((record, waiter)) = next {
+                buf.extend_from_slice(&record);
+                waiters.push(waiter);
+                next = rx.try_recv().ok();
+            }
+            file.write_all(&buf).expect("write");
+            file.sync_data().expect("fdatasync");
+            buf.clear();
+            for w in waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    });
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let payload = Bytes::from(vec![0x42u8; 100]);
+    let mut tasks = Vec::with_capacity(writers);
+    for _ in 0..writers {
+        let (tx, count, stop, payload) = (tx.clone(), count.clone(), stop.clone(), payload.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let (done, wait) = tokio::sync::oneshot::channel();
+                tx.send((payload.clone(), done)).expect("syncer");
+                wait.await.expect("synced");
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    drop(tx);
+    tokio::time::sleep(cfg.warmup).await;
+    let (c0, t0) = (count.load(Ordering::Relaxed), Instant::now());
+    tokio::time::sleep(cfg.window).await;
+    let (c1, t1) = (count.load(Ordering::Relaxed), Instant::now());
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("appender");
+    }
+    syncer.join().expect("syncer thread");
+    (c1 - c0) as f64 / (t1 - t0).as_secs_f64()
+}
+
 /// One measured window of concurrent appends.
 struct AppendRun {
     rate: f64,
@@ -186,8 +245,16 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
         cfg.runs, cfg.window
     );
     println!(
-        "{:>9} {:>12} {:>16} {:>11} {:>10} {:>14}",
-        "appenders", "appends/s", "baseline fsync/s", "efficiency", "per sync", "CPU µs/append"
+        "{:>9} {:>12} {:>16} {:>11} {:>10} {:>14} {:>13} {:>11} {:>10}",
+        "appenders",
+        "appends/s",
+        "baseline fsync/s",
+        "efficiency",
+        "per sync",
+        "CPU µs/append",
+        "bare group/s",
+        "its effic.",
+        "log÷bare"
     );
     let counts: Vec<usize> = std::env::var("WEFT_BENCH_APPENDERS")
         .ok()
@@ -196,10 +263,21 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
     for writers in counts {
         let mut runs = Vec::new();
         let mut bases = Vec::new();
+        let mut groups = Vec::new();
         for _ in 0..cfg.runs {
             bases.push(baseline_rate(100, cfg.window));
+            groups.push(rt.block_on(bare_group_rate(writers, cfg)));
             runs.push(rt.block_on(append_rate(writers, cfg)));
         }
+        let group_efficiency = median(
+            groups
+                .iter()
+                .zip(&bases)
+                .map(|(g, b)| (g / (writers as f64 * b)).min(1.0))
+                .collect(),
+        );
+        let of_group = median(runs.iter().zip(&groups).map(|(r, g)| r.rate / g).collect());
+        let group = median(groups.clone());
         // Efficiency per back-to-back pair (the disk's fsync rate drifts on
         // a shared machine), then the median of the pairs.
         let efficiency = median(
@@ -213,8 +291,9 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
         let per_sync = median(runs.iter().map(|r| r.per_sync).collect());
         let cpu = median(runs.iter().map(|r| r.cpu_us).collect());
         println!(
-            "{writers:>9} {rate:>12.0} {base:>16.0} {:>10.1}% {per_sync:>10.1} {cpu:>14.2}",
-            efficiency * 100.0
+            "{writers:>9} {rate:>12.0} {base:>16.0} {:>10.1}% {per_sync:>10.1} {cpu:>14.2} {group:>13.0} {:>10.1}% {of_group:>9.2}x",
+            efficiency * 100.0,
+            group_efficiency * 100.0
         );
     }
 }
