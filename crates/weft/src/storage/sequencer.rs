@@ -209,18 +209,20 @@ impl<V: VersionTable> Sequencer<V> {
         }
         let first = self.next_seqnum;
         self.next_seqnum += batch.len() as u64;
-        Ok(batch
-            .into_iter()
-            .zip(versions)
-            .enumerate()
-            .map(|(i, (entry, version))| LogEntry {
+        // Pushed into a fresh vector: a `collect` here would reuse the
+        // batch's allocation and then shrink it to the smaller entries, a
+        // `realloc` per append on the writer's path.
+        let mut planned = Vec::with_capacity(batch.len());
+        for (i, (entry, version)) in batch.into_iter().zip(versions).enumerate() {
+            planned.push(LogEntry {
                 seqnum: first + i as u64,
                 stream_version: version,
                 tags: entry.tags,
                 data: entry.data,
                 timestamp_ms,
-            })
-            .collect())
+            });
+        }
+        Ok(planned)
     }
 
     /// Gives back the numbers of `planned`, the batch the last
