@@ -13,7 +13,9 @@
 //!    this machine at all, since every sync waits for the answered
 //!    appenders to come back;
 //! 2. 1 MiB records, MB/s, against `dd if=/dev/zero of=FILE bs=1M count=N
-//!    conv=fdatasync`;
+//!    conv=fdatasync` (one sync for everything) and against the smallest
+//!    group commit with the log's group limit (one sync per group, as an
+//!    acknowledged append needs);
 //! 3. single-appender commit latency p50/p99 against a bare
 //!    write + `fdatasync` loop;
 //! 4. the time to reopen a 1 GiB log (page cache warm).
@@ -128,32 +130,64 @@ fn baseline_rate(size: usize, window: Duration) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Durable appends/s of the smallest group commit: `writers` tasks each
-/// hand a 100-byte record and a reply channel to one OS thread, which
-/// writes everything queued in one `write`, `fdatasync`s, and answers.
-async fn bare_group_rate(writers: usize, cfg: &Config) -> f64 {
-    type Waiter = tokio::sync::oneshot::Sender<()>;
-    let dir = scratch();
-    let mut file = File::create(dir.path().join("group")).expect("create");
-    let (tx, rx) = std::sync::mpsc::channel::<(Bytes, Waiter)>();
+/// A record and the appender waiting for it to be durable.
+type Handed = (Bytes, tokio::sync::oneshot::Sender<()>);
+
+/// The smallest group commit: one OS thread takes what queued (up to
+/// `max_group` bytes), writes it (small records gathered into one `write`,
+/// large ones written from their own buffers), `fdatasync`s, and answers.
+/// It stops when every sender is gone.
+fn spawn_group_syncer(
+    path: &Path,
+    max_group: usize,
+) -> (std::sync::mpsc::Sender<Handed>, std::thread::JoinHandle<()>) {
+    let mut file = File::create(path).expect("create");
+    let (tx, rx) = std::sync::mpsc::channel::<Handed>();
     let syncer = std::thread::spawn(move || {
-        let mut buf = Vec::new();
+        let mut small = Vec::new();
         let mut waiters = Vec::new();
         while let Ok(first) = rx.recv() {
+            let mut bytes = 0;
             let mut next = Some(first);
             while let Some((record, waiter)) = next {
-                buf.extend_from_slice(&record);
+                bytes += record.len();
+                if record.len() >= 64 << 10 {
+                    file.write_all(&small).expect("write");
+                    small.clear();
+                    file.write_all(&record).expect("write");
+                } else {
+                    small.extend_from_slice(&record);
+                }
                 waiters.push(waiter);
-                next = rx.try_recv().ok();
+                next = if bytes < max_group {
+                    rx.try_recv().ok()
+                } else {
+                    None
+                };
             }
-            file.write_all(&buf).expect("write");
+            file.write_all(&small).expect("write");
+            small.clear();
             file.sync_data().expect("fdatasync");
-            buf.clear();
             for w in waiters.drain(..) {
                 let _ = w.send(());
             }
         }
     });
+    (tx, syncer)
+}
+
+/// Hands `record` to the syncer and waits until it is durable.
+async fn hand(tx: &std::sync::mpsc::Sender<Handed>, record: &Bytes) {
+    let (done, wait) = tokio::sync::oneshot::channel();
+    tx.send((record.clone(), done)).expect("syncer");
+    wait.await.expect("synced");
+}
+
+/// Durable appends/s of the smallest group commit with `writers`
+/// closed-loop appenders of 100-byte records.
+async fn bare_group_rate(writers: usize, cfg: &Config) -> f64 {
+    let dir = scratch();
+    let (tx, syncer) = spawn_group_syncer(&dir.path().join("group"), usize::MAX);
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let payload = Bytes::from(vec![0x42u8; 100]);
@@ -162,9 +196,7 @@ async fn bare_group_rate(writers: usize, cfg: &Config) -> f64 {
         let (tx, count, stop, payload) = (tx.clone(), count.clone(), stop.clone(), payload.clone());
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
-                let (done, wait) = tokio::sync::oneshot::channel();
-                tx.send((payload.clone(), done)).expect("syncer");
-                wait.await.expect("synced");
+                hand(&tx, &payload).await;
                 count.fetch_add(1, Ordering::Relaxed);
             }
         }));
@@ -180,6 +212,40 @@ async fn bare_group_rate(writers: usize, cfg: &Config) -> f64 {
     }
     syncer.join().expect("syncer thread");
     (c1 - c0) as f64 / (t1 - t0).as_secs_f64()
+}
+
+/// MB/s of the smallest group commit with `writers` appenders of 1 MiB
+/// records, groups of at most `batch_mib` MiB (the log's setting).
+async fn bare_group_bandwidth(total_mib: u64, writers: u64, batch_mib: usize) -> f64 {
+    let dir = scratch();
+    let (tx, syncer) = spawn_group_syncer(&dir.path().join("group"), batch_mib << 20);
+    let record = big_record();
+    let each = (total_mib / writers).max(1);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..writers {
+        let (tx, record) = (tx.clone(), record.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..each {
+                hand(&tx, &record).await;
+            }
+        }));
+    }
+    drop(tx);
+    for t in tasks {
+        t.await.expect("appender");
+    }
+    let secs = start.elapsed().as_secs_f64();
+    syncer.join().expect("syncer thread");
+    (each * writers) as f64 * 1.048_576 / secs
+}
+
+/// A 1 MiB record that does not compress to nothing.
+fn big_record() -> Bytes {
+    (0..1usize << 20)
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect::<Vec<u8>>()
+        .into()
 }
 
 /// One measured window of concurrent appends.
@@ -310,10 +376,7 @@ async fn record_bandwidth(total_mib: u64, writers: u64, batch_mib: usize) -> f64
             .await
             .expect("open"),
     );
-    let record: Bytes = (0..1usize << 20)
-        .map(|i| (i * 7 + i / 4096) as u8)
-        .collect::<Vec<u8>>()
-        .into();
+    let record = big_record();
     let each = (total_mib / writers).max(1);
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -362,7 +425,10 @@ fn section_bandwidth(rt: &tokio::runtime::Runtime, cfg: &Config) {
         "\n## 1 MiB records, {mib} MiB per run (median of {} runs)",
         cfg.runs
     );
-    println!("{:>28} {:>10} {:>10}", "", "MB/s", "of dd");
+    println!(
+        "{:>33} {:>10} {:>10} {:>16} {:>10}",
+        "", "MB/s", "of dd", "bare group MB/s", "log÷bare"
+    );
     let mut dds = Vec::new();
     let mut rows = Vec::new();
     // (appenders, max_batch_bytes in MiB): the default group limit, then
@@ -370,24 +436,36 @@ fn section_bandwidth(rt: &tokio::runtime::Runtime, cfg: &Config) {
     for (writers, batch_mib) in [(1u64, 8usize), (16, 8), (64, 8), (64, 64)] {
         let mut rates = Vec::new();
         let mut shares = Vec::new();
+        let mut bares = Vec::new();
+        let mut of_bare = Vec::new();
         for _ in 0..cfg.runs {
             let dd = dd_bandwidth(mib);
+            let bare = rt.block_on(bare_group_bandwidth(mib, writers, batch_mib));
             let rate = rt.block_on(record_bandwidth(mib, writers, batch_mib));
             dds.push(dd);
             rates.push(rate);
             shares.push(rate / dd);
+            bares.push(bare);
+            of_bare.push(rate / bare);
         }
-        rows.push((writers, batch_mib, median(rates), median(shares)));
+        rows.push((
+            writers,
+            batch_mib,
+            median(rates),
+            median(shares),
+            median(bares),
+            median(of_bare),
+        ));
     }
     println!(
-        "{:>28} {:>10.0} {:>9.0}%",
+        "{:>33} {:>10.0} {:>9.0}%",
         "dd bs=1M conv=fdatasync",
         median(dds),
         100.0
     );
-    for (writers, batch_mib, rate, share) in rows {
+    for (writers, batch_mib, rate, share, bare, of_bare) in rows {
         println!(
-            "{:>28} {rate:>10.0} {:>9.0}%",
+            "{:>33} {rate:>10.0} {:>9.0}% {bare:>16.0} {of_bare:>9.2}x",
             format!("log, {writers} appenders, {batch_mib} MiB groups"),
             100.0 * share
         );
