@@ -9,8 +9,10 @@
 //!   (the process's group commit), unconditional or `append_if`;
 //! * `baseline` — the same appenders on a bare batcher: what arrives while
 //!   a transaction is in flight goes into the next multi-row
-//!   `INSERT ... SELECT unnest($1)` + COMMIT, at most two in flight (the
-//!   handle's default), into a table with a `bigserial` key;
+//!   `INSERT ... SELECT unnest($1)` + COMMIT, at most two in flight (its
+//!   best setting: bare inserts do not serialise, so a second transaction
+//!   overlaps the first's round trip and flush), into a table with a
+//!   `bigserial` key;
 //! * `floor` — the same batcher, but each transaction is the leanest
 //!   dense numbering there is: it waits for one lock, numbers its own
 //!   group (seqnums and per-stream versions), and inserts rows shaped like
