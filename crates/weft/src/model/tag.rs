@@ -229,7 +229,7 @@ mod tests {
         assert_eq!(set.len(), split.len());
         assert!(set.contains(&LogTag::with_key("a", "bc").unwrap()));
         // Order: by namespace, then key, a namespace-wide tag first.
-        let mut sorted = vec![
+        let mut sorted = [
             LogTag::with_key("b", "a").unwrap(),
             LogTag::with_key("a", "z").unwrap(),
             LogTag::new("b").unwrap(),
