@@ -30,8 +30,9 @@ pub struct PgOptions {
     /// a later round and collected after its notification — more server
     /// calls per entry and a later answer than waiting on the client and
     /// going out with everything queued meanwhile. Measured with
-    /// `weft-bench --only pg-append` (BENCHMARKS.md): 1 instead of 2 gave
-    /// 1.2–1.7× the entries/s at 1, 4 and 16 processes and a lower p99.
+    /// `weft-bench --only pg-append` (BENCHMARKS.md, two alternated pairs
+    /// of runs): 1 instead of 2 gave 1.05–1.8× the entries/s in every case
+    /// at 1, 4 and 16 processes, and a lower p99 in all but one.
     /// More than 1 may pay off for a handle far from its server, where
     /// round trips rather than the server bound it (not measured here).
     pub max_in_flight: usize,
