@@ -343,7 +343,7 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
                 .collect(),
         );
         let of_group = median(runs.iter().zip(&groups).map(|(r, g)| r.rate / g).collect());
-        let group = median(groups.clone());
+        let group = median(groups);
         // Efficiency per back-to-back pair (the disk's fsync rate drifts on
         // a shared machine), then the median of the pairs.
         let efficiency = median(
