@@ -16,11 +16,22 @@ use weft::{Error, ErrorKind, Result};
 pub(crate) fn init_tracing(verbose: u8) {
     let filter = match std::env::var("RUST_LOG") {
         Ok(spec) if !spec.trim().is_empty() => EnvFilter::new(spec),
-        _ => EnvFilter::new(match verbose {
-            0 => "error,weft=warn,weft_cli=warn",
-            1 => "warn,weft=debug,weft_cli=debug",
-            _ => "info,weft=trace,weft_cli=trace",
-        }),
+        _ => {
+            let filter = EnvFilter::new(match verbose {
+                0 => "error,weft=warn,weft_cli=warn",
+                1 => "warn,weft=debug,weft_cli=debug",
+                _ => "info,weft=trace,weft_cli=trace",
+            });
+            // A command meets a broken history in the read that needs it
+            // and ends with that error as its one line; the background
+            // fill's warning about the same damage would be a second line,
+            // printed or not depending on which of the two came first.
+            // `-v` (or RUST_LOG) shows it.
+            match history_fill_directive() {
+                Some(mute) if verbose == 0 => filter.add_directive(mute),
+                _ => filter,
+            }
+        }
     };
     // A second init (never done here) would be the only failure.
     let _ = tracing_subscriber::fmt()
@@ -28,6 +39,14 @@ pub(crate) fn init_tracing(verbose: u8) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
+}
+
+/// The directive that mutes the history fill's warning (its errors reach
+/// the command through its reads).
+fn history_fill_directive() -> Option<tracing_subscriber::filter::Directive> {
+    format!("{}=error", weft::HISTORY_FILL_LOG_TARGET)
+        .parse()
+        .ok()
 }
 
 /// Serves Prometheus metrics on `addr` (and only there) until the process
@@ -57,4 +76,16 @@ pub(crate) fn serve_metrics(addr: SocketAddr) -> Result<()> {
         })?;
     tracing::info!(%addr, "serving Prometheus metrics");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_history_fill_directive_names_the_library_target() {
+        let directive = super::history_fill_directive().expect("a valid directive");
+        assert_eq!(
+            directive.to_string(),
+            format!("{}=error", weft::HISTORY_FILL_LOG_TARGET)
+        );
+    }
 }

@@ -86,6 +86,13 @@ pub use log::{
 pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
 pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, Tip};
 
+/// The `tracing` target of the one warning a bucket writer or follower
+/// logs when filling in its history (the entries before the point it
+/// opened at) fails for good. The same error is returned by every read
+/// that needs that history, and by `filled_in`; a program that reports
+/// those errors itself can mute this target, as the `weft` command does.
+pub const HISTORY_FILL_LOG_TARGET: &str = "weft::history_fill";
+
 /// The README's code runs as a doctest, so the tour cannot rot.
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]

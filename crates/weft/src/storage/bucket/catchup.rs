@@ -529,7 +529,11 @@ pub(crate) fn spawn_history_fill(
             FillInto::History,
         );
         if let Err(e) = filled.await {
-            tracing::warn!(error = %e, "{what} could not fill in its history");
+            // Under a target of its own: a program that reports every
+            // error its reads meet (the `weft` command) hears of this one
+            // from the read that needed the history, and can mute this
+            // second report of it; a long-running service keeps it.
+            tracing::warn!(target: crate::HISTORY_FILL_LOG_TARGET, error = %e, "{what} could not fill in its history");
             log.fill_failed(&e);
         }
     })
