@@ -170,10 +170,11 @@ fn dir_cases() -> Vec<DirCase> {
             expect: Expect::Cut(ENTRIES - 1),
         },
         DirCase {
+            // A crashed writer's preallocated space: a note, not a problem.
             name: "an all-zero tail",
             trim: None,
             damage: |dir| append_bytes(&dir_segments(dir).pop().unwrap(), &[0; 512]),
-            expect: Expect::Cut(ENTRIES),
+            expect: Expect::Whole(ENTRIES),
         },
         DirCase {
             name: "a damaged length field mid-log",

@@ -122,6 +122,9 @@ fn cases() -> Vec<Case> {
             expect: Expect::Cut(ENTRIES - 2),
         },
         Case {
+            // What a writer that crashed leaves after its last group: the
+            // space it set aside ahead of its data. Nothing is lost, so
+            // `check` notes it and finds no problem; opening cuts it.
             name: "zeroed tail: space allocated, data never written",
             trim: None,
             damage: |dir| {
@@ -132,7 +135,7 @@ fn cases() -> Vec<Case> {
                     .unwrap();
                 f.write_all(&[0; 300]).unwrap();
             },
-            expect: Expect::Cut(ENTRIES),
+            expect: Expect::Whole(ENTRIES),
         },
         Case {
             name: "a length field damaged mid-segment, later groups behind it",

@@ -10,29 +10,32 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use dir_support::{copy_dir, file_len, open, open_with, payload, segments, small_segments, tag};
+use weft::format::dir_segment::SEGMENT_HEADER_LEN;
 use weft::format::frame;
 use weft::storage::Storage;
 use weft::storage::dir::{DirOptions, DirStorage, check};
 use weft::{AppendRequest, ErrorKind, LogEntry, Position};
 
 /// Appends `n` entries one by one (one group each) to a fresh log in `dir`
-/// and returns the segment length after each, preceded by the length of
-/// the empty segment.
+/// and returns where the segment's data ends after each, preceded by the
+/// length of the empty segment. (The file of an open log is longer: its
+/// writer sets space aside ahead of the data; closing cuts it off.)
 async fn build(dir: &Path, n: u64) -> (PathBuf, Vec<u64>) {
     let (storage, log) = open(dir).await;
-    let mut ends = Vec::new();
+    let mut ends = vec![SEGMENT_HEADER_LEN as u64];
     for i in 0..n {
         log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
             .await
             .unwrap();
+        let end = ends[ends.len() - 1] + frame_len_of(i);
         let seg = segments(dir).pop().unwrap();
-        if ends.is_empty() {
-            ends.push(file_len(&seg) - frame_len_of(i));
-        }
-        ends.push(file_len(&seg));
+        assert!(file_len(&seg) >= end, "the data is in the file");
+        ends.push(end);
     }
     storage.close().await.unwrap();
-    (segments(dir).pop().unwrap(), ends)
+    let seg = segments(dir).pop().unwrap();
+    assert_eq!(file_len(&seg), ends[ends.len() - 1], "closed: data only");
+    (seg, ends)
 }
 
 fn frame_len_of(i: u64) -> u64 {
@@ -411,11 +414,13 @@ async fn relaxed_segments_are_cut_at_the_first_damage() {
     let mut ends = Vec::new();
     {
         let (s, log) = open_with(tmp.path(), options.clone()).await;
+        let mut end = SEGMENT_HEADER_LEN as u64;
         for i in 0..6u64 {
             log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
                 .await
                 .unwrap();
-            ends.push(file_len(&segments(tmp.path())[0]));
+            end += frame_len_of(i);
+            ends.push(end);
         }
         s.close().await.unwrap();
     }
@@ -494,5 +499,98 @@ async fn random_damage_never_yields_anything_but_a_prefix_or_corrupt() {
     assert!(
         prefixes > 0 && corrupt > 0,
         "{prefixes} prefixes, {corrupt} corrupt"
+    );
+}
+
+/// The writer sets space aside ahead of its data (`preallocate_bytes`):
+/// while it runs only the last segment is longer than its data, a copy
+/// taken then (what a crash leaves) is judged whole by `check` (a note,
+/// no problem) and opens with every entry, the space cut; closing cuts it
+/// too; with the setting at 0 the file never outgrows its data.
+#[tokio::test]
+async fn preallocated_space_is_only_ever_at_the_end_and_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let step = 64 << 10;
+    let options = DirOptions {
+        preallocate_bytes: step,
+        ..small_segments()
+    };
+    let (s, log) = open_with(tmp.path(), options.clone()).await;
+    let mut data_end = SEGMENT_HEADER_LEN as u64;
+    let mut rolls = 0;
+    let mut ahead = false;
+    for i in 0..120u64 {
+        log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
+            .await
+            .unwrap();
+        let segs = segments(tmp.path());
+        if segs.len() > rolls + 1 {
+            rolls += 1;
+            data_end = SEGMENT_HEADER_LEN as u64;
+        }
+        data_end += frame_len_of(i);
+        let (last, sealed) = segs.split_last().unwrap();
+        let len = file_len(last);
+        assert!(
+            (data_end..=data_end + step).contains(&len),
+            "entry {i}: {len} bytes for {data_end} of data"
+        );
+        ahead |= len > data_end;
+        // Sealed segments hold their data and nothing else.
+        let report = check(tmp.path()).await.unwrap();
+        assert!(report.is_ok(), "entry {i}: {:?}", report.problems);
+        assert_eq!(report.entries, i + 1);
+        assert!(
+            sealed
+                .iter()
+                .all(|p| file_len(p) < options.segment_bytes + 300)
+        );
+    }
+    assert!(rolls >= 3, "the test rolled {rolls} segments");
+    assert!(ahead, "space was set aside");
+
+    let crashed = copy_dir(tmp.path());
+    let report = check(crashed.path()).await.unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert!(
+        report.notes.iter().any(|n| n.contains("never written")),
+        "{:?}",
+        report.notes
+    );
+    let reopened = assert_holds(crashed.path(), 120).await;
+    let last = segments(crashed.path()).pop().unwrap();
+    assert_eq!(file_len(&last), data_end, "the open cut the space");
+    reopened.close().await.unwrap();
+
+    s.close().await.unwrap();
+    assert_eq!(file_len(&segments(tmp.path()).pop().unwrap()), data_end);
+
+    // Off: the file holds its data and nothing else at every step.
+    let plain = tempfile::tempdir().unwrap();
+    let (s, log) = open_with(
+        plain.path(),
+        DirOptions {
+            preallocate_bytes: 0,
+            ..DirOptions::default()
+        },
+    )
+    .await;
+    let mut end = SEGMENT_HEADER_LEN as u64;
+    for i in 0..5u64 {
+        log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
+            .await
+            .unwrap();
+        end += frame_len_of(i);
+        assert_eq!(file_len(&segments(plain.path())[0]), end);
+    }
+    s.close().await.unwrap();
+
+    let too_much = DirOptions {
+        preallocate_bytes: (64 << 20) + 1,
+        ..DirOptions::default()
+    };
+    assert_eq!(
+        too_much.validate().unwrap_err().kind(),
+        ErrorKind::InvalidInput
     );
 }

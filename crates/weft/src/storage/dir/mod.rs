@@ -125,7 +125,8 @@ pub use check::{DirCheck, DirSegmentInfo, DirTagInfo, check};
 pub use follower::{DirFollower, DirFollowerOptions, FollowerIndex, require_log};
 pub use kv::DirKv;
 pub use options::{
-    DirOptions, MAX_SEGMENT_BYTES, MIN_MEMORY_BUDGET, MIN_SEGMENT_BYTES, MemorySplit, SyncMode,
+    DirOptions, MAX_PREALLOCATE_BYTES, MAX_SEGMENT_BYTES, MIN_MEMORY_BUDGET, MIN_SEGMENT_BYTES,
+    MemorySplit, SyncMode,
 };
 
 use lock::DirLock;

@@ -24,7 +24,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::fsutil;
 use super::scan::{self, Access, Layout, Repair, Start, Survey, Versions};
@@ -268,6 +268,15 @@ pub(super) fn repair(dir: &Path, repairs: &[Repair]) -> Result<()> {
                 fsutil::remove_file(path)?;
                 removed = true;
             }
+            Repair::CutUnwritten { path, keep, len } => {
+                debug!(
+                    path = %path.display(),
+                    cut = keep,
+                    unwritten_bytes = len - keep,
+                    "cutting the preallocated space of the last segment"
+                );
+                cut_file(path, *keep)?;
+            }
             Repair::CutTornTail {
                 path,
                 keep,
@@ -284,11 +293,7 @@ pub(super) fn repair(dir: &Path, repairs: &[Repair]) -> Result<()> {
                     reason = %why,
                     "truncating a torn tail"
                 );
-                OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .and_then(|f| f.set_len(*keep).and_then(|()| f.sync_data()))
-                    .map_err(|e| Error::io(format!("truncate {}", path.display()), e))?;
+                cut_file(path, *keep)?;
             }
         }
     }
@@ -296,4 +301,13 @@ pub(super) fn repair(dir: &Path, repairs: &[Repair]) -> Result<()> {
         fsutil::sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// Truncates the file at `path` to `keep` bytes, durably.
+fn cut_file(path: &Path, keep: u64) -> Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(keep).and_then(|()| f.sync_data()))
+        .map_err(|e| Error::io(format!("truncate {}", path.display()), e))
 }

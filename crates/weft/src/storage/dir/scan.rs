@@ -281,6 +281,18 @@ pub(super) enum Repair {
     /// Remove the last segment, which holds no whole batch (its creation
     /// or its first write was interrupted).
     RemoveUnfinished { path: PathBuf },
+    /// Truncate the last segment to `keep` bytes: the bytes after it are
+    /// zeros the writer set aside ([`DirOptions::preallocate_bytes`]) and
+    /// never wrote. Nothing of an entry is in them.
+    ///
+    /// [`DirOptions::preallocate_bytes`]: super::DirOptions::preallocate_bytes
+    CutUnwritten {
+        path: PathBuf,
+        /// Bytes kept: the end of the last whole batch.
+        keep: u64,
+        /// The file's length.
+        len: u64,
+    },
     /// Truncate the last segment to `keep` bytes: the bytes after it are a
     /// torn last write.
     CutTornTail {
@@ -323,6 +335,13 @@ impl std::fmt::Display for Repair {
                 f,
                 "{}: holds no whole batch (its creation was interrupted); opening removes it",
                 path.display()
+            ),
+            Repair::CutUnwritten { path, keep, len } => write!(
+                f,
+                "{}: the last {} bytes are space set aside for writes and never written \
+                 (zeros); opening cuts the file to {keep} bytes",
+                path.display(),
+                len - keep
             ),
             Repair::CutTornTail {
                 path,
@@ -832,6 +851,18 @@ impl Scan {
                 "damaged at byte {at} ({why}), and later segments exist"
             )));
         }
+        // Nothing after the last whole batch but zeros: the writer's
+        // preallocated space (or a write that left no byte behind).
+        if pending.is_empty() && at == end && reader.zeros_from(at).map_err(&io)? {
+            return Ok(Scanned {
+                end,
+                torn: Some(Repair::CutUnwritten {
+                    path: path.to_path_buf(),
+                    keep: end,
+                    len: reader.len,
+                }),
+            });
+        }
         let torn_from = self.next;
         if !seg.relaxed {
             if let Some(p) = pending.iter().find(|p| p.meta.group_first() > torn_from) {
@@ -968,6 +999,22 @@ impl<'f> Chunks<'f> {
             self.start = at;
         }
         Ok(self.buf.get((at - self.start) as usize..).unwrap_or(&[]))
+    }
+
+    /// True when every byte from `at` to the end of the file is zero.
+    fn zeros_from(&mut self, at: u64) -> std::io::Result<bool> {
+        let mut p = at;
+        while p < self.len {
+            let w = self.window(p, CHUNK)?;
+            if w.is_empty() {
+                break;
+            }
+            if w.iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            p += w.len() as u64;
+        }
+        Ok(true)
     }
 
     /// The frame at `at`, or why the bytes there are not a frame.

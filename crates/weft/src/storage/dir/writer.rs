@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use tracing::{error, warn};
+use tracing::{debug, error, warn};
 
 use super::fsutil;
 use super::lock::DirLock;
@@ -157,6 +157,8 @@ struct Active {
     relaxed: bool,
     /// Its format allows frames with append ids.
     append_ids: bool,
+    /// The file's length: the bytes from `end` on are a preallocated hole.
+    allocated: u64,
 }
 
 /// An append's reply channel with its plan (or why it has none).
@@ -221,14 +223,22 @@ impl Writer {
         } = resumed;
         let last = shared.read_state().segments.values().next_back().cloned();
         let active = match last {
-            Some(s) => Some(Active {
-                first: s.first,
-                file: Arc::new(segment::open_file(&s.path, true)?),
-                end: s.end,
-                next: s.next,
-                relaxed: s.relaxed,
-                append_ids: s.append_ids,
-            }),
+            Some(s) => {
+                let file = segment::open_file(&s.path, true)?;
+                let allocated = file
+                    .metadata()
+                    .map_err(|e| Error::io(format!("stat {}", s.path.display()), e))?
+                    .len();
+                Some(Active {
+                    first: s.first,
+                    file: Arc::new(file),
+                    end: s.end,
+                    next: s.next,
+                    relaxed: s.relaxed,
+                    append_ids: s.append_ids,
+                    allocated,
+                })
+            }
             None => None,
         };
         Ok(Writer {
@@ -577,6 +587,17 @@ impl Writer {
             return Err(Error::internal("no active segment after roll-over"));
         };
         let base = active.end;
+        let step = self.options.preallocate_bytes;
+        if step > 0 && base + len > active.allocated {
+            // Grow the file ahead of the data, so the syncs until the group
+            // that passes this size do not change it. A failure costs only
+            // that: the write below grows the file as it goes.
+            let to = base + len + step;
+            match active.file.set_len(to) {
+                Ok(()) => active.allocated = to,
+                Err(e) => debug!(error = %e, "could not extend the active segment ahead"),
+            }
+        }
         write_group_bytes(&active.file, base, &self.buf, &self.large)
             .map_err(|e| Error::io("write to the active segment", e))?;
         active.end += len;
@@ -593,6 +614,12 @@ impl Writer {
     /// Seals the active segment (synced) and starts a new one at `first`.
     fn roll(&mut self, first: u64) -> Result<()> {
         self.sync_if_dirty()?;
+        // Only the last segment may end in unwritten space: an earlier one
+        // with a tail that does not parse is damage to every reader.
+        if let Err(e) = self.cut_preallocation() {
+            self.stop(&e);
+            return Err(e);
+        }
         let (seg, file) = segment::create(&self.shared.dir, first, self.relaxed())?;
         self.shared
             .counters
@@ -605,6 +632,7 @@ impl Writer {
             next: first,
             relaxed: seg.relaxed,
             append_ids: seg.append_ids,
+            allocated: HEADER_LEN,
         });
         self.shared.write_state().segments.insert(first, seg);
         Ok(())
@@ -629,6 +657,23 @@ impl Writer {
         Ok(())
     }
 
+    /// Cuts the active segment's file back to its data, durably.
+    fn cut_preallocation(&mut self) -> Result<()> {
+        let Some(active) = self.active.as_mut() else {
+            return Ok(());
+        };
+        if active.allocated <= active.end {
+            return Ok(());
+        }
+        active
+            .file
+            .set_len(active.end)
+            .and_then(|()| active.file.sync_all())
+            .map_err(|e| Error::io("cut the active segment's preallocated space", e))?;
+        active.allocated = active.end;
+        Ok(())
+    }
+
     fn sync_if_dirty(&mut self) -> Result<()> {
         if self.failed {
             return self.check_writable();
@@ -648,6 +693,14 @@ impl Writer {
         } else {
             self.sync_if_dirty()
         };
+        // A closed log's files hold nothing but their data; left in place
+        // the space costs nothing but is cut by the next open.
+        if result.is_ok()
+            && !self.failed
+            && let Err(e) = self.cut_preallocation()
+        {
+            warn!(error = %e, "could not cut the active segment's preallocated space; the next open will");
+        }
         // Whatever is still queued is refused (its callers see `Closed`),
         // and so is everything sent from now on.
         drop(self.queue.close_receiver());
