@@ -25,7 +25,15 @@
 //! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen` picks sections;
 //! `WEFT_BENCH_RUNS=n` overrides the number of runs;
 //! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
-//! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts.
+//! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts;
+//! `WEFT_BENCH_PREALLOCATE=BYTES` the log's `preallocate_bytes` (default
+//! its default), to compare with it off (0) in one build.
+//!
+//! The bare loops' files, like the log's active segment, are extended
+//! 1 MiB ahead of their data, except the bare write + `fdatasync` loops of
+//! sections 1 and 3, whose files grow with every write (so that each sync
+//! also commits a new size); section 1's "ahead" columns are the same loop
+//! with its file extended ahead.
 
 // Benchmarks measure real time: the determinism rules of clippy.toml are for
 // library code.
@@ -102,6 +110,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// The log's settings for the runs: its defaults, with
+/// `WEFT_BENCH_PREALLOCATE` if set.
+fn log_options() -> DirOptions {
+    let mut options = DirOptions::default();
+    if let Some(bytes) = std::env::var("WEFT_BENCH_PREALLOCATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.preallocate_bytes = bytes;
+    }
+    options
+}
+
 fn bench_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/weft-bench");
     std::fs::create_dir_all(&root).expect("create bench root");
@@ -115,16 +136,53 @@ fn scratch() -> tempfile::TempDir {
         .expect("bench tempdir")
 }
 
-/// Appends of `size` bytes, each followed by `fdatasync`, for `window`.
-fn baseline_rate(size: usize, window: Duration) -> f64 {
+/// How far ahead of its data the bare loops below extend their file when
+/// they do (the log's default `preallocate_bytes`).
+const AHEAD: u64 = 1 << 20;
+
+/// A file written at its end, extended `AHEAD` bytes at a time beforehand
+/// when `ahead` (so most syncs leave its size alone, as the log's active
+/// segment does), else grown by every write.
+struct Sink {
+    file: File,
+    end: u64,
+    allocated: u64,
+    ahead: bool,
+}
+
+impl Sink {
+    fn create(path: &Path, ahead: bool) -> Sink {
+        Sink {
+            file: File::create(path).expect("create"),
+            end: 0,
+            allocated: 0,
+            ahead,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        let to = self.end + bytes.len() as u64;
+        if self.ahead && to > self.allocated {
+            self.allocated = to + AHEAD;
+            self.file.set_len(self.allocated).expect("extend");
+        }
+        self.file.write_all_at(bytes, self.end).expect("write");
+        self.end = to;
+    }
+}
+
+/// Appends of `size` bytes, each followed by `fdatasync`, for `window`
+/// (the file extended ahead of the data when `ahead`).
+fn baseline_rate(size: usize, window: Duration, ahead: bool) -> f64 {
     let dir = scratch();
-    let mut file = File::create(dir.path().join("baseline")).expect("create");
+    let mut sink = Sink::create(&dir.path().join("baseline"), ahead);
     let buf = vec![0x5au8; size];
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < window {
-        file.write_all(&buf).expect("write");
-        file.sync_data().expect("fdatasync");
+        sink.write(&buf);
+        sink.file.sync_data().expect("fdatasync");
         n += 1;
     }
     n as f64 / start.elapsed().as_secs_f64()
@@ -141,7 +199,8 @@ fn spawn_group_syncer(
     path: &Path,
     max_group: usize,
 ) -> (std::sync::mpsc::Sender<Handed>, std::thread::JoinHandle<()>) {
-    let mut file = File::create(path).expect("create");
+    // Its file is extended ahead of the data, as the log's segment is.
+    let mut sink = Sink::create(path, true);
     let (tx, rx) = std::sync::mpsc::channel::<Handed>();
     let syncer = std::thread::spawn(move || {
         let mut small = Vec::new();
@@ -152,9 +211,9 @@ fn spawn_group_syncer(
             while let Some((record, waiter)) = next {
                 bytes += record.len();
                 if record.len() >= 64 << 10 {
-                    file.write_all(&small).expect("write");
+                    sink.write(&small);
                     small.clear();
-                    file.write_all(&record).expect("write");
+                    sink.write(&record);
                 } else {
                     small.extend_from_slice(&record);
                 }
@@ -165,9 +224,9 @@ fn spawn_group_syncer(
                     None
                 };
             }
-            file.write_all(&small).expect("write");
+            sink.write(&small);
             small.clear();
-            file.sync_data().expect("fdatasync");
+            sink.file.sync_data().expect("fdatasync");
             for w in waiters.drain(..) {
                 let _ = w.send(());
             }
@@ -259,7 +318,11 @@ struct AppendRun {
 /// sync carried, and the process CPU time per append.
 async fn append_rate(writers: usize, cfg: &Config) -> AppendRun {
     let dir = scratch();
-    let storage = Arc::new(DirStorage::open(dir.path()).await.expect("open"));
+    let storage = Arc::new(
+        DirStorage::open_with(dir.path(), log_options())
+            .await
+            .expect("open"),
+    );
     let log = Log::from_arc(storage.clone());
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -311,7 +374,7 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
         cfg.runs, cfg.window
     );
     println!(
-        "{:>9} {:>12} {:>16} {:>11} {:>10} {:>14} {:>13} {:>11} {:>10}",
+        "{:>9} {:>12} {:>16} {:>11} {:>10} {:>14} {:>13} {:>11} {:>10} {:>13} {:>13}",
         "appenders",
         "appends/s",
         "baseline fsync/s",
@@ -320,7 +383,9 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
         "CPU µs/append",
         "bare group/s",
         "its effic.",
-        "log÷bare"
+        "log÷bare",
+        "ahead fsync/s",
+        "effic.(ahead)"
     );
     let counts: Vec<usize> = std::env::var("WEFT_BENCH_APPENDERS")
         .ok()
@@ -330,8 +395,10 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
         let mut runs = Vec::new();
         let mut bases = Vec::new();
         let mut groups = Vec::new();
+        let mut aheads = Vec::new();
         for _ in 0..cfg.runs {
-            bases.push(baseline_rate(100, cfg.window));
+            bases.push(baseline_rate(100, cfg.window, false));
+            aheads.push(baseline_rate(100, cfg.window, true));
             groups.push(rt.block_on(bare_group_rate(writers, cfg)));
             runs.push(rt.block_on(append_rate(writers, cfg)));
         }
@@ -352,14 +419,24 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
                 .map(|(r, b)| (r.rate / (writers as f64 * b)).min(1.0))
                 .collect(),
         );
+        // The same against a loop whose file is extended ahead, as the
+        // log's is: what is left when the sizes' journal commits are gone.
+        let ahead_efficiency = median(
+            runs.iter()
+                .zip(&aheads)
+                .map(|(r, b)| (r.rate / (writers as f64 * b)).min(1.0))
+                .collect(),
+        );
+        let ahead = median(aheads);
         let base = median(bases);
         let rate = median(runs.iter().map(|r| r.rate).collect());
         let per_sync = median(runs.iter().map(|r| r.per_sync).collect());
         let cpu = median(runs.iter().map(|r| r.cpu_us).collect());
         println!(
-            "{writers:>9} {rate:>12.0} {base:>16.0} {:>10.1}% {per_sync:>10.1} {cpu:>14.2} {group:>13.0} {:>10.1}% {of_group:>9.2}x",
+            "{writers:>9} {rate:>12.0} {base:>16.0} {:>10.1}% {per_sync:>10.1} {cpu:>14.2} {group:>13.0} {:>10.1}% {of_group:>9.2}x {ahead:>13.0} {:>12.1}%",
             efficiency * 100.0,
-            group_efficiency * 100.0
+            group_efficiency * 100.0,
+            ahead_efficiency * 100.0
         );
     }
 }
@@ -369,7 +446,7 @@ async fn record_bandwidth(total_mib: u64, writers: u64, batch_mib: usize) -> f64
     let dir = scratch();
     let options = DirOptions {
         max_batch_bytes: batch_mib << 20,
-        ..DirOptions::default()
+        ..log_options()
     };
     let log = Log::new(
         DirStorage::open_with(dir.path(), options)
@@ -492,7 +569,11 @@ fn bare_latencies(samples: usize) -> Vec<Duration> {
 
 async fn log_latencies(samples: usize) -> Vec<Duration> {
     let dir = scratch();
-    let log = Log::new(DirStorage::open(dir.path()).await.expect("open"));
+    let log = Log::new(
+        DirStorage::open_with(dir.path(), log_options())
+            .await
+            .expect("open"),
+    );
     let tag = LogTag::new("latency").expect("tag");
     let payload = Bytes::from(vec![0x11u8; 100]);
     let mut out = Vec::with_capacity(samples);

@@ -1061,6 +1061,14 @@ impl<'f> Chunks<'f> {
         while p + MIN_FRAME_LEN as u64 <= self.len {
             let end = self.len;
             let w = self.window(p, FIXED_LEN).map_err(&io)?;
+            // No frame starts with a zero length: step over a run of zeros
+            // (a writer's preallocated space) to the last place a length
+            // ending in its first non-zero byte could start.
+            if w.len() >= 4 && w[..4] == [0; 4] {
+                let zeros = w.iter().take_while(|&&b| b == 0).count();
+                p += zeros.saturating_sub(3).max(1) as u64;
+                continue;
+            }
             let plausible = match (frame::claimed_len(w), frame::claimed_position(w)) {
                 (Some(len), Some((seqnum, offset))) => {
                     (MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&len)
