@@ -85,8 +85,9 @@ pub struct DirOptions {
     /// file, in bytes; 0 never does. The file then grows once per this
     /// many bytes instead of at every write group, and a sync that does
     /// not change the file's size leaves the filesystem's journal alone:
-    /// on ext4 here that made a lone appender's `fdatasync` about a third
-    /// cheaper (BENCHMARKS.md, "Preallocated segments"). The space is a
+    /// on ext4 here a lone appender made 1.2–1.4 times as many durable
+    /// appends per second (BENCHMARKS.md, "Issue 17: preallocated segments
+    /// and one write per piece"). The space is a
     /// hole, not written zeros, so it costs no writes; the writer cuts it
     /// off when the segment is sealed or the log closed, and after a crash
     /// the next open does (readers take the zeros for space never written,

@@ -771,8 +771,9 @@ impl Writer {
 /// (6.18, ext4) a `pwritev` of a group of 1 MiB payloads between short
 /// heads spent its time copying into the page cache at about a quarter of
 /// the speed the same bytes reach in one write per piece (1 MiB records,
-/// 16 appenders: 267–276 MB/s against 1,144–1,172 MB/s, BENCHMARKS.md
-/// "1 MiB records: one write per piece"). A few more system calls per
+/// 16 appenders: 267–276 MB/s against 1,144–1,172 MB/s; BENCHMARKS.md,
+/// "Issue 17: preallocated segments and one write per piece"). A few more
+/// system calls per
 /// group of megabytes cost nothing measurable.
 fn write_group_bytes(
     file: &File,
