@@ -29,11 +29,12 @@
 //! `WEFT_BENCH_PREALLOCATE=BYTES` the log's `preallocate_bytes` (default
 //! its default), to compare with it off (0) in one build.
 //!
-//! The bare loops' files, like the log's active segment, are extended
-//! 1 MiB ahead of their data, except the bare write + `fdatasync` loops of
-//! sections 1 and 3, whose files grow with every write (so that each sync
-//! also commits a new size); section 1's "ahead" columns are the same loop
-//! with its file extended ahead.
+//! The bare loops' files, like the log's active segment, are extended as
+//! far ahead of their data as the log's default `preallocate_bytes`,
+//! except the bare write + `fdatasync` loops of sections 1 and 3, whose
+//! files grow with every write (so that each sync also commits a new
+//! size); section 1's "ahead" columns are the same loop with its file
+//! extended ahead.
 
 // Benchmarks measure real time: the determinism rules of clippy.toml are for
 // library code.
@@ -136,11 +137,13 @@ fn scratch() -> tempfile::TempDir {
         .expect("bench tempdir")
 }
 
-/// How far ahead of its data the bare loops below extend their file when
-/// they do (the log's default `preallocate_bytes`).
-const AHEAD: u64 = 1 << 20;
+/// How far ahead of its data a bare loop below extends its file when it
+/// does: the log's default `preallocate_bytes`.
+fn ahead_bytes() -> u64 {
+    DirOptions::default().preallocate_bytes
+}
 
-/// A file written at its end, extended `AHEAD` bytes at a time beforehand
+/// A file written at its end, extended [`ahead_bytes`] at a time beforehand
 /// when `ahead` (so most syncs leave its size alone, as the log's active
 /// segment does), else grown by every write.
 struct Sink {
@@ -164,7 +167,7 @@ impl Sink {
         use std::os::unix::fs::FileExt;
         let to = self.end + bytes.len() as u64;
         if self.ahead && to > self.allocated {
-            self.allocated = to + AHEAD;
+            self.allocated = to + ahead_bytes();
             self.file.set_len(self.allocated).expect("extend");
         }
         self.file.write_all_at(bytes, self.end).expect("write");
@@ -368,6 +371,19 @@ async fn append_rate(writers: usize, cfg: &Config) -> AppendRun {
     }
 }
 
+/// The median over back-to-back pairs of `rate / (writers × base)`,
+/// capped at 1: how much of `writers` independent loops' syncs one
+/// committer reached.
+fn efficiency(rates: &[f64], bases: &[f64], writers: usize) -> f64 {
+    median(
+        rates
+            .iter()
+            .zip(bases)
+            .map(|(r, b)| (r / (writers as f64 * b)).min(1.0))
+            .collect(),
+    )
+}
+
 fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
     println!(
         "\n## durable 100-byte appends/s (median of {} runs, {:?} windows)",
@@ -402,39 +418,24 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
             groups.push(rt.block_on(bare_group_rate(writers, cfg)));
             runs.push(rt.block_on(append_rate(writers, cfg)));
         }
-        let group_efficiency = median(
-            groups
-                .iter()
-                .zip(&bases)
-                .map(|(g, b)| (g / (writers as f64 * b)).min(1.0))
-                .collect(),
-        );
+        let rates: Vec<f64> = runs.iter().map(|r| r.rate).collect();
+        let group_efficiency = efficiency(&groups, &bases, writers);
         let of_group = median(runs.iter().zip(&groups).map(|(r, g)| r.rate / g).collect());
         let group = median(groups);
         // Efficiency per back-to-back pair (the disk's fsync rate drifts on
         // a shared machine), then the median of the pairs.
-        let efficiency = median(
-            runs.iter()
-                .zip(&bases)
-                .map(|(r, b)| (r.rate / (writers as f64 * b)).min(1.0))
-                .collect(),
-        );
+        let log_efficiency = efficiency(&rates, &bases, writers);
         // The same against a loop whose file is extended ahead, as the
         // log's is: what is left when the sizes' journal commits are gone.
-        let ahead_efficiency = median(
-            runs.iter()
-                .zip(&aheads)
-                .map(|(r, b)| (r.rate / (writers as f64 * b)).min(1.0))
-                .collect(),
-        );
+        let ahead_efficiency = efficiency(&rates, &aheads, writers);
         let ahead = median(aheads);
         let base = median(bases);
-        let rate = median(runs.iter().map(|r| r.rate).collect());
+        let rate = median(rates);
         let per_sync = median(runs.iter().map(|r| r.per_sync).collect());
         let cpu = median(runs.iter().map(|r| r.cpu_us).collect());
         println!(
             "{writers:>9} {rate:>12.0} {base:>16.0} {:>10.1}% {per_sync:>10.1} {cpu:>14.2} {group:>13.0} {:>10.1}% {of_group:>9.2}x {ahead:>13.0} {:>12.1}%",
-            efficiency * 100.0,
+            log_efficiency * 100.0,
             group_efficiency * 100.0,
             ahead_efficiency * 100.0
         );
