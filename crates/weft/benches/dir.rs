@@ -18,11 +18,17 @@
 //!    acknowledged append needs);
 //! 3. single-appender commit latency p50/p99 against a bare
 //!    write + `fdatasync` loop;
-//! 4. the time to reopen a 1 GiB log (page cache warm).
+//! 4. the time to reopen a 1 GiB log (page cache warm);
+//! 5. a fixed amount of work (`WEFT_BENCH_WORK` appends of 100 bytes,
+//!    default 200,000, spread over `WEFT_BENCH_APPENDERS`, default 1024)
+//!    with the writer's spin turned off, for counting instructions per
+//!    append under `perf stat -e instructions:u` or
+//!    `valgrind --tool=callgrind`: a figure the noise of a shared machine
+//!    does not move, where the other sections' rates do.
 //!
 //! The data lives under the workspace's `target/` (the repo's filesystem).
 //! `WEFT_BENCH_QUICK=1` shrinks everything to a smoke run of a few seconds.
-//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen` picks sections;
+//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen,work` picks sections;
 //! `WEFT_BENCH_RUNS=n` overrides the number of runs;
 //! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
 //! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts;
@@ -59,6 +65,7 @@ struct Config {
     bandwidth_mib: u64,
     latency_samples: usize,
     reopen_bytes: u64,
+    work_appends: u64,
 }
 
 fn config() -> Config {
@@ -81,6 +88,7 @@ fn base_config() -> Config {
             bandwidth_mib: 16,
             latency_samples: 200,
             reopen_bytes: 16 << 20,
+            work_appends: 2_000,
         }
     } else {
         Config {
@@ -90,6 +98,7 @@ fn base_config() -> Config {
             bandwidth_mib: 512,
             latency_samples: 5000,
             reopen_bytes: 1 << 30,
+            work_appends: 200_000,
         }
     }
 }
@@ -747,4 +756,71 @@ fn main() {
     if wanted("reopen") {
         section_reopen(&rt, &cfg);
     }
+    if wanted("work") {
+        section_work(&rt, &cfg);
+    }
+}
+
+/// Section 5: a fixed number of appends, for instruction counts.
+fn section_work(rt: &tokio::runtime::Runtime, cfg: &Config) {
+    let total: u64 = std::env::var("WEFT_BENCH_WORK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cfg.work_appends);
+    let writers: u64 = std::env::var("WEFT_BENCH_APPENDERS")
+        .ok()
+        .and_then(|v| v.split(',').next_back().and_then(|n| n.trim().parse().ok()))
+        .unwrap_or(1024);
+    println!("\n## fixed work: {total} appends of 100 B by {writers} appenders (no spin)");
+    let (secs, cpu) = rt.block_on(fixed_work(total, writers));
+    println!(
+        "{:>10} {:>12} {:>14}",
+        "appends", "appends/s", "CPU µs/append"
+    );
+    println!(
+        "{:>10} {:>12.0} {:>14.2}",
+        total,
+        total as f64 / secs,
+        cpu * 1e6 / total as f64
+    );
+}
+
+/// Appends `total` entries from `writers` tasks; the wall and CPU seconds.
+async fn fixed_work(total: u64, writers: u64) -> (f64, f64) {
+    let dir = scratch();
+    let options = DirOptions {
+        spin_micros: 0,
+        ..log_options()
+    };
+    let log = Log::new(
+        DirStorage::open_with(dir.path(), options)
+            .await
+            .expect("open"),
+    );
+    let payload = Bytes::from(vec![0x42u8; 100]);
+    let (t0, cpu0) = (Instant::now(), cpu_time());
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let (log, payload) = (log.clone(), payload.clone());
+            let tag = LogTag::with_key("bench", format!("w{}", w % 64)).expect("tag");
+            // The first `total % writers` tasks take one more.
+            let mine = total / writers + u64::from(w < total % writers);
+            tokio::spawn(async move {
+                for _ in 0..mine {
+                    log.append(AppendRequest::new(tag.clone(), payload.clone()))
+                        .await
+                        .expect("append");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("appender");
+    }
+    let (secs, cpu) = (
+        t0.elapsed().as_secs_f64(),
+        (cpu_time() - cpu0).as_secs_f64(),
+    );
+    log.storage().close().await.expect("close");
+    (secs, cpu)
 }

@@ -39,8 +39,13 @@ pub const MAX_TAG_PART_BYTES: usize = 255;
 pub struct LogTag(Arc<TagParts>);
 
 struct TagParts {
-    namespace: String,
-    key: Option<String>,
+    /// The text form, `namespace` or `namespace:key`: one string, so two
+    /// tags compare with one `memcmp` (the namespace has no `:`, so the
+    /// text names the parts unambiguously).
+    text: Box<str>,
+    /// Where the namespace ends in `text` (the key, if any, starts one
+    /// byte later).
+    namespace_len: usize,
     /// A hash of `namespace` and `key` (a fixed function of them, so equal
     /// parts always have equal hashes); maps mix in their own seeds.
     hash: u64,
@@ -51,17 +56,36 @@ impl TagParts {
         // Any fixed seed: the value never leaves the process.
         const SEED: u64 = 0x7765_6674_5f74_6167;
         let hash = foldhash::quality::FixedState::with_seed(SEED).hash_one((&namespace, &key));
+        let namespace_len = namespace.len();
+        let text = match key {
+            Some(key) => {
+                let mut text = namespace;
+                text.reserve_exact(1 + key.len());
+                text.push(':');
+                text.push_str(&key);
+                text
+            }
+            None => namespace,
+        };
         TagParts {
-            namespace,
-            key,
+            text: text.into_boxed_str(),
+            namespace_len,
             hash,
         }
+    }
+
+    fn namespace(&self) -> &str {
+        self.text.get(..self.namespace_len).unwrap_or_default()
+    }
+
+    fn key(&self) -> Option<&str> {
+        self.text.get(self.namespace_len + 1..)
     }
 }
 
 impl PartialEq for TagParts {
     fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.namespace == other.namespace && self.key == other.key
+        self.hash == other.hash && self.text == other.text
     }
 }
 
@@ -76,7 +100,7 @@ impl PartialOrd for TagParts {
 impl Ord for TagParts {
     /// By namespace, then key (a namespace-wide tag first).
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (&self.namespace, &self.key).cmp(&(&other.namespace, &other.key))
+        (self.namespace(), self.key()).cmp(&(other.namespace(), other.key()))
     }
 }
 
@@ -103,12 +127,12 @@ impl LogTag {
 
     /// The namespace.
     pub fn namespace(&self) -> &str {
-        &self.0.namespace
+        self.0.namespace()
     }
 
     /// The key, if the tag is instance-scoped.
     pub fn key(&self) -> Option<&str> {
-        self.0.key.as_deref()
+        self.0.key()
     }
 }
 
@@ -154,10 +178,7 @@ impl FromStr for LogTag {
 
 impl fmt::Display for LogTag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.key() {
-            Some(key) => write!(f, "{}:{}", self.namespace(), key),
-            None => f.write_str(self.namespace()),
-        }
+        f.write_str(&self.0.text)
     }
 }
 
@@ -239,5 +260,18 @@ mod tests {
         sorted.sort();
         let text: Vec<String> = sorted.iter().map(|t| t.to_string()).collect();
         assert_eq!(text, ["a", "a:b", "a:z", "b", "b:a"]);
+        // By the parts, not by the text form (where ':' sorts after '0').
+        let mut sorted = [
+            LogTag::new("ab0").unwrap(),
+            LogTag::with_key("ab", "x").unwrap(),
+        ];
+        sorted.sort();
+        assert_eq!(sorted[0].namespace(), "ab");
+        assert_eq!(sorted[0].key(), Some("x"));
+        assert_eq!(sorted[1].key(), None);
+        // A key may hold ':'; the namespace ends at the first one.
+        let colon: LogTag = "a:b:c".parse().unwrap();
+        assert_eq!((colon.namespace(), colon.key()), ("a", Some("b:c")));
+        assert_eq!(colon, LogTag::with_key("a", "b:c").unwrap());
     }
 }

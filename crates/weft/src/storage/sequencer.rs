@@ -175,39 +175,51 @@ impl<V: VersionTable> Sequencer<V> {
                 "an append batch needs at least one entry",
             ));
         }
-        // First pass: number every entry and check every expectation
-        // against versions that include the batch's own earlier entries,
-        // without touching the counters. (A lone entry, the common case,
-        // needs no overlay.)
-        let mut versions = Vec::with_capacity(batch.len());
+        let first = self.next_seqnum;
+        // A lone entry, the common case, needs neither an overlay nor a
+        // list of versions: one lookup, one check, one entry.
         if let [entry] = &batch[..] {
             let primary = &entry.tags[0];
             let next = self.next_version(primary)?;
             check_expected(entry, next)?;
             self.versions.set_next_version(primary, next + 1)?;
-            versions.push(next);
-        } else {
-            // One hash lookup per entry: the entry API finds or fills the
-            // stream's slot and the count moves in place.
-            let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
-            for entry in &batch {
-                let primary = &entry.tags[0];
-                let next = match overlay.entry(primary) {
-                    Entry::Occupied(slot) => slot.into_mut(),
-                    Entry::Vacant(slot) => {
-                        slot.insert(self.versions.next_version(primary)?.unwrap_or(0))
-                    }
-                };
-                check_expected(entry, *next)?;
-                versions.push(*next);
-                *next += 1;
+            self.next_seqnum += 1;
+            // Not a `collect` (see below).
+            let mut planned = Vec::with_capacity(1);
+            for entry in batch {
+                planned.push(LogEntry {
+                    seqnum: first,
+                    stream_version: next,
+                    tags: entry.tags,
+                    data: entry.data,
+                    timestamp_ms,
+                });
             }
-            // Second pass: move the counters.
-            for (tag, next) in &overlay {
-                self.versions.set_next_version(tag, *next)?;
-            }
+            return Ok(planned);
         }
-        let first = self.next_seqnum;
+        // First pass: number every entry and check every expectation
+        // against versions that include the batch's own earlier entries,
+        // without touching the counters. One hash lookup per entry: the
+        // entry API finds or fills the stream's slot and the count moves
+        // in place.
+        let mut versions = Vec::with_capacity(batch.len());
+        let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
+        for entry in &batch {
+            let primary = &entry.tags[0];
+            let next = match overlay.entry(primary) {
+                Entry::Occupied(slot) => slot.into_mut(),
+                Entry::Vacant(slot) => {
+                    slot.insert(self.versions.next_version(primary)?.unwrap_or(0))
+                }
+            };
+            check_expected(entry, *next)?;
+            versions.push(*next);
+            *next += 1;
+        }
+        // Second pass: move the counters.
+        for (tag, next) in &overlay {
+            self.versions.set_next_version(tag, *next)?;
+        }
         self.next_seqnum += batch.len() as u64;
         // Pushed into a fresh vector: a `collect` here would reuse the
         // batch's allocation and then shrink it to the smaller entries, a

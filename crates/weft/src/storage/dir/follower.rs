@@ -76,6 +76,7 @@ use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
 use crate::storage::core::Gate;
+use crate::storage::feed::CommittedBatch;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
 
 /// How a [`DirFollower`] tails its directory.
@@ -735,8 +736,9 @@ impl Tailer {
         let seqnums: Vec<u64> = (from..next).collect();
         match shared.state.fetch_blocking(&seqnums) {
             Ok(entries) => {
-                shared.state.write().recent.extend(&entries);
-                shared.state.feed().publish(entries.into());
+                let batch = CommittedBatch::from(entries);
+                shared.state.write().recent.extend(&batch);
+                shared.state.feed().publish(batch);
             }
             // The entries are visible; subscribers that miss them here
             // read them from storage when the next batch shows the gap.

@@ -32,6 +32,7 @@ use crate::format::dir_segment::SegmentHeader;
 use crate::index::Index;
 use crate::model::{LogEntry, LogTag};
 use crate::storage::core::Visible;
+use crate::storage::feed::CommittedBatch;
 use crate::storage::{CommitFeed, Tip};
 
 /// What readers see: only entries of whole batches (the writer's: synced,
@@ -222,9 +223,9 @@ impl Shelf {
     pub(super) fn publish(
         &self,
         batch: Vec<LogEntry>,
-        add: impl FnOnce(&mut ReadState, &[LogEntry]) -> Result<()>,
+        add: impl FnOnce(&mut ReadState, &CommittedBatch) -> Result<()>,
     ) -> Result<()> {
-        self.0.visible.publish(batch, add)
+        self.0.visible.publish_shared(batch.into(), add)
     }
 
     /// The commit feed.

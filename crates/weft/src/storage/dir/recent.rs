@@ -3,10 +3,15 @@
 //!
 //! Older entries are read from the segment files on demand; this ring only
 //! saves those reads for the entries most likely to be asked for again.
+//!
+//! The ring holds the very batches the commit feed announces (shared, not
+//! copied): keeping a group costs one reference count, not a copy of every
+//! entry's tags, which the writer would otherwise pay per append.
 
 use std::collections::VecDeque;
 
 use crate::model::LogEntry;
+use crate::storage::feed::CommittedBatch;
 
 /// Fixed cost counted per entry besides its payload and tags.
 const ENTRY_OVERHEAD: usize = 96;
@@ -24,7 +29,10 @@ fn cost(entry: &LogEntry) -> usize {
 /// The last committed entries, consecutive, within `budget` bytes.
 #[derive(Debug)]
 pub(super) struct Recent {
-    entries: VecDeque<LogEntry>,
+    /// Consecutive committed batches, oldest first; none is empty.
+    batches: VecDeque<CommittedBatch>,
+    /// How many entries of the oldest batch were dropped already.
+    skip: usize,
     bytes: usize,
     budget: usize,
 }
@@ -32,49 +40,86 @@ pub(super) struct Recent {
 impl Recent {
     pub(super) fn new(budget: usize) -> Recent {
         Recent {
-            entries: VecDeque::new(),
+            batches: VecDeque::new(),
+            skip: 0,
             bytes: 0,
             budget,
         }
     }
 
-    /// Adds entries that continue the log, dropping the oldest beyond the
-    /// budget. An entry that does not continue the ring starts it over.
-    pub(super) fn extend<'a>(&mut self, entries: impl IntoIterator<Item = &'a LogEntry>) {
-        for entry in entries {
-            let follows = self
-                .entries
-                .back()
-                .is_none_or(|last| last.seqnum + 1 == entry.seqnum);
-            if !follows {
-                self.entries.clear();
-                self.bytes = 0;
+    fn clear(&mut self) {
+        self.batches.clear();
+        self.skip = 0;
+        self.bytes = 0;
+    }
+
+    /// The seqnum after the last entry held.
+    fn end(&self) -> Option<u64> {
+        self.batches.back()?.last().map(|e| e.seqnum + 1)
+    }
+
+    /// Adds a batch that continues the log, dropping the oldest entries
+    /// beyond the budget. A batch that does not continue the ring (or
+    /// whose seqnums are not consecutive) starts it over.
+    pub(super) fn extend(&mut self, batch: &CommittedBatch) {
+        let Some(first) = batch.first() else {
+            return;
+        };
+        let consecutive = batch
+            .windows(2)
+            .all(|pair| pair[0].seqnum + 1 == pair[1].seqnum);
+        if !consecutive {
+            self.clear();
+            return;
+        }
+        if self.end().is_some_and(|end| end != first.seqnum) {
+            self.clear();
+        }
+        self.bytes += batch.iter().map(cost).sum::<usize>();
+        self.batches.push_back(CommittedBatch::clone(batch));
+        self.drop_front_while(|_, bytes, budget| bytes > budget);
+    }
+
+    /// Drops the oldest entries while `drop(entry, bytes, budget)` says so.
+    fn drop_front_while(&mut self, drop: impl Fn(&LogEntry, usize, usize) -> bool) {
+        while let Some(batch) = self.batches.front() {
+            let Some(oldest) = batch.get(self.skip) else {
+                self.batches.pop_front();
+                self.skip = 0;
+                continue;
+            };
+            if !drop(oldest, self.bytes, self.budget) {
+                break;
             }
-            self.bytes += cost(entry);
-            self.entries.push_back(entry.clone());
-            while self.bytes > self.budget {
-                let Some(old) = self.entries.pop_front() else {
-                    break;
-                };
-                self.bytes -= cost(&old);
+            self.bytes -= cost(oldest);
+            self.skip += 1;
+            if self.skip == batch.len() {
+                self.batches.pop_front();
+                self.skip = 0;
             }
         }
     }
 
     /// The entry `seqnum`, if held.
     pub(super) fn get(&self, seqnum: u64) -> Option<&LogEntry> {
-        let first = self.entries.front()?.seqnum;
+        // Batches are consecutive: the one holding `seqnum` is the last
+        // whose first entry is not after it.
+        let after = self
+            .batches
+            .partition_point(|b| b.first().is_some_and(|e| e.seqnum <= seqnum));
+        let batch = self.batches.get(after.checked_sub(1)?)?;
+        let first = batch.first()?.seqnum;
         let i = usize::try_from(seqnum.checked_sub(first)?).ok()?;
-        self.entries.get(i)
+        let skip = if after == 1 { self.skip } else { 0 };
+        if i < skip {
+            return None;
+        }
+        batch.get(i)
     }
 
     /// Forgets entries below `first` (after a trim).
     pub(super) fn trim_before(&mut self, first: u64) {
-        while self.entries.front().is_some_and(|e| e.seqnum < first) {
-            if let Some(old) = self.entries.pop_front() {
-                self.bytes -= cost(&old);
-            }
-        }
+        self.drop_front_while(|oldest, _, _| oldest.seqnum < first);
     }
 
     /// Bytes counted against the budget.
@@ -100,17 +145,68 @@ mod tests {
         }
     }
 
+    fn batch(seqnums: impl IntoIterator<Item = u64>) -> CommittedBatch {
+        seqnums.into_iter().map(e).collect()
+    }
+
+    fn held(r: &Recent, seqnums: std::ops::Range<u64>) -> Vec<u64> {
+        seqnums
+            .filter_map(|s| r.get(s).map(|x| x.seqnum))
+            .collect::<Vec<_>>()
+    }
+
     #[test]
     fn keeps_the_newest_within_budget() {
         let mut r = Recent::new(cost(&e(0)) * 3);
-        r.extend(&[e(0), e(1), e(2), e(3)]);
+        r.extend(&batch(0..4));
         assert!(r.get(0).is_none());
         assert_eq!(r.get(3).map(|x| x.seqnum), Some(3));
         assert!(r.bytes() <= cost(&e(0)) * 3);
         r.trim_before(3);
         assert!(r.get(2).is_none());
-        r.extend(&[e(9)]);
+        r.extend(&batch([9]));
         assert!(r.get(3).is_none(), "a gap starts the ring over");
         assert_eq!(r.get(9).map(|x| x.seqnum), Some(9));
+    }
+
+    #[test]
+    fn drops_entry_by_entry_across_batches() {
+        let mut r = Recent::new(cost(&e(0)) * 5);
+        r.extend(&batch(0..3));
+        r.extend(&batch(3..4));
+        r.extend(&batch(4..7));
+        // Seven entries, room for five: the first batch loses two of its
+        // three, and the budget holds exactly.
+        assert_eq!(held(&r, 0..10), vec![2, 3, 4, 5, 6]);
+        assert_eq!(r.bytes(), cost(&e(0)) * 5);
+        r.trim_before(4);
+        assert_eq!(held(&r, 0..10), vec![4, 5, 6]);
+        assert_eq!(r.bytes(), cost(&e(0)) * 3);
+        r.trim_before(100);
+        assert_eq!(held(&r, 0..10), Vec::<u64>::new());
+        assert_eq!(r.bytes(), 0);
+        // Emptied by a trim, it takes whatever comes next.
+        r.extend(&batch(7..8));
+        assert_eq!(held(&r, 0..10), vec![7]);
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_budget_keeps_its_newest_entries() {
+        let mut r = Recent::new(cost(&e(0)) * 2);
+        r.extend(&batch(10..20));
+        assert_eq!(held(&r, 0..30), vec![18, 19]);
+        r.extend(&batch(20..21));
+        assert_eq!(held(&r, 0..30), vec![19, 20]);
+    }
+
+    #[test]
+    fn a_batch_with_a_gap_inside_is_not_kept() {
+        let mut r = Recent::new(1 << 20);
+        r.extend(&batch(0..2));
+        r.extend(&batch([2, 4]));
+        assert_eq!(held(&r, 0..10), Vec::<u64>::new());
+        r.extend(&CommittedBatch::from(Vec::new()));
+        r.extend(&batch(5..6));
+        assert_eq!(held(&r, 0..10), vec![5]);
     }
 }

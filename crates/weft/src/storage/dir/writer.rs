@@ -189,6 +189,17 @@ pub(super) struct Writer {
     large: Vec<(usize, Bytes)>,
     /// Bytes of the group: `buf` plus the large payloads.
     group_len: usize,
+    /// Per entry of the group: where its frame starts in the group, and in
+    /// `buf` (where its checksum is). Kept between groups, like `indexed`,
+    /// so a large group does not allocate and free them each time.
+    frame_starts: Vec<(usize, usize)>,
+    /// The group's entries as recorded in the log index.
+    indexed: Vec<IndexEntry>,
+    /// The appends of the group being gathered (empty between groups).
+    group: Vec<Pending>,
+    /// The group's appends with their plans, then with their answers.
+    planned: Vec<Answer>,
+    answers: Vec<(Reply<Vec<AppendResult>>, Result<Vec<AppendResult>>)>,
     /// Relaxed mode: bytes were written since the last sync.
     dirty: bool,
     lock: Option<DirLock>,
@@ -253,6 +264,11 @@ impl Writer {
             buf: Vec::new(),
             large: Vec::new(),
             group_len: 0,
+            frame_starts: Vec::new(),
+            indexed: Vec::new(),
+            group: Vec::new(),
+            planned: Vec::new(),
+            answers: Vec::new(),
             dirty: false,
             lock: Some(lock),
             failed: false,
@@ -282,14 +298,16 @@ impl Writer {
                     data_crcs,
                     reply,
                 } => {
-                    let mut group = vec![Pending {
+                    let mut group = std::mem::take(&mut self.group);
+                    group.push(Pending {
                         batch,
                         data_crcs,
                         reply,
-                    }];
+                    });
                     self.gather(&mut group, answered, answered_at + linger);
                     answered = group.len();
-                    self.commit(group);
+                    self.commit(&mut group);
+                    self.group = group;
                     answered_at = crate::clock::os_monotonic_now();
                 }
                 Command::Trim { through, reply } => {
@@ -386,10 +404,11 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes, syncs, publishes and answers one group.
-    fn commit(&mut self, group: Vec<Pending>) {
+    /// Writes, syncs, publishes and answers one group; leaves `group`
+    /// empty (its capacity kept for the next).
+    fn commit(&mut self, group: &mut Vec<Pending>) {
         if let Err(e) = self.check_writable() {
-            for p in group {
+            for p in group.drain(..) {
                 let _ = p.reply.send(Err(e.clone()));
             }
             return;
@@ -397,7 +416,7 @@ impl Writer {
         // Nothing is numbered or written yet: a directory swapped under
         // the lock stops the writer with every appender told `Closed`.
         if let Err(e) = self.check_directory() {
-            for p in group {
+            for p in group.drain(..) {
                 let _ = p.reply.send(Err(e.clone()));
             }
             return;
@@ -407,12 +426,12 @@ impl Writer {
         self.buf.clear();
         self.large.clear();
         let mut referenced = 0usize;
-        let mut planned: Vec<Answer> = Vec::with_capacity(group.len());
-        // Per entry written: where its frame starts in the group, and in
-        // `buf` (where its checksum is).
-        let mut frame_starts: Vec<(usize, usize)> = Vec::new();
+        let mut planned = std::mem::take(&mut self.planned);
+        planned.clear();
+        let mut frame_starts = std::mem::take(&mut self.frame_starts);
+        frame_starts.clear();
         let mut writes_ids = false;
-        for p in group {
+        for p in group.drain(..) {
             // `DirStorage::append` validated the batch before sending it.
             // Every id numbered before this group is committed (the writer
             // stops when a group fails), and an id numbered earlier in this
@@ -451,7 +470,7 @@ impl Writer {
                         let e = Error::internal(format!("encoding a validated entry failed: {e}"));
                         self.stop(&e);
                         let _ = p.reply.send(Err(e.clone()));
-                        for (reply, _) in planned {
+                        for (reply, _) in planned.drain(..) {
                             let _ = reply.send(Err(e.clone()));
                         }
                         return;
@@ -463,7 +482,7 @@ impl Writer {
         self.group_len = self.buf.len() + referenced;
         if self.group_len == 0 {
             // Nothing to write: conflicts, and retries of committed appends.
-            for (reply, outcome) in planned {
+            for (reply, outcome) in planned.drain(..) {
                 let _ = reply.send(outcome.map(|plan| plan.results));
             }
             return;
@@ -473,7 +492,7 @@ impl Writer {
             Ok(placed) => placed,
             Err(e) => {
                 self.stop(&e);
-                for (reply, outcome) in planned {
+                for (reply, outcome) in planned.drain(..) {
                     let answer = match outcome {
                         // A retry of an append committed before this group
                         // has its answer whatever became of the group.
@@ -497,10 +516,11 @@ impl Writer {
         };
 
         // Visible, published, answered: in that order.
-        let mut answers = Vec::with_capacity(planned.len());
+        let mut answers = std::mem::take(&mut self.answers);
+        answers.clear();
         let mut committed: Vec<LogEntry> = Vec::with_capacity(frame_starts.len());
         let mut appends = 0u64;
-        for (reply, outcome) in planned {
+        for (reply, outcome) in planned.drain(..) {
             match outcome {
                 Ok(plan) => {
                     appends += 1;
@@ -512,23 +532,26 @@ impl Writer {
         }
         let n = committed.len() as u64;
         let group_len = self.group_len as u64;
-        let indexed: Vec<IndexEntry> = committed
-            .iter()
-            .zip(&frame_starts)
-            .map(|(entry, &(at, in_buf))| {
-                let crc = self
-                    .buf
-                    .get(in_buf + 4..in_buf + 8)
-                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                IndexEntry {
-                    seqnum: entry.seqnum,
-                    tags: entry.tags.as_slice().into(),
-                    version: entry.stream_version,
-                    locator: self.locators.place(first, base + at as u64, entry.seqnum),
-                    check: u64::from(crc),
-                }
-            })
-            .collect();
+        let mut indexed = std::mem::take(&mut self.indexed);
+        indexed.clear();
+        indexed.extend(
+            committed
+                .iter()
+                .zip(&frame_starts)
+                .map(|(entry, &(at, in_buf))| {
+                    let crc = self
+                        .buf
+                        .get(in_buf + 4..in_buf + 8)
+                        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                    IndexEntry {
+                        seqnum: entry.seqnum,
+                        tags: entry.tags.as_slice().into(),
+                        version: entry.stream_version,
+                        locator: self.locators.place(first, base + at as u64, entry.seqnum),
+                        check: u64::from(crc),
+                    }
+                }),
+        );
         // Wait for the index's room outside the lock readers take.
         let index = Arc::clone(self.shared.state.index());
         let shown = index.reserve().and_then(|()| {
@@ -558,9 +581,14 @@ impl Writer {
         c.appends.fetch_add(appends, Ordering::Relaxed);
         c.groups.fetch_add(1, Ordering::Relaxed);
         c.bytes.fetch_add(self.group_len as u64, Ordering::Relaxed);
-        for (reply, answer) in answers {
+        for (reply, answer) in answers.drain(..) {
             let _ = reply.send(answer);
         }
+        self.answers = answers;
+        self.planned = planned;
+        indexed.clear();
+        self.indexed = indexed;
+        self.frame_starts = frame_starts;
     }
 
     /// Places the encoded group in a segment, writes and (durable mode)
