@@ -163,6 +163,9 @@ struct Active {
 /// An append's reply channel with its plan (or why it has none).
 type Answer = (Reply<Vec<AppendResult>>, Result<Planned>);
 
+/// An append's reply channel with what it will be told.
+type Answered = (Reply<Vec<AppendResult>>, Result<Vec<AppendResult>>);
+
 struct Pending {
     batch: Vec<NewEntry>,
     data_crcs: Vec<u32>,
@@ -199,7 +202,7 @@ pub(super) struct Writer {
     group: Vec<Pending>,
     /// The group's appends with their plans, then with their answers.
     planned: Vec<Answer>,
-    answers: Vec<(Reply<Vec<AppendResult>>, Result<Vec<AppendResult>>)>,
+    answers: Vec<Answered>,
     /// Relaxed mode: bytes were written since the last sync.
     dirty: bool,
     lock: Option<DirLock>,
