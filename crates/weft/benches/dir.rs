@@ -33,7 +33,9 @@
 //! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
 //! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts;
 //! `WEFT_BENCH_PREALLOCATE=BYTES` the log's `preallocate_bytes` (default
-//! its default), to compare with it off (0) in one build.
+//! its default), to compare with it off (0) in one build;
+//! `WEFT_BENCH_SPIN_MICROS` the log's `spin_micros` (default its default,
+//! in section 5 0).
 //!
 //! The bare loops' files, like the log's active segment, are extended as
 //! far ahead of their data as the log's default `preallocate_bytes`,
@@ -120,15 +122,20 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// A number from the environment variable `name`, if set.
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
 /// The log's settings for the runs: its defaults, with
-/// `WEFT_BENCH_PREALLOCATE` if set.
+/// `WEFT_BENCH_PREALLOCATE` and `WEFT_BENCH_SPIN_MICROS` if set.
 fn log_options() -> DirOptions {
     let mut options = DirOptions::default();
-    if let Some(bytes) = std::env::var("WEFT_BENCH_PREALLOCATE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(bytes) = env_number("WEFT_BENCH_PREALLOCATE") {
         options.preallocate_bytes = bytes;
+    }
+    if let Some(micros) = env_number("WEFT_BENCH_SPIN_MICROS") {
+        options.spin_micros = micros;
     }
     options
 }
@@ -763,10 +770,7 @@ fn main() {
 
 /// Section 5: a fixed number of appends, for instruction counts.
 fn section_work(rt: &tokio::runtime::Runtime, cfg: &Config) {
-    let total: u64 = std::env::var("WEFT_BENCH_WORK")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cfg.work_appends);
+    let total: u64 = env_number("WEFT_BENCH_WORK").unwrap_or(cfg.work_appends);
     let writers: u64 = std::env::var("WEFT_BENCH_APPENDERS")
         .ok()
         .and_then(|v| v.split(',').next_back().and_then(|n| n.trim().parse().ok()))
@@ -788,8 +792,11 @@ fn section_work(rt: &tokio::runtime::Runtime, cfg: &Config) {
 /// Appends `total` entries from `writers` tasks; the wall and CPU seconds.
 async fn fixed_work(total: u64, writers: u64) -> (f64, f64) {
     let dir = scratch();
+    // Spinning executes instructions for as long as it waits: off, unless
+    // asked for.
+    let spin_micros = env_number("WEFT_BENCH_SPIN_MICROS").unwrap_or(0);
     let options = DirOptions {
-        spin_micros: 0,
+        spin_micros,
         ..log_options()
     };
     let log = Log::new(

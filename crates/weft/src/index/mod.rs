@@ -138,6 +138,57 @@ impl IndexOptions {
     }
 }
 
+/// An entry's tags, primary first, as the index records them: a lone
+/// tag (most entries have one) is held as it is, without an allocation
+/// per entry; more are shared behind one reference count. Reads as a
+/// slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryTags(TagsRepr);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TagsRepr {
+    One(LogTag),
+    Many(Arc<[LogTag]>),
+}
+
+impl std::ops::Deref for EntryTags {
+    type Target = [LogTag];
+
+    fn deref(&self) -> &[LogTag] {
+        match &self.0 {
+            TagsRepr::One(tag) => std::slice::from_ref(tag),
+            TagsRepr::Many(tags) => tags,
+        }
+    }
+}
+
+impl From<&[LogTag]> for EntryTags {
+    fn from(tags: &[LogTag]) -> Self {
+        match tags {
+            [tag] => EntryTags(TagsRepr::One(tag.clone())),
+            _ => EntryTags(TagsRepr::Many(Arc::from(tags))),
+        }
+    }
+}
+
+impl From<Vec<LogTag>> for EntryTags {
+    fn from(mut tags: Vec<LogTag>) -> Self {
+        match (tags.pop(), tags.is_empty()) {
+            (Some(tag), true) => EntryTags(TagsRepr::One(tag)),
+            (last, _) => {
+                tags.extend(last);
+                EntryTags(TagsRepr::Many(Arc::from(tags)))
+            }
+        }
+    }
+}
+
+impl FromIterator<LogTag> for EntryTags {
+    fn from_iter<I: IntoIterator<Item = LogTag>>(tags: I) -> Self {
+        tags.into_iter().collect::<Vec<_>>().into()
+    }
+}
+
 /// One entry as the index records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
@@ -145,7 +196,7 @@ pub struct IndexEntry {
     pub seqnum: u64,
     /// Its tags, primary first (shared: the index keeps them in its tail
     /// without copying the strings).
-    pub tags: Arc<[LogTag]>,
+    pub tags: EntryTags,
     /// Its version in its primary tag's stream.
     pub version: u64,
     /// Where the backend reads it (and the entries after it, up to the
@@ -913,13 +964,30 @@ fn flush_once(inner: &Inner, sync: bool) -> Result<usize> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn entry_tags_read_as_the_slice_they_were_made_from() {
+        let tag = |k: &str| LogTag::with_key("t", k).unwrap();
+        for n in 0..4 {
+            let tags: Vec<LogTag> = (0..n).map(|i| tag(&i.to_string())).collect();
+            let from_slice = EntryTags::from(tags.as_slice());
+            let from_vec = EntryTags::from(tags.clone());
+            let collected: EntryTags = tags.iter().cloned().collect();
+            assert_eq!(&*from_slice, tags.as_slice());
+            assert_eq!(from_slice, from_vec);
+            assert_eq!(from_vec, collected);
+            assert_eq!(from_slice.clone().first(), tags.first());
+        }
+        assert_ne!(
+            EntryTags::from(vec![tag("a")]),
+            EntryTags::from(vec![tag("b")])
+        );
+    }
+
     fn entries(from: u64, to: u64) -> Vec<IndexEntry> {
         (from..to)
             .map(|s| IndexEntry {
                 seqnum: s,
-                tags: Arc::from(vec![
-                    LogTag::with_key("orders", format!("c{}", s % 7)).unwrap(),
-                ]),
+                tags: vec![LogTag::with_key("orders", format!("c{}", s % 7)).unwrap()].into(),
                 version: s / 7,
                 locator: Some(Bytes::from(s.to_be_bytes().to_vec())),
                 check: s,

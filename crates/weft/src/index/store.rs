@@ -1068,7 +1068,7 @@ pub(super) mod tests {
                 .map(|s| {
                     let tag = LogTag::with_key("orders", format!("customer-{s}")).unwrap();
                     let entry = TailEntry {
-                        tags: Arc::from(vec![tag]),
+                        tags: vec![tag].into(),
                         version: 0,
                         locator: s.is_multiple_of(32).then(|| Bytes::from(vec![1u8; 12])),
                         check: s,

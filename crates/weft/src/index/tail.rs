@@ -7,18 +7,17 @@
 //! front in batches.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{FastMap, IndexEntry};
+use super::{EntryTags, FastMap, IndexEntry};
 use crate::error::{Error, Result};
 use crate::model::LogTag;
 
 /// One recorded entry.
 #[derive(Debug, Clone)]
 pub(super) struct TailEntry {
-    pub(super) tags: Arc<[LogTag]>,
+    pub(super) tags: EntryTags,
     pub(super) version: u64,
     pub(super) locator: Option<Bytes>,
     pub(super) check: u64,
@@ -130,7 +129,7 @@ impl Tail {
         }
         self.bytes += bytes;
         self.entries.push_back(TailEntry {
-            tags: Arc::clone(&entry.tags),
+            tags: entry.tags.clone(),
             version: entry.version,
             locator: entry.locator.clone(),
             check: entry.check,

@@ -25,7 +25,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::format::frame::{self, FIXED_LEN};
-use crate::index::IndexEntry;
+use crate::index::{EntryTags, IndexEntry};
 use crate::model::LogEntry;
 
 /// At most this many entries lie between two locators.
@@ -84,7 +84,7 @@ impl Locators {
     pub(super) fn index_entry(&mut self, a: &super::scan::Accepted) -> IndexEntry {
         IndexEntry {
             seqnum: a.seqnum,
-            tags: Arc::from(&*a.tags),
+            tags: EntryTags::from(&*a.tags),
             version: a.version,
             locator: self.place(a.segment, a.offset, a.seqnum),
             check: u64::from(a.crc),
