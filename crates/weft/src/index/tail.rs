@@ -93,7 +93,9 @@ impl Tail {
             )));
         };
         // Check before changing anything: a refused entry leaves no trace.
-        if let Some(stream) = self.by_stream.get(primary) {
+        // (One lookup of the stream serves the check and the push below.)
+        let stream = self.by_stream.get_mut(primary);
+        if let Some(stream) = &stream {
             let expected = stream.first_version + stream.seqnums.len() as u64;
             if entry.version != expected {
                 return Err(Error::internal(format!(
@@ -114,7 +116,7 @@ impl Tail {
                 }
             }
         }
-        match self.by_stream.get_mut(primary) {
+        match stream {
             Some(stream) => stream.seqnums.push_back(entry.seqnum),
             None => {
                 bytes += 64 + tag_bytes(primary);
