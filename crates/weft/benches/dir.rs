@@ -775,8 +775,13 @@ fn section_work(rt: &tokio::runtime::Runtime, cfg: &Config) {
         .ok()
         .and_then(|v| v.split(',').next_back().and_then(|n| n.trim().parse().ok()))
         .unwrap_or(1024);
-    println!("\n## fixed work: {total} appends of 100 B by {writers} appenders (no spin)");
-    let (secs, cpu) = rt.block_on(fixed_work(total, writers));
+    // Spinning executes instructions for as long as it waits: off, unless
+    // asked for.
+    let spin_micros = env_number("WEFT_BENCH_SPIN_MICROS").unwrap_or(0);
+    println!(
+        "\n## fixed work: {total} appends of 100 B by {writers} appenders (spin {spin_micros} µs)"
+    );
+    let (secs, cpu) = rt.block_on(fixed_work(total, writers, spin_micros));
     println!(
         "{:>10} {:>12} {:>14}",
         "appends", "appends/s", "CPU µs/append"
@@ -790,11 +795,8 @@ fn section_work(rt: &tokio::runtime::Runtime, cfg: &Config) {
 }
 
 /// Appends `total` entries from `writers` tasks; the wall and CPU seconds.
-async fn fixed_work(total: u64, writers: u64) -> (f64, f64) {
+async fn fixed_work(total: u64, writers: u64, spin_micros: u64) -> (f64, f64) {
     let dir = scratch();
-    // Spinning executes instructions for as long as it waits: off, unless
-    // asked for.
-    let spin_micros = env_number("WEFT_BENCH_SPIN_MICROS").unwrap_or(0);
     let options = DirOptions {
         spin_micros,
         ..log_options()
