@@ -177,25 +177,14 @@ impl<V: VersionTable> Sequencer<V> {
         }
         let first = self.next_seqnum;
         // A lone entry, the common case, needs neither an overlay nor a
-        // list of versions: one lookup, one check, one entry.
+        // list of versions: one lookup, one check.
         if let [entry] = &batch[..] {
             let primary = &entry.tags[0];
             let next = self.next_version(primary)?;
             check_expected(entry, next)?;
             self.versions.set_next_version(primary, next + 1)?;
             self.next_seqnum += 1;
-            // Not a `collect` (see below).
-            let mut planned = Vec::with_capacity(1);
-            for entry in batch {
-                planned.push(LogEntry {
-                    seqnum: first,
-                    stream_version: next,
-                    tags: entry.tags,
-                    data: entry.data,
-                    timestamp_ms,
-                });
-            }
-            return Ok(planned);
+            return Ok(numbered(batch, first, [next], timestamp_ms));
         }
         // First pass: number every entry and check every expectation
         // against versions that include the batch's own earlier entries,
@@ -221,20 +210,7 @@ impl<V: VersionTable> Sequencer<V> {
             self.versions.set_next_version(tag, *next)?;
         }
         self.next_seqnum += batch.len() as u64;
-        // Pushed into a fresh vector: a `collect` here would reuse the
-        // batch's allocation and then shrink it to the smaller entries, a
-        // `realloc` per append on the writer's path.
-        let mut planned = Vec::with_capacity(batch.len());
-        for (i, (entry, version)) in batch.into_iter().zip(versions).enumerate() {
-            planned.push(LogEntry {
-                seqnum: first + i as u64,
-                stream_version: version,
-                tags: entry.tags,
-                data: entry.data,
-                timestamp_ms,
-            });
-        }
-        Ok(planned)
+        Ok(numbered(batch, first, versions, timestamp_ms))
     }
 
     /// Gives back the numbers of `planned`, the batch the last
@@ -267,6 +243,29 @@ impl<V: VersionTable> Sequencer<V> {
         self.next_seqnum = first.seqnum;
         Ok(())
     }
+}
+
+/// `batch` as log entries from seqnum `first`, with `versions` in order.
+fn numbered(
+    batch: Vec<NewEntry>,
+    first: u64,
+    versions: impl IntoIterator<Item = u64>,
+    timestamp_ms: u64,
+) -> Vec<LogEntry> {
+    // Pushed into a fresh vector: a `collect` here would reuse the batch's
+    // allocation and then shrink it to the smaller entries, a `realloc`
+    // per append on the writer's path.
+    let mut planned = Vec::with_capacity(batch.len());
+    for (seqnum, (entry, version)) in (first..).zip(batch.into_iter().zip(versions)) {
+        planned.push(LogEntry {
+            seqnum,
+            stream_version: version,
+            tags: entry.tags,
+            data: entry.data,
+            timestamp_ms,
+        });
+    }
+    planned
 }
 
 /// `Conflict` when `entry` expects another version than `next`.
