@@ -173,13 +173,12 @@ impl From<&[LogTag]> for EntryTags {
 
 impl From<Vec<LogTag>> for EntryTags {
     fn from(mut tags: Vec<LogTag>) -> Self {
-        match (tags.pop(), tags.is_empty()) {
-            (Some(tag), true) => EntryTags(TagsRepr::One(tag)),
-            (last, _) => {
-                tags.extend(last);
-                EntryTags(TagsRepr::Many(Arc::from(tags)))
-            }
+        if tags.len() == 1
+            && let Some(tag) = tags.pop()
+        {
+            return EntryTags(TagsRepr::One(tag));
         }
+        EntryTags(TagsRepr::Many(Arc::from(tags)))
     }
 }
 
