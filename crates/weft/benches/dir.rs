@@ -20,7 +20,8 @@
 //!    write + `fdatasync` loop;
 //! 4. the time to reopen a 1 GiB log (page cache warm);
 //! 5. a fixed amount of work (`WEFT_BENCH_WORK` appends of 100 bytes,
-//!    default 200,000, spread over `WEFT_BENCH_APPENDERS`, default 1024)
+//!    default 200,000, spread over the largest of `WEFT_BENCH_APPENDERS`,
+//!    default 1024)
 //!    with the writer's spin turned off, for counting instructions per
 //!    append under `perf stat -e instructions:u` or
 //!    `valgrind --tool=callgrind`: a figure the noise of a shared machine
@@ -125,6 +126,14 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// A number from the environment variable `name`, if set.
 fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// `WEFT_BENCH_APPENDERS` (comma-separated counts), else 1, 8, 64, 1024.
+fn appender_counts() -> Vec<usize> {
+    std::env::var("WEFT_BENCH_APPENDERS")
+        .ok()
+        .and_then(|v| v.split(',').map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 8, 64, 1024])
 }
 
 /// The log's settings for the runs: its defaults, with
@@ -419,11 +428,7 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
         "ahead fsync/s",
         "effic.(ahead)"
     );
-    let counts: Vec<usize> = std::env::var("WEFT_BENCH_APPENDERS")
-        .ok()
-        .and_then(|v| v.split(',').map(|s| s.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 8, 64, 1024]);
-    for writers in counts {
+    for writers in appender_counts() {
         let mut runs = Vec::new();
         let mut bases = Vec::new();
         let mut groups = Vec::new();
@@ -771,10 +776,8 @@ fn main() {
 /// Section 5: a fixed number of appends, for instruction counts.
 fn section_work(rt: &tokio::runtime::Runtime, cfg: &Config) {
     let total: u64 = env_number("WEFT_BENCH_WORK").unwrap_or(cfg.work_appends);
-    let writers: u64 = std::env::var("WEFT_BENCH_APPENDERS")
-        .ok()
-        .and_then(|v| v.split(',').next_back().and_then(|n| n.trim().parse().ok()))
-        .unwrap_or(1024);
+    // The largest of the appender counts (at least one appender).
+    let writers = appender_counts().into_iter().max().unwrap_or(1).max(1) as u64;
     // Spinning executes instructions for as long as it waits: off, unless
     // asked for.
     let spin_micros = env_number("WEFT_BENCH_SPIN_MICROS").unwrap_or(0);
