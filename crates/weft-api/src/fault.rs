@@ -152,10 +152,18 @@ impl ErrorBody {
             ErrorDetail::Fenced { ours, theirs } => Some(Detail::Fenced { ours, theirs }),
             _ => None,
         });
+        // The message and its causes; the kind has its own field.
+        let mut message = err.message().to_owned();
+        let mut cause = std::error::Error::source(err);
+        while let Some(c) = cause {
+            message.push_str(": ");
+            message.push_str(&c.to_string());
+            cause = c.source();
+        }
         ErrorBody {
             error: Fault {
                 kind: err.kind().as_str().to_owned(),
-                message: err.to_string(),
+                message,
                 retry_after_ms,
                 detail,
             },

@@ -21,6 +21,7 @@ mod location;
 mod observe;
 mod output;
 mod pg;
+mod remote;
 mod seconds;
 
 use std::process::ExitCode;
@@ -44,7 +45,9 @@ use crate::location::StoreArgs;
         AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_ENDPOINT, AZURE_ALLOW_HTTP, ...)\n  \
         file:///abs/path       a bucket laid out as files in a local directory (read-only)\n  \
         postgres://USER@HOST/DB?log=NAME\n                         \
-        a PostgreSQL log (any number of processes, on any hosts)",
+        a PostgreSQL log (any number of processes, on any hosts)\n  \
+        http://HOST:PORT       a log served by `weft serve` (several, comma-separated: a leader\n                         \
+        and its standby; $WEFT_TOKEN, $WEFT_CA_CERT; append, read and tail)",
     after_help = exit::EXIT_CODES_HELP
 )]
 struct Cli {
@@ -85,6 +88,8 @@ enum Command {
     Gc(commands::admin::GcArgs),
     /// Trim a bucket log through a seqnum: store its state as the snapshot, drop what it supersedes.
     Snapshot(commands::admin::SnapshotArgs),
+    /// Serve a log over HTTP: JSON API, subscriptions, pipelined appends, web console.
+    Serve(commands::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,5 +125,6 @@ async fn run(cli: Cli) -> weft::Result<ExitCode> {
         Command::Verify(args) => commands::verify::run(args, &store).await,
         Command::Gc(args) => commands::admin::gc(args, &store).await,
         Command::Snapshot(args) => commands::admin::snapshot(args, &store).await,
+        Command::Serve(args) => commands::serve::run(args, &store).await,
     }
 }

@@ -108,21 +108,44 @@ fn read_stdin() -> Result<Vec<u8>> {
 /// Runs `weft append`.
 pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tags = parse_tags(&args.tags)?;
-    // A PostgreSQL location, or any other kind.
-    let target = match crate::pg::location(&args.log) {
-        Some(pg) => Ok(pg?),
-        None => Err(location::parse(&args.log)?),
-    };
-    let data = payload(args.data)?;
     let create = if args.create {
         Create::IfMissing
     } else {
         Create::No
     };
-    let log = match target {
-        Ok(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
-        Err(location) => location::open_log(&location, create, args.take_over, store).await?,
+    // A server, a PostgreSQL location, or any other kind: parsed before the
+    // payload is read, so a bad location fails before stdin is consumed.
+    enum Target {
+        Remote,
+        Pg(weft::storage::postgres::PgLocation),
+        Other(weft::connect::Location),
+    }
+    let target = if crate::remote::is_remote(&args.log) {
+        Target::Remote
+    } else {
+        match crate::pg::location(&args.log) {
+            Some(pg) => Target::Pg(pg?),
+            None => Target::Other(location::parse(&args.log)?),
+        }
     };
+    let data = payload(args.data.clone())?;
+    let log = match target {
+        Target::Remote => crate::remote::open(&args.log, store).await?,
+        Target::Pg(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
+        Target::Other(location) => {
+            location::open_log(&location, create, args.take_over, store).await?
+        }
+    };
+    append_to(log, args, tags, data).await
+}
+
+/// Appends the command's entry to `log` and closes it.
+async fn append_to(
+    log: weft::Log,
+    args: AppendArgs,
+    tags: Vec<weft::LogTag>,
+    data: Vec<u8>,
+) -> Result<ExitCode> {
     let mut request = AppendRequest::with_tags(tags, data);
     // With an id, the log's end before the append tells a duplicate: an
     // entry numbered below it was in the log before this command started.
