@@ -10,7 +10,7 @@
 //! read that broke is retried.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Method, Response, Url};
 use serde::Serialize;
@@ -152,7 +152,7 @@ impl Api {
         body: Option<&(impl Serialize + ?Sized)>,
         effect: Effect,
     ) -> Result<T> {
-        let started = Instant::now();
+        let started = weft::clock::monotonic_now();
         let mut pause = Duration::from_millis(20);
         loop {
             let at = self.active.load(Ordering::Relaxed);
@@ -185,7 +185,7 @@ impl Api {
                 self.rotate(at);
             }
             tracing::debug!(error = %err, "retrying a request to the weft server");
-            tokio::time::sleep(pause).await;
+            weft::clock::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(500));
         }
     }

@@ -56,12 +56,12 @@ impl Tailer {
 
     /// Waits until the tailer's stream is open (at most `wait`).
     pub(crate) async fn connected(&self, wait: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + wait;
+        let deadline = weft::clock::monotonic_now() + wait;
         while !self.connected.load(Ordering::Acquire) {
-            if tokio::time::Instant::now() >= deadline {
+            if weft::clock::monotonic_now() >= deadline {
                 return false;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            weft::clock::sleep(Duration::from_millis(5)).await;
         }
         true
     }
@@ -101,7 +101,7 @@ async fn run(shared: Arc<Shared>, connected: Arc<AtomicBool>, mut from: u64) {
             Err(e) => tracing::debug!(error = %e, "the tailer could not reach the server"),
         }
         from = from.max(*shared.feed.watch_tip().borrow());
-        tokio::time::sleep(pause).await;
+        weft::clock::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(1));
     }
 }

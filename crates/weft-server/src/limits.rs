@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::http::{Method, header};
@@ -29,7 +28,7 @@ fn long_lived(path: &str) -> bool {
 
 /// Sheds, times out, counts and logs one request.
 pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
+    let started = weft::clock::monotonic_now();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let retry_ms = u64::try_from(shared.options.limits.retry_after.as_millis()).unwrap_or(100);

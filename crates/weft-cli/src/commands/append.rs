@@ -117,21 +117,21 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
     // payload is read, so a bad location fails before stdin is consumed.
     enum Target {
         Remote,
-        Pg(weft::storage::postgres::PgLocation),
+        Pg(Box<weft::storage::postgres::PgLocation>),
         Other(weft::connect::Location),
     }
     let target = if crate::remote::is_remote(&args.log) {
         Target::Remote
     } else {
         match crate::pg::location(&args.log) {
-            Some(pg) => Target::Pg(pg?),
+            Some(pg) => Target::Pg(Box::new(pg?)),
             None => Target::Other(location::parse(&args.log)?),
         }
     };
     let data = payload(args.data.clone())?;
     let log = match target {
         Target::Remote => crate::remote::open(&args.log, store).await?,
-        Target::Pg(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
+        Target::Pg(pg) => weft::Log::new(crate::pg::open(*pg, create).await?),
         Target::Other(location) => {
             location::open_log(&location, create, args.take_over, store).await?
         }

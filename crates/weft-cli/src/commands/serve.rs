@@ -306,7 +306,7 @@ async fn take_over_when_free(shared: Arc<Shared>, standby: Standby) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e, "standby: cannot reach the bucket");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                weft::clock::sleep(Duration::from_secs(1)).await;
                 continue;
             }
         };
@@ -328,7 +328,7 @@ async fn take_over_when_free(shared: Arc<Shared>, standby: Standby) {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "standby: opening the writer failed");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                weft::clock::sleep(Duration::from_secs(1)).await;
             }
         }
     }
