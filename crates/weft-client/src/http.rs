@@ -12,7 +12,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use reqwest::{Method, Response, Url};
+pub use reqwest::Method;
+use reqwest::{Response, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use weft::{Error, ErrorKind, Result};
