@@ -10,6 +10,7 @@ mod pg;
 pub mod pg_child;
 mod raw;
 mod replica;
+mod serve;
 pub mod soak;
 
 use std::path::PathBuf;
@@ -65,10 +66,13 @@ pub enum Workload {
     /// A dir log grown to a few GiB, then reopened: RSS and open time.
     #[value(name = "dir-soak")]
     DirSoak,
+    /// `weft serve` against the same appends in process; subscribers' lag.
+    #[value(name = "serve")]
+    Serve,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 11] = [
+    pub const ALL: [Workload; 12] = [
         Workload::S3Raw,
         Workload::DirAppend,
         Workload::DirLarge,
@@ -80,6 +84,7 @@ impl Workload {
         Workload::DirSoak,
         Workload::PgAppend,
         Workload::PgLag,
+        Workload::Serve,
     ];
 
     pub fn name(self) -> &'static str {
@@ -95,6 +100,7 @@ impl Workload {
             Workload::DirSoak => "dir-soak",
             Workload::PgAppend => "pg-append",
             Workload::PgLag => "pg-lag",
+            Workload::Serve => "serve",
         }
     }
 
@@ -121,6 +127,9 @@ impl Workload {
                 "1/4/16 writer processes on one PostgreSQL log vs bare batched INSERT+COMMIT"
             }
             Workload::PgLag => "subscriber lag across processes on a PostgreSQL log",
+            Workload::Serve => {
+                "appends/s through weft serve (HTTP, pipelined session) ÷ in process; 64 subscribers' lag"
+            }
         }
     }
 
@@ -152,6 +161,7 @@ impl Workload {
             Workload::DirSoak => dir_soak::run(ctx, report).await,
             Workload::PgAppend => pg::appends(ctx, report).await,
             Workload::PgLag => pg::lag(ctx, report).await,
+            Workload::Serve => serve::run(ctx, report).await,
         }?;
         ctx.cleanup().await;
         Ok(())
