@@ -194,6 +194,13 @@ async fn verify_weft_log(
             crate::exit::one_line(e)
         ));
     }
+    for e in &check.checkpoint_problems {
+        f.problem(format!(
+            "{} (a writer that opens from it stops with `corrupt` once it has read the \
+             history up to it; appends it took before that may carry its wrong versions)",
+            crate::exit::one_line(e)
+        ));
+    }
     let bar = output::progress(bucket::entry_count(data), "sizing");
     let mut walk = bucket::EntryWalk::new(store, data);
     while let Some(chunk) = next_chunk(&mut walk, f).await? {
