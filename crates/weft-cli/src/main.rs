@@ -136,14 +136,14 @@ async fn run(cli: Cli) -> weft::Result<ExitCode> {
 
 async fn command(command: Command, store: &StoreArgs) -> weft::Result<ExitCode> {
     match command {
-        Command::Demo(args) => commands::demo::run(args, &store).await,
-        Command::Append(args) => commands::append::run(args, &store).await,
-        Command::Read(args) => commands::read::run(args, &store).await,
-        Command::Tail(args) => commands::tail::run(&args, &store).await,
-        Command::Inspect(args) => commands::inspect::run(args, &store).await,
-        Command::Wal { command } => commands::wal::run(command, &store).await,
-        Command::Verify(args) => commands::verify::run(args, &store).await,
-        Command::Gc(args) => commands::admin::gc(args, &store).await,
-        Command::Snapshot(args) => commands::admin::snapshot(args, &store).await,
+        Command::Demo(args) => commands::demo::run(args, store).await,
+        Command::Append(args) => commands::append::run(args, store).await,
+        Command::Read(args) => commands::read::run(args, store).await,
+        Command::Tail(args) => commands::tail::run(&args, store).await,
+        Command::Inspect(args) => commands::inspect::run(args, store).await,
+        Command::Wal { command } => commands::wal::run(command, store).await,
+        Command::Verify(args) => commands::verify::run(args, store).await,
+        Command::Gc(args) => commands::admin::gc(args, store).await,
+        Command::Snapshot(args) => commands::admin::snapshot(args, store).await,
     }
 }
