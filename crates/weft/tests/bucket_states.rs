@@ -112,3 +112,107 @@ async fn a_checkpoint_that_disagrees_with_the_log_is_reported_and_stops_the_writ
         let _ = log.close().await;
     }
 }
+
+/// Damage where a writer that opens from a state checkpoint does not read
+/// at open: the history before the checkpoint (a segment, a history page).
+#[derive(Debug, Clone, Copy)]
+enum HistoryDamage {
+    FlippedSegment,
+    FlippedPage,
+    MissingPage,
+}
+
+/// One judgement for damaged history: `check` (`weft verify`) reports it,
+/// and a writer that opens from a state checkpoint past it stops with
+/// `Corrupt` once its history fill meets it, taking no append after that
+/// (a writer that reads the whole log refuses it at open).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_history_before_a_checkpoint_stops_the_writer_that_opened_from_it() {
+    use futures::TryStreamExt;
+    use object_store::path::Path;
+    let mut stopped_later = 0;
+    for damage in [
+        HistoryDamage::FlippedSegment,
+        HistoryDamage::FlippedPage,
+        HistoryDamage::MissingPage,
+    ] {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let w = Log::new(
+            BucketStorage::open(store.clone(), PREFIX, checkpointing())
+                .await
+                .unwrap(),
+        );
+        for i in 0..30usize {
+            let t = ["a", "b", "c"][i % 3];
+            w.append(AppendRequest::new(tag(t), format!("{t}{i}")))
+                .await
+                .unwrap();
+        }
+        w.close().await.unwrap();
+        let under = |dir: &'static str| {
+            let store = store.clone();
+            async move {
+                let mut found: Vec<Path> = store
+                    .list(Some(&Path::from(format!("{PREFIX}/{dir}"))))
+                    .map_ok(|m| m.location)
+                    .try_collect()
+                    .await
+                    .unwrap();
+                found.sort();
+                found
+            }
+        };
+        let victim = match damage {
+            HistoryDamage::FlippedSegment => under("segments").await[0].clone(),
+            HistoryDamage::FlippedPage | HistoryDamage::MissingPage => {
+                let pages = under("history").await;
+                assert!(!pages.is_empty(), "the sample has history pages");
+                pages[0].clone()
+            }
+        };
+        match damage {
+            HistoryDamage::MissingPage => store.delete(&victim).await.unwrap(),
+            _ => {
+                let mut b = store
+                    .get(&victim)
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap()
+                    .to_vec();
+                let at = b.len() / 2;
+                b[at] ^= 0x40;
+                store.put(&victim, b.into()).await.unwrap();
+            }
+        }
+
+        let checked = weft::storage::bucket::check(store.clone(), PREFIX)
+            .await
+            .unwrap();
+        let problem = checked.problem.expect("check reports the damage");
+        assert_eq!(problem.kind(), ErrorKind::Corrupt, "{damage:?}: {problem}");
+
+        match BucketStorage::open(store.clone(), PREFIX, checkpointing()).await {
+            // Refused at open (the damage lies where the open reads): the
+            // same judgement.
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Corrupt, "{damage:?}: {e}"),
+            Ok(storage) => {
+                let filled = storage.filled_in().await.unwrap_err();
+                assert_eq!(filled.kind(), ErrorKind::Corrupt, "{damage:?}: {filled}");
+                let stopped = storage.stop_error().expect("the writer stopped");
+                assert_eq!(stopped.kind(), ErrorKind::Corrupt, "{damage:?}");
+                let log = Log::new(storage);
+                let refused = log
+                    .append(AppendRequest::new(tag("a"), "after"))
+                    .await
+                    .unwrap_err();
+                assert_ne!(refused.kind(), ErrorKind::Internal, "{refused}");
+                let _ = log.close().await;
+                stopped_later += 1;
+            }
+        }
+    }
+    // The case of the report: the writer opened from the checkpoint.
+    assert!(stopped_later > 0, "no writer opened from a checkpoint");
+}

@@ -459,6 +459,19 @@ impl LocalLog {
 
     /// Records that the fill failed: queries that wait for it get `err`.
     pub(crate) fn fill_failed(&self, err: &Error) {
+        // A writer that opened from a state checkpoint took appends on the
+        // word of a checkpoint its history can no longer confirm (damaged
+        // or unreadable history): it stops appending, as a writer that
+        // reads the whole log on open refuses such a log.
+        if self
+            .visible
+            .read()
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.floors.is_some())
+        {
+            self.gate.stop(err);
+        }
         *self.fill_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.clone());
         self.indexed.send_replace(self.visible.read().indexed());
     }
