@@ -416,7 +416,7 @@ impl Index {
     /// Records entries that continue the log (the first must be
     /// [`next`](Index::next)). Waits while the tail is over its budget.
     ///
-    /// Errors: `Internal` for an entry out of order; `Closed` once the
+    /// Errors: `Corrupt` for an entry out of order; `Closed` once the
     /// index was closed.
     pub fn push(&self, entries: &[IndexEntry]) -> Result<()> {
         self.wait_for_room()?;

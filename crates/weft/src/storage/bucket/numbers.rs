@@ -84,8 +84,7 @@ impl Numbers {
 
     /// Records entries that continue the log.
     ///
-    /// Errors: `Corrupt` (memory) or `Internal` (index) for an entry out of
-    /// order; the index's I/O kinds.
+    /// Errors: `Corrupt` for an entry out of order; the index's I/O kinds.
     pub(crate) fn push(&mut self, batch: &[EntryNumbers]) -> Result<()> {
         match self {
             Numbers::Memory(i) => {
