@@ -249,7 +249,11 @@ impl Reader {
     async fn sweep(&self, shared: &Shared, client: &Client) -> Result<(u64, u64)> {
         if self.may_sweep.load(Ordering::Relaxed) {
             let keep = OUTCOME_WINDOW.as_millis() as i64;
-            match client.query_one(&self.sweep, &[&keep]).await {
+            let timeout = shared.options.op_timeout();
+            let swept = tokio::time::timeout(timeout, client.query_one(&self.sweep, &[&keep]))
+                .await
+                .map_err(|_| errors::timed_out(Op::Read, "tailer: sweep", timeout))?;
+            match swept {
                 Ok(row) => {
                     // (A log created by an older layout answers no count.)
                     let dead_rows: i64 = row.try_get(2).unwrap_or(0);
@@ -273,14 +277,15 @@ impl Reader {
                 Err(e) => return Err(errors::classify(e, Op::Read, "tailer: sweep")),
             }
         }
-        self.head(client).await
+        self.head(shared, client).await
     }
 
     /// The log's first and next seqnum now.
-    async fn head(&self, client: &Client) -> Result<(u64, u64)> {
-        let row = client
-            .query_one(&self.head, &[])
+    async fn head(&self, shared: &Shared, client: &Client) -> Result<(u64, u64)> {
+        let timeout = shared.options.op_timeout();
+        let row = tokio::time::timeout(timeout, client.query_one(&self.head, &[]))
             .await
+            .map_err(|_| errors::timed_out(Op::Read, "tailer: read the head", timeout))?
             .map_err(|e| errors::classify(e, Op::Read, "tailer: read the head"))?;
         Ok((
             u64_of(row.get(0), "first seqnum")?,
