@@ -267,7 +267,10 @@ BEGIN
         PERFORM 1 FROM "{s}".number(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         DELETE FROM "{s}".outcomes x WHERE x.id = p_id RETURNING x.* INTO o;
         IF NOT FOUND THEN
-            RETURN QUERY SELECT 5::smallint, p_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
+            -- Still staged: the bounded round left it for the next one.
+            RETURN QUERY SELECT CASE WHEN EXISTS (SELECT 1 FROM "{s}".staged g WHERE g.id = p_id)
+                                     THEN 6::smallint ELSE 5::smallint END,
+                                p_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
             RETURN;
         END IF;
     ELSE
@@ -314,7 +317,12 @@ BEGIN
         -- Only outcome rows went: the rounds' commits were the durable ones.
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
-    RETURN QUERY SELECT x, v_status, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint
+    -- A group the round left staged (rounds are bounded) is pending, not
+    -- unknown: the round's notification says more are staged, and the
+    -- waiters ask again.
+    RETURN QUERY SELECT x, CASE WHEN v_status = 5 AND EXISTS (SELECT 1 FROM "{s}".staged g WHERE g.id = x)
+                                THEN 6::smallint ELSE v_status END,
+                        NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint
         FROM unnest(v_left) AS x;
 END
 $fn$;
