@@ -73,6 +73,7 @@ mod rows;
 mod schema;
 mod sql;
 mod tailer;
+mod tls;
 mod writer;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,13 +97,15 @@ use sql::Statements;
 pub use inspect::PgSummary;
 pub use kv::PgKv;
 // Where a log is lives with the other locations, in `connect`.
-pub use crate::connect::{MAX_LOG_NAME_BYTES, PgLocation, validate_log_name};
+pub use crate::connect::{MAX_LOG_NAME_BYTES, PgLocation, PgSslMode, validate_log_name};
 pub use options::PgOptions;
 
 /// What the handle's tasks share.
 pub(crate) struct Shared {
     schema: String,
     config: tokio_postgres::Config,
+    /// How every connection of the handle speaks TLS.
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     connections: Connections,
     sql: Statements,
     options: PgOptions,
@@ -195,7 +198,8 @@ impl PgStorage {
         options.validate()?;
         let schema = location.log().to_owned();
         let config = client::connection_config(&location, &options);
-        let connections = Connections::new(config.clone(), &options)?;
+        let tls = tls::connector(&location)?;
+        let connections = Connections::new(config.clone(), tls.clone(), &options)?;
         let installed;
         {
             let mut conn = connections.get("open").await?;
@@ -220,6 +224,7 @@ impl PgStorage {
         let shared = Arc::new(Shared {
             schema,
             config,
+            tls,
             connections,
             sql,
             options,

@@ -686,6 +686,26 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
         bulk_outcomes: true,
     };
     if !existing {
+        // The schema may exist already and hold somebody else's tables:
+        // creating the log's `IF NOT EXISTS` would then keep theirs and
+        // fail later on a column they lack.
+        let held: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n \
+                 ON n.oid = c.relnamespace WHERE n.nspname = $1",
+                &[&schema],
+            )
+            .await
+            .map_err(|e| errors::classify(e, op, "look into the log's schema"))?
+            .get(0);
+        if held > 0 {
+            return Err(Error::invalid_input(format!(
+                "the schema {schema:?} already holds {held} tables or other relations that are \
+                 not a weft log: name another log (log=...)"
+            )));
+        }
+    }
+    if !existing {
         tx.batch_execute(&format!("{}{}", tables(schema), functions(schema)))
             .await
             .map_err(|e| errors::classify(e, op, format!("create the log schema {schema:?}")))?;

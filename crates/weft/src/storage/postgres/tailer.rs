@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, Statement};
 
 use super::Shared;
 use super::errors::{self, Op};
@@ -69,7 +69,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut cursor: u64) {
 /// `Ok` when the handle closes, `Err` when the connection breaks.
 async fn tail(shared: &Arc<Shared>, cursor: &mut u64) -> Result<()> {
     let timeout = shared.options.op_timeout();
-    let connect = shared.config.connect(NoTls);
+    let connect = shared.config.connect(shared.tls.clone());
     let (client, mut connection) = tokio::time::timeout(timeout, connect)
         .await
         .map_err(|_| errors::timed_out(Op::Read, "tailer: connect", timeout))?
