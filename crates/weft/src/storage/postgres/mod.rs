@@ -26,8 +26,10 @@
 //!
 //! What a round numbers is everybody's: an append group (what one handle's
 //! appenders queued meanwhile, see `writer.rs`) first tries the lock
-//! without waiting. Its taker runs a round over every group other
-//! processes *staged* so far plus its own. Everyone else stages the group
+//! without waiting. Its taker runs a round over the oldest groups other
+//! processes *staged* so far (bounded in count and bytes, so a backlog
+//! drains a step at a time and no round outgrows the statement timeout)
+//! plus its own. Everyone else stages the group
 //! (one row in `staged`, committed at once: those commits need no lock, so
 //! PostgreSQL's group commit shares their WAL flushes across connections)
 //! and learns its outcome when the round that numbers it commits (its

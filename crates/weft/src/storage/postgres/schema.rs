@@ -26,7 +26,9 @@
 //!   advisory lock keyed by the OID of `head`) without waiting: when it
 //!   gets it, it runs a round (`number`) over everything staged plus this
 //!   group and answers the group's outcome; otherwise it stages the group
-//!   and answers its id.
+//!   and answers its id — unless one of its append ids is in a group
+//!   still staged (a retry while the first try waits): then it stages
+//!   nothing and says so, and the appender asks again after a round.
 //! * `outcome_of(id)` — one staged group's outcome (the path of older
 //!   builds, and of logs whose functions this role may not upgrade):
 //!   collects it (deleting the row, with an asynchronous commit: the
@@ -44,8 +46,10 @@
 //!   per round heard, and only for groups the round may have settled
 //!   (`collect.rs`): asking per group at every round's NOTIFY cost ~2.65
 //!   calls per group, most of them answering "pending".
-//! * `number(...)` — one round: lock `head`; take every staged group
-//!   (`DELETE ... RETURNING`, in staging order) and the caller's; resolve
+//! * `number(...)` — one round: lock `head`; take the oldest staged
+//!   groups `round_ids()` allows (at most [`ROUND_MAX_GROUPS`] and
+//!   [`ROUND_MAX_BYTES`] beyond the first; `DELETE ... RETURNING`, in
+//!   staging order) and the caller's; resolve
 //!   append ids already in the log or earlier in the round; check every
 //!   conditional batch against the stream versions including earlier
 //!   batches of the round (a batch whose condition fails is left out and
@@ -53,8 +57,9 @@
 //!   with set-based inserts (a round without conditions or ids is numbered
 //!   in one set-based pass); move the counters; record the staged groups'
 //!   outcomes; `NOTIFY` the log's channel with the new next seqnum, and
-//!   the settled channel with the highest staged id the round numbered
-//!   (every round that decided anything, so staged appenders wake).
+//!   the settled channel with the highest staged id the round numbered,
+//!   and `+` when it left staged groups behind (every round that decided
+//!   anything, so staged appenders wake).
 //! * `sweep(keep_ms)` — runs a round when groups are staged and the lock is
 //!   free (groups whose process died), drops outcomes nobody collected
 //!   within `keep_ms`, answers the head and the dead rows of `staged` and
