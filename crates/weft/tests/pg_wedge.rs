@@ -6,7 +6,8 @@
 //! of them), small appends land meanwhile, and the backlog drains by
 //! itself. A retried append id is never staged a second time while its
 //! first try waits. Trimming a long log deletes its rows in bounded chunks
-//! and leaves none behind.
+//! and leaves none behind. A log made by the build before bounded rounds
+//! (a fixture of its functions) opens, upgraded, and reads.
 
 // Tests read real time and randomness (process timeouts, fresh log names).
 #![allow(clippy::disallowed_methods)]
@@ -246,5 +247,81 @@ async fn trimming_a_long_log_deletes_every_row_in_chunks() {
     assert_eq!(pg_support::count_rows(&location, "entries").await, 6);
     assert_eq!(pg_support::count_rows(&location, "entry_tags").await, 6);
     assert_eq!(log.read_all(&t).await.unwrap().len(), 6);
+    log.close().await.unwrap();
+}
+
+/// A log made by the build before bounded rounds (its tables and
+/// functions, kept in `tests/data`), with an entry numbered and a group
+/// staged by those functions: this build upgrades the functions at open,
+/// numbers the staged group, reads everything, and keeps the append ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_made_before_bounded_rounds_opens_upgraded_and_reads() {
+    let location = pg_support::fresh_location("before_bounded");
+    let s = location.log().to_owned();
+    let fixture = include_str!("data/pg_layout1_before_bounded_rounds.sql");
+    let raw = pg_support::raw_client().await;
+    raw.batch_execute(&fixture.replace("__LOG__", &s))
+        .await
+        .unwrap();
+    let append = format!(
+        r#"SELECT status, seqnum FROM "{s}".append(ARRAY['a'], ARRAY[NULL::text],
+             ARRAY[$1::bytea], ARRAY[NULL::bigint], ARRAY[$2::text], ARRAY[1], 0)"#
+    );
+    let row = raw
+        .query_one(&append, &[&b"one".to_vec(), &"id-1"])
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i16>(0), row.get::<_, i64>(1)), (0, 0));
+    // Staged by the old functions: another session holds the lock.
+    let holder = pg_support::raw_client().await;
+    let key = lock_key(&location);
+    holder
+        .execute(&format!("SELECT pg_advisory_lock({key})"), &[])
+        .await
+        .unwrap();
+    let row = raw
+        .query_one(&append, &[&b"two".to_vec(), &"id-2"])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i16>(0), 4, "staged");
+    holder
+        .execute(&format!("SELECT pg_advisory_unlock({key})"), &[])
+        .await
+        .unwrap();
+    let has_round_ids = || async {
+        pg_support::raw_client()
+            .await
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
+                 ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'round_ids'",
+                &[&s],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    assert_eq!(has_round_ids().await, 0);
+
+    let log = open_with(&location, pg_support::test_options()).await;
+    assert_eq!(has_round_ids().await, 1, "upgraded at open");
+    let three = log
+        .append(AppendRequest::new(tag("a"), "three").with_id("id-3"))
+        .await
+        .unwrap();
+    // The staged group was numbered by this round (it is older) or by a
+    // sweep before it: either way before "three".
+    assert_eq!((three.seqnum, three.stream_version), (2, 2));
+    let all = log.read_all(&tag("a")).await.unwrap();
+    let data: Vec<&[u8]> = all.iter().map(|e| &e.data[..]).collect();
+    assert_eq!(data, vec![&b"one"[..], &b"two"[..], &b"three"[..]]);
+    for (id, seqnum) in [("id-1", 0), ("id-2", 1)] {
+        let again = log
+            .append(AppendRequest::new(tag("a"), "again").with_id(id))
+            .await
+            .unwrap();
+        assert_eq!(again.seqnum, seqnum, "{id} answers the original");
+    }
+    assert_eq!(log.tip().await.unwrap().next, 3);
+    assert_eq!(pg_support::count_rows(&location, "staged").await, 0);
     log.close().await.unwrap();
 }
