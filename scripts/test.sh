@@ -30,7 +30,7 @@ for s in seaweedfs azurite postgres; do
     set +a
 done
 
-cargo test --workspace --features weft/server-tests,weft-cli/server-tests "$@"
+cargo test --workspace --features weft/server-tests,weft-cli/server-tests,weft-client/server-tests "$@"
 
 # The live upstream compatibility tests (crates/weft-upstream-compat): the
 # real opendata-buffer producer writes into the same server and weft
