@@ -44,7 +44,7 @@ export class ThroughputChart {
     }
     const current = this.rates.length ? this.rates[this.rates.length - 1] : 0;
     this.label.textContent = this.rates.length
-      ? `now ${Math.round(current)} · scale ${scale}`
+      ? `now ${Math.round(current)}/s · top of scale ${scale}/s`
       : "measuring…";
     if (this.rates.length < 2) return;
     const step = WIDTH / (WINDOW - 1);

@@ -1,0 +1,307 @@
+//! The web console in a real headless Chromium, driven over WebDriver:
+//! `weft serve` runs as an OS process, entries are appended through the
+//! HTTP API, and the page must show them in the live tail, the stream list
+//! and the entry view. Leaves a screenshot at `target/console.png`.
+//!
+//! Needs chromedriver from `scripts/chromium.sh` (env
+//! `WEFT_TEST_WEBDRIVER_URL`, `WEFT_TEST_CHROMIUM`); without it this fails.
+
+// Tests wait in real time.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::Engine as _;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use support::serve::Server;
+
+/// Upper bound for the page to show something (a failure bound, not a
+/// speed claim: the page polls once a second).
+const PAGE_WAIT: Duration = Duration::from_secs(30);
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run scripts/chromium.sh start and source its env file (scripts/test.sh does both)")
+    })
+}
+
+async fn browser() -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": env("WEFT_TEST_CHROMIUM"),
+            "args": [
+                "--headless=new",
+                // Tests run as root in a container, where the sandbox
+                // cannot start.
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--window-size=1280,1100",
+            ],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&env("WEFT_TEST_WEBDRIVER_URL"))
+        .await
+        .expect("open a WebDriver session (is chromedriver running?)")
+}
+
+async fn append(http: &reqwest::Client, server: &Server, body: Value) -> Value {
+    let resp = http
+        .post(format!("{}/v1/append", server.url))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST /v1/append");
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert!(status.is_success(), "append answered {status}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn entry(tags: &[&str], payload: &[u8]) -> Value {
+    json!({"tags": tags, "data": base64::engine::general_purpose::STANDARD.encode(payload)})
+}
+
+async fn get_json(http: &reqwest::Client, server: &Server, path: &str) -> Value {
+    let text = http
+        .get(format!("{}{path}", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
+}
+
+/// The text of the element `css` once it exists.
+async fn text_of(page: &Client, css: &str) -> String {
+    wait_for(page, css).await.text().await.unwrap()
+}
+
+async fn wait_for(page: &Client, css: &str) -> fantoccini::elements::Element {
+    page.wait()
+        .at_most(PAGE_WAIT)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("the page never showed {css}: {e}"))
+}
+
+fn screenshot_path() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is <target>/tmp; the screenshot sits in <target>.
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory")
+        .join("console.png")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_shows_appends_live_and_opens_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start("memory:", &[], tmp.path()).await;
+    let http = reqwest::Client::new();
+    let page = browser().await;
+    let outcome = scenario(&page, &http, &server).await;
+    page.close().await.expect("close the browser");
+    if let Err(panic) = outcome {
+        eprintln!("server stderr:\n{}", server.stderr());
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The test proper, run so that a failure still closes the browser.
+async fn scenario(
+    page: &Client,
+    http: &reqwest::Client,
+    server: &Server,
+) -> Result<(), Box<dyn std::any::Any + Send>> {
+    use futures::FutureExt as _;
+    std::panic::AssertUnwindSafe(steps(page, http, server))
+        .catch_unwind()
+        .await
+}
+
+async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
+    page.goto(&server.url).await.expect("open the console");
+
+    // The writer panel shows what /v1/status says.
+    let status = get_json(http, server, "/v1/status").await;
+    let role = status["role"].as_str().unwrap();
+    wait_for(page, &format!("#summary [data-role=\"{role}\"]")).await;
+    assert_eq!(text_of(page, "#status [data-field=\"role\"]").await, role);
+    assert_eq!(
+        text_of(page, "#status [data-field=\"backend\"]").await,
+        status["backend"].as_str().unwrap()
+    );
+
+    // An append made after the page opened appears in the live tail.
+    let placed = br#"{"order":"o-7","event":"placed","total":42}"#;
+    let ack = append(
+        http,
+        server,
+        json!({"entries": [entry(&["orders", "orders:o-7"], placed)], "id": "o-7/placed"}),
+    )
+    .await;
+    let seqnum = ack["seqnum"].as_u64().unwrap();
+    let row = text_of(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]")).await;
+    assert!(row.contains("orders:o-7"), "tail row: {row}");
+    assert!(row.contains("o-7"), "tail row shows the payload: {row}");
+
+    // ... and its streams in the stream list, with version and count.
+    let stream_row = "#streams tr[data-tag=\"orders:o-7\"]";
+    wait_for(page, &stream_row).await;
+    assert_eq!(
+        text_of(page, &format!("{stream_row} [data-field=\"next_version\"]")).await,
+        "1"
+    );
+    assert_eq!(
+        text_of(page, &format!("{stream_row} [data-field=\"entries\"]")).await,
+        "1"
+    );
+
+    // Clicking the tail row opens the entry, its payload as JSON.
+    wait_for(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    wait_for(page, &format!("#entry[data-seqnum=\"{seqnum}\"]")).await;
+    assert_eq!(
+        text_of(page, "#entry [data-field=\"seqnum\"]").await,
+        seqnum.to_string()
+    );
+    assert_eq!(
+        text_of(page, "#entry [data-field=\"tags\"]").await,
+        "orders, orders:o-7"
+    );
+    wait_for(page, "#payload[data-format=\"json\"]").await;
+    let shown: Value = serde_json::from_str(&text_of(page, "#payload").await).unwrap();
+    assert_eq!(shown, serde_json::from_slice::<Value>(placed).unwrap());
+
+    // The hex view of the same payload.
+    page.find(Locator::Css("input[name=\"format\"][value=\"hex\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(page, "#payload[data-format=\"hex\"]").await;
+    let hex = text_of(page, "#payload").await;
+    assert!(hex.starts_with("00000000  7b 22 6f 72"), "hex view: {hex}");
+
+    // A binary payload, opened by jumping to its seqnum, shows as hex.
+    let binary = [0u8, 159, 146, 150, 255, 1];
+    let ack = append(
+        http,
+        server,
+        json!({"entries": [entry(&["sensors", "sensors:s-1"], &binary)]}),
+    )
+    .await;
+    let binary_seqnum = ack["seqnum"].as_u64().unwrap();
+    let input = page.find(Locator::Id("jump-seqnum-input")).await.unwrap();
+    input.send_keys(&binary_seqnum.to_string()).await.unwrap();
+    page.find(Locator::Css("#jump-seqnum button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(page, &format!("#entry[data-seqnum=\"{binary_seqnum}\"]")).await;
+    wait_for(page, "#payload[data-format=\"hex\"]").await;
+    assert!(
+        text_of(page, "#payload")
+            .await
+            .starts_with("00000000  00 9f 92 96 ff 01")
+    );
+
+    // A conditional batch makes `orders` reach version 3; jumping to
+    // `orders` version 2 opens the batch's second entry.
+    let batch = append(
+        http,
+        server,
+        json!({
+            "entries": [
+                entry(&["orders", "orders:o-8"], br#"{"order":"o-8","event":"placed"}"#),
+                entry(&["orders", "orders:o-8"], br#"{"order":"o-8","event":"paid"}"#),
+            ],
+            "condition": {"tag": "orders", "next_version": 1},
+            "id": "o-8/placed+paid",
+        }),
+    )
+    .await;
+    let second = batch["seqnum"].as_u64().unwrap() + 1;
+    page.find(Locator::Id("jump-tag-input"))
+        .await
+        .unwrap()
+        .send_keys("orders")
+        .await
+        .unwrap();
+    page.find(Locator::Id("jump-version-input"))
+        .await
+        .unwrap()
+        .send_keys("2")
+        .await
+        .unwrap();
+    page.find(Locator::Css("#jump-version button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(page, &format!("#entry[data-seqnum=\"{second}\"]")).await;
+    assert!(text_of(page, "#payload").await.contains("\"paid\""));
+    wait_for(
+        page,
+        "#streams tr[data-tag=\"orders\"] [data-field=\"next_version\"]",
+    )
+    .await;
+
+    // Some traffic for the throughput chart: appends spread over a few of
+    // the page's status polls, until the chart has drawn a line.
+    for i in 0..40u32 {
+        let tag = format!("orders:o-{}", 100 + i % 7);
+        let payload = format!(r#"{{"order":"o-{}","event":"step {i}"}}"#, 100 + i % 7);
+        append(
+            http,
+            server,
+            json!({"entries": [entry(&["orders", &tag], payload.as_bytes())]}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_for(page, "#chart polyline").await;
+    let tip = get_json(http, server, "/v1/status").await["tip"]
+        .as_u64()
+        .unwrap();
+    wait_for(page, &format!("#tail tr[data-seqnum=\"{}\"]", tip - 1)).await;
+    let orders = get_json(http, server, "/v1/streams/orders").await;
+    let want = orders["next_version"].as_u64().unwrap().to_string();
+    page.wait()
+        .at_most(PAGE_WAIT)
+        .for_element(Locator::XPath(&format!(
+            "//table[@id='streams']//tr[@data-tag='orders']/td[@data-field='next_version' and text()='{want}']"
+        )))
+        .await
+        .expect("the stream list catches up with the log");
+
+    // Back to the first entry for the picture.
+    wait_for(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    wait_for(page, "#payload[data-format=\"json\"]").await;
+    let png = page.screenshot().await.expect("take a screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    std::fs::write(screenshot_path(), &png).expect("write the screenshot");
+}
