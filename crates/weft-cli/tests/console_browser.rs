@@ -159,7 +159,7 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
 
     // ... and its streams in the stream list, with version and count.
     let stream_row = "#streams tr[data-tag=\"orders:o-7\"]";
-    wait_for(page, &stream_row).await;
+    wait_for(page, stream_row).await;
     assert_eq!(
         text_of(page, &format!("{stream_row} [data-field=\"next_version\"]")).await,
         "1"
