@@ -69,7 +69,9 @@ async function poll() {
     const status = await api.status();
     renderStatus(status);
     chart.sample(performance.now(), status.appends_total);
-    if (tail.next == null && !tail.paused) tail.start(Math.max(0, status.tip - TAIL_BACKLOG));
+    if (tail.next == null && !tail.paused) {
+      tail.start(Math.max(status.first ?? 0, status.tip - TAIL_BACKLOG));
+    }
     pollsSinceStreams++;
     if (streamsTip === null || (status.tip !== streamsTip && pollsSinceStreams >= STREAMS_EVERY_POLLS)) {
       await refreshStreams(status.tip);

@@ -18,8 +18,11 @@ export function renderStatus(status) {
   const panel = document.getElementById("status");
   setField(panel, "backend", status.backend);
   setField(panel, "role", status.role);
-  setField(panel, "tip", `${status.tip} (next seqnum)`);
+  const first = status.first == null ? "" : `, first ${status.first}`;
+  setField(panel, "tip", `${status.tip} (next seqnum${first})`);
   setField(panel, "lease", describeLease(status.lease));
+  // A follower names the leader that takes appends, when it knows it.
+  setField(panel, "leader", status.role === "leader" ? "this server" : status.leader || "unknown");
   setField(panel, "version", status.version ? `weft ${status.version}` : "–");
   panel.dataset.role = status.role;
 
