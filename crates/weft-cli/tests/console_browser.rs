@@ -97,6 +97,22 @@ async fn wait_for(page: &Client, css: &str) -> fantoccini::elements::Element {
         .unwrap_or_else(|e| panic!("the page never showed {css}: {e}"))
 }
 
+async fn click(page: &Client, css: &str) {
+    wait_for(page, css)
+        .await
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+async fn type_into(page: &Client, css: &str, text: &str) {
+    wait_for(page, css)
+        .await
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
+}
+
 fn screenshot_path() -> PathBuf {
     // CARGO_TARGET_TMPDIR is <target>/tmp; the screenshot sits in <target>.
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -170,11 +186,7 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
     );
 
     // Clicking the tail row opens the entry, its payload as JSON.
-    wait_for(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]"))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]")).await;
     wait_for(page, &format!("#entry[data-seqnum=\"{seqnum}\"]")).await;
     assert_eq!(
         text_of(page, "#entry [data-field=\"seqnum\"]").await,
@@ -189,12 +201,7 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
     assert_eq!(shown, serde_json::from_slice::<Value>(placed).unwrap());
 
     // The hex view of the same payload.
-    page.find(Locator::Css("input[name=\"format\"][value=\"hex\"]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(page, "input[name=\"format\"][value=\"hex\"]").await;
     wait_for(page, "#payload[data-format=\"hex\"]").await;
     let hex = text_of(page, "#payload").await;
     assert!(hex.starts_with("00000000  7b 22 6f 72"), "hex view: {hex}");
@@ -208,14 +215,8 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
     )
     .await;
     let binary_seqnum = ack["seqnum"].as_u64().unwrap();
-    let input = page.find(Locator::Id("jump-seqnum-input")).await.unwrap();
-    input.send_keys(&binary_seqnum.to_string()).await.unwrap();
-    page.find(Locator::Css("#jump-seqnum button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(page, "#jump-seqnum-input", &binary_seqnum.to_string()).await;
+    click(page, "#jump-seqnum button").await;
     wait_for(page, &format!("#entry[data-seqnum=\"{binary_seqnum}\"]")).await;
     wait_for(page, "#payload[data-format=\"hex\"]").await;
     assert!(
@@ -240,24 +241,9 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
     )
     .await;
     let second = batch["seqnum"].as_u64().unwrap() + 1;
-    page.find(Locator::Id("jump-tag-input"))
-        .await
-        .unwrap()
-        .send_keys("orders")
-        .await
-        .unwrap();
-    page.find(Locator::Id("jump-version-input"))
-        .await
-        .unwrap()
-        .send_keys("2")
-        .await
-        .unwrap();
-    page.find(Locator::Css("#jump-version button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(page, "#jump-tag-input", "orders").await;
+    type_into(page, "#jump-version-input", "2").await;
+    click(page, "#jump-version button").await;
     wait_for(page, &format!("#entry[data-seqnum=\"{second}\"]")).await;
     assert!(text_of(page, "#payload").await.contains("\"paid\""));
     wait_for(
@@ -295,11 +281,7 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
         .expect("the stream list catches up with the log");
 
     // Back to the first entry for the picture.
-    wait_for(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]"))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]")).await;
     wait_for(page, "#payload[data-format=\"json\"]").await;
     let png = page.screenshot().await.expect("take a screenshot");
     assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
