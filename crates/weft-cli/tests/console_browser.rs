@@ -11,11 +11,14 @@
 
 mod support;
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
 use fantoccini::{Client, ClientBuilder, Locator};
+use futures::FutureExt as _;
 use serde_json::{Value, json};
 
 use support::serve::Server;
@@ -54,34 +57,69 @@ async fn browser() -> Client {
         .expect("open a WebDriver session (is chromedriver running?)")
 }
 
-async fn append(http: &reqwest::Client, server: &Server, body: Value) -> Value {
-    let resp = http
-        .post(format!("{}/v1/append", server.url))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("POST /v1/append");
-    let status = resp.status();
-    let text = resp.text().await.unwrap();
-    assert!(status.is_success(), "append answered {status}: {text}");
-    serde_json::from_str(&text).unwrap()
+/// The server's HTTP API, as a client outside the page uses it.
+struct Api {
+    http: reqwest::Client,
+    url: String,
+    token: Option<&'static str>,
+}
+
+impl Api {
+    fn new(server: &Server, token: Option<&'static str>) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            url: server.url.clone(),
+            token,
+        }
+    }
+
+    /// `(status, JSON body)` of a request.
+    async fn call(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        let request = match self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        let resp = request.send().await.expect("a request to weft serve");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        (status, body)
+    }
+
+    async fn append(&self, body: Value) -> Value {
+        let request = self
+            .http
+            .post(format!("{}/v1/append", self.url))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        let (status, body) = self.call(request).await;
+        assert_eq!(status, 200, "append answered {status}: {body}");
+        body
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let (status, body) = self
+            .call(self.http.get(format!("{}{path}", self.url)))
+            .await;
+        assert_eq!(status, 200, "GET {path} answered {status}: {body}");
+        body
+    }
 }
 
 fn entry(tags: &[&str], payload: &[u8]) -> Value {
     json!({"tags": tags, "data": base64::engine::general_purpose::STANDARD.encode(payload)})
 }
 
-async fn get_json(http: &reqwest::Client, server: &Server, path: &str) -> Value {
-    let text = http
-        .get(format!("{}{path}", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
+/// Runs `steps` on a page of a fresh browser session; a failure still
+/// closes the browser, and shows what the server logged.
+async fn in_browser<F: Future<Output = ()>>(server: &Server, steps: impl FnOnce(Client) -> F) {
+    let page = browser().await;
+    let outcome = AssertUnwindSafe(steps(page.clone())).catch_unwind().await;
+    page.close().await.expect("close the browser");
+    if let Err(panic) = outcome {
+        eprintln!("weft serve stderr:\n{}", server.stderr());
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// The text of the element `css` once it exists.
@@ -124,34 +162,75 @@ fn screenshot_path() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_shows_appends_live_and_opens_entries() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = Server::start("memory:", &[], tmp.path()).await;
-    let http = reqwest::Client::new();
-    let page = browser().await;
-    let outcome = scenario(&page, &http, &server).await;
-    page.close().await.expect("close the browser");
-    if let Err(panic) = outcome {
-        eprintln!("server stderr:\n{}", server.stderr());
-        std::panic::resume_unwind(panic);
-    }
+    let server = Server::start("memory:", &[], &[], tmp.path());
+    let api = Api::new(&server, None);
+    let url = server.url.clone();
+    in_browser(
+        &server,
+        |page| async move { steps(&page, &api, &url).await },
+    )
+    .await;
 }
 
-/// The test proper, run so that a failure still closes the browser.
-async fn scenario(
-    page: &Client,
-    http: &reqwest::Client,
-    server: &Server,
-) -> Result<(), Box<dyn std::any::Any + Send>> {
-    use futures::FutureExt as _;
-    std::panic::AssertUnwindSafe(steps(page, http, server))
-        .catch_unwind()
-        .await
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_asks_for_a_token_and_sends_it() {
+    const TOKEN: &str = "console-test-token";
+    let tmp = tempfile::tempdir().unwrap();
+    let tokens = format!("{TOKEN} read,append");
+    let server = Server::start("memory:", &[], &[("WEFT_TOKENS", &tokens)], tmp.path());
+    let api = Api::new(&server, Some(TOKEN));
+    let anonymous = Api::new(&server, None);
+    let url = server.url.clone();
+    in_browser(&server, |page| async move {
+        // What the server answers a request without a token ...
+        let (status, refused) = anonymous
+            .call(anonymous.http.get(format!("{url}/v1/status")))
+            .await;
+        assert_eq!(status, 401, "{refused}");
+        let kind = refused["error"]["kind"].as_str().unwrap().to_owned();
+
+        // ... is what the page shows: its own files need no token.
+        page.goto(&url).await.expect("open the console");
+        page.wait()
+            .at_most(PAGE_WAIT)
+            .for_element(Locator::XPath(&format!(
+                "//div[@id='error' and contains(text(), '{kind}')]"
+            )))
+            .await
+            .expect("the page names the refusal");
+
+        // With the token typed in, status and the live tail work: the
+        // tail's EventSource carries it as `access_token`.
+        type_into(&page, "#token", TOKEN).await;
+        click(&page, "#token-form button").await;
+        let role = api.get("/v1/status").await["role"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        wait_for(&page, &format!("#summary [data-role=\"{role}\"]")).await;
+        let ack = api
+            .append(json!({"entries": [entry(&["audit"], b"with a token")]}))
+            .await;
+        let row = format!("#tail tr[data-seqnum=\"{}\"]", ack["seqnum"]);
+        assert!(text_of(&page, &row).await.contains("with a token"));
+        assert!(
+            page.find(Locator::Css("#error"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    })
+    .await;
 }
 
-async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
-    page.goto(&server.url).await.expect("open the console");
+async fn steps(page: &Client, api: &Api, url: &str) {
+    page.goto(url).await.expect("open the console");
 
     // The writer panel shows what /v1/status says.
-    let status = get_json(http, server, "/v1/status").await;
+    let status = api.get("/v1/status").await;
     let role = status["role"].as_str().unwrap();
     wait_for(page, &format!("#summary [data-role=\"{role}\"]")).await;
     assert_eq!(text_of(page, "#status [data-field=\"role\"]").await, role);
@@ -162,12 +241,9 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
 
     // An append made after the page opened appears in the live tail.
     let placed = br#"{"order":"o-7","event":"placed","total":42}"#;
-    let ack = append(
-        http,
-        server,
-        json!({"entries": [entry(&["orders", "orders:o-7"], placed)], "id": "o-7/placed"}),
-    )
-    .await;
+    let ack = api
+        .append(json!({"entries": [entry(&["orders", "orders:o-7"], placed)], "id": "o-7/placed"}))
+        .await;
     let seqnum = ack["seqnum"].as_u64().unwrap();
     let row = text_of(page, &format!("#tail tr[data-seqnum=\"{seqnum}\"]")).await;
     assert!(row.contains("orders:o-7"), "tail row: {row}");
@@ -208,12 +284,9 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
 
     // A binary payload, opened by jumping to its seqnum, shows as hex.
     let binary = [0u8, 159, 146, 150, 255, 1];
-    let ack = append(
-        http,
-        server,
-        json!({"entries": [entry(&["sensors", "sensors:s-1"], &binary)]}),
-    )
-    .await;
+    let ack = api
+        .append(json!({"entries": [entry(&["sensors", "sensors:s-1"], &binary)]}))
+        .await;
     let binary_seqnum = ack["seqnum"].as_u64().unwrap();
     type_into(page, "#jump-seqnum-input", &binary_seqnum.to_string()).await;
     click(page, "#jump-seqnum button").await;
@@ -227,19 +300,16 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
 
     // A conditional batch makes `orders` reach version 3; jumping to
     // `orders` version 2 opens the batch's second entry.
-    let batch = append(
-        http,
-        server,
-        json!({
+    let batch = api
+        .append(json!({
             "entries": [
                 entry(&["orders", "orders:o-8"], br#"{"order":"o-8","event":"placed"}"#),
                 entry(&["orders", "orders:o-8"], br#"{"order":"o-8","event":"paid"}"#),
             ],
             "condition": {"tag": "orders", "next_version": 1},
             "id": "o-8/placed+paid",
-        }),
-    )
-    .await;
+        }))
+        .await;
     let second = batch["seqnum"].as_u64().unwrap() + 1;
     type_into(page, "#jump-tag-input", "orders").await;
     type_into(page, "#jump-version-input", "2").await;
@@ -257,20 +327,14 @@ async fn steps(page: &Client, http: &reqwest::Client, server: &Server) {
     for i in 0..40u32 {
         let tag = format!("orders:o-{}", 100 + i % 7);
         let payload = format!(r#"{{"order":"o-{}","event":"step {i}"}}"#, 100 + i % 7);
-        append(
-            http,
-            server,
-            json!({"entries": [entry(&["orders", &tag], payload.as_bytes())]}),
-        )
-        .await;
+        api.append(json!({"entries": [entry(&["orders", &tag], payload.as_bytes())]}))
+            .await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     wait_for(page, "#chart polyline").await;
-    let tip = get_json(http, server, "/v1/status").await["tip"]
-        .as_u64()
-        .unwrap();
+    let tip = api.get("/v1/status").await["tip"].as_u64().unwrap();
     wait_for(page, &format!("#tail tr[data-seqnum=\"{}\"]", tip - 1)).await;
-    let orders = get_json(http, server, "/v1/streams/orders").await;
+    let orders = api.get("/v1/streams/orders").await;
     let want = orders["next_version"].as_u64().unwrap().to_string();
     page.wait()
         .at_most(PAGE_WAIT)

@@ -93,7 +93,7 @@ fn u64s(v: &Value) -> Vec<u64> {
 async fn python_client_appends_reads_and_subscribes_against_a_server() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
-    let server = Server::start(dir.to_str().unwrap(), &[], tmp.path()).await;
+    let server = Server::start(dir.to_str().unwrap(), &["--create"], &[], tmp.path());
     let steps = run_script(&server);
     let log = log_entries(&dir);
     let by_seqnum: BTreeMap<u64, &Value> = log.iter().map(|e| (u64_at(e, "seqnum"), e)).collect();

@@ -1,15 +1,19 @@
-//! `weft serve` as an OS process on a free loopback port, for the tests
-//! that talk to a real server (the browser test, the Python client's).
+//! `weft serve` as an OS process on a loopback port it picks itself, for
+//! the tests that talk to a real server (the browser test, the Python
+//! client's).
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft");
-/// How long a server may take to answer /healthz after it was started.
-const START_ATTEMPTS: u32 = 300;
-const START_POLL: Duration = Duration::from_millis(100);
+/// How long a server may take to say where it listens (a failure bound: a
+/// server that neither listens nor exits fails the test instead of hanging).
+const START_WAIT: Duration = Duration::from_secs(60);
+/// What `weft serve` prints once it listens, before the URL.
+const LISTENING: &str = "weft serve: listening on ";
 
 /// A running `weft serve`, killed when dropped.
 pub(crate) struct Server {
@@ -20,51 +24,52 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Starts `weft serve LOG` with `extra` arguments on a free port and
-    /// waits until it answers `/healthz`. Its stderr goes to a file under
-    /// `dir`, shown when the server dies early.
-    pub(crate) async fn start(log: &str, extra: &[&str], dir: &Path) -> Server {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let log_file = dir.join(format!("weft-serve-{port}.log"));
-        let child = Command::new(BIN)
-            .arg("serve")
-            .arg(log)
-            .args(["--listen", &listen])
+    /// Starts `weft serve LOG --listen 127.0.0.1:0` with `extra` arguments
+    /// and `env`, and waits for the URL it prints once it listens. Its
+    /// stderr goes to a file under `dir`, shown when it fails.
+    pub(crate) fn start(log: &str, extra: &[&str], env: &[(&str, &str)], dir: &Path) -> Server {
+        let log_file = dir.join("weft-serve.log");
+        let mut child = Command::new(BIN)
+            .args(["serve", log, "--listen", "127.0.0.1:0"])
             .args(extra)
             .env_remove("RUST_LOG")
-            .env(
-                "WEFT_CACHE_DIR",
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("weft-serve-cache"),
-            )
+            .env_remove("WEFT_TOKENS")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log_file).expect("create the server's log file"))
             .spawn()
             .expect("start weft serve");
+        let stdout = child.stdout.take().expect("stdout pipe");
+        let (tx, rx) = mpsc::channel();
+        // Reads the first line, then keeps draining so the server never
+        // writes into a full or closed pipe.
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout);
+            let mut first = String::new();
+            let _ = lines.read_line(&mut first);
+            let _ = tx.send(first);
+            let _ = lines.read_to_end(&mut Vec::new());
+        });
+        let first = rx.recv_timeout(START_WAIT).unwrap_or_default();
+        let url = first
+            .strip_prefix(LISTENING)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned);
         let mut server = Server {
             child,
-            url: format!("http://{listen}"),
+            url: String::new(),
             log_file,
         };
-        server.wait_ready().await;
-        server
-    }
-
-    async fn wait_ready(&mut self) {
-        let http = reqwest::Client::new();
-        for _ in 0..START_ATTEMPTS {
-            if let Some(status) = self.child.try_wait().expect("poll weft serve") {
-                panic!("weft serve exited at start ({status}):\n{}", self.stderr());
-            }
-            if let Ok(resp) = http.get(format!("{}/healthz", self.url)).send().await
-                && resp.status().is_success()
-            {
-                return;
-            }
-            tokio::time::sleep(START_POLL).await;
+        match url {
+            Some(url) => server.url = url,
+            None => panic!(
+                "weft serve did not say where it listens (stdout: {first:?}; exit: {:?}):\n{}",
+                server.child.try_wait(),
+                server.stderr()
+            ),
         }
-        panic!("weft serve never answered /healthz:\n{}", self.stderr());
+        server
     }
 
     /// What the server wrote to stderr so far.
@@ -78,11 +83,4 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A port nothing listens on right now (the OS picks it; the server binds
-/// it a moment later).
-fn free_port() -> u16 {
-    let socket = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    socket.local_addr().expect("local address").port()
 }
