@@ -65,10 +65,11 @@ def main():
         say("conflict", kind=e.kind, status=e.status)
 
     # Two events of o-2 as one atomic batch, conditional on the fresh version.
-    batch = log.append([(["orders", "orders:o-2"], order("o-2", "placed", total=7)),
-                        (["orders", "orders:o-2"], order("o-2", "paid"))],
-                       id="o-2/placed+paid", expect=("orders", next_version(log, "orders")))
-    say("batch", id="o-2/placed+paid", seqnum=batch.seqnum, count=batch.count)
+    # Each entry carries its own id.
+    batch = log.append([(["orders", "orders:o-2"], order("o-2", "placed", total=7), "o-2/placed"),
+                        (["orders", "orders:o-2"], order("o-2", "paid"), "o-2/paid")],
+                       expect=("orders", next_version(log, "orders")))
+    say("batch", ids=["o-2/placed", "o-2/paid"], seqnum=batch.seqnum, count=batch.count)
 
     entries, nxt = log.read_stream("orders", 0, 100)
     say("read_stream", tag="orders", versions=[e.stream_version for e in entries],

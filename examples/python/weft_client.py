@@ -1,6 +1,6 @@
 """A small client for `weft serve`, standard library only.
 
-Appends (one entry or an atomic batch, with an exactly-once id and a
+Appends (one entry or an atomic batch, with exactly-once ids and a
 condition on a stream's version), reads (by seqnum, by stream and version,
 paged), stream listings, status, and subscriptions over Server-Sent Events
 that resume after a dropped connection without a gap or a duplicate.
@@ -12,6 +12,8 @@ server named (`conflict`, `not_found`, `unavailable`, ...).
     from weft_client import WeftClient
     log = WeftClient("http://127.0.0.1:7070")
     ack = log.append([(["orders", "orders:o-1"], b'{"placed": 1}')], id="o-1/placed")
+    log.append([(["orders", "orders:o-2"], b'{"placed": 2}', "o-2/placed"),
+                (["orders", "orders:o-2"], b'{"paid": 2}', "o-2/paid")])
     for entry in log.subscribe(from_seqnum=0):
         print(entry.seqnum, entry.tags, entry.data)
 """
@@ -112,27 +114,39 @@ class WeftClient:
 
     # -- appends ----------------------------------------------------------
 
-    def append(self, entries: Iterable[Tuple[Sequence[str], bytes]], *,
+    def append(self, entries: Iterable[tuple], *,
                id: Optional[str] = None,
                expect: Optional[Tuple[str, int]] = None,
                retries: int = 5) -> Appended:
-        """Appends `entries` (each `(tags, payload)`) as one atomic batch.
+        """Appends `entries` as one atomic batch.
 
-        `expect=(tag, next_version)` appends only if that stream's next
-        version is still `next_version` (else `WeftError` kind `conflict`).
-        With an `id`, an append that failed retryably is sent again with the
-        same id, which the server applies at most once; without one it is
-        never retried (it might be written twice).
+        Each entry is `(tags, payload)` or `(tags, payload, id)`: an entry
+        with an id is applied exactly once, however often it is sent. `id`
+        is the same for a single-entry append. `expect=(tag, next_version)`
+        appends only if that stream's next version is still `next_version`
+        (else `WeftError` kind `conflict`).
+
+        An append that failed retryably is sent again when every entry has
+        an id (the server skips what it already wrote); without ids it is
+        never retried, as it might be written twice.
         """
+        entries = list(entries)
+        if id is not None and len(entries) != 1:
+            raise ValueError("`id` names a single-entry append; give a batch's entries their own ids")
+        body_entries = []
+        for item in entries:
+            tags, payload = item[0], item[1]
+            entry = {"tags": list(tags), "data": base64.b64encode(payload).decode()}
+            if len(item) > 2 and item[2] is not None:
+                entry["id"] = item[2]
+            body_entries.append(entry)
         body = {
-            "entries": [
-                {"tags": list(tags), "data": base64.b64encode(payload).decode()}
-                for tags, payload in entries
-            ],
+            "entries": body_entries,
             "condition": None if expect is None
             else {"tag": expect[0], "next_version": expect[1]},
             "id": id,
         }
+        idempotent = id is not None or all("id" in e for e in body_entries)
         attempt = 0
         while True:
             try:
@@ -141,7 +155,7 @@ class WeftClient:
                                 ack["timestamp_ms"], ack["count"])
             except WeftError as e:
                 attempt += 1
-                if id is None or e.kind not in RETRYABLE_KINDS or attempt > retries:
+                if not idempotent or e.kind not in RETRYABLE_KINDS or attempt > retries:
                     raise
                 time.sleep((e.retry_after_ms or 100 * attempt) / 1000)
 
