@@ -25,11 +25,17 @@
 //!    with the writer's spin turned off, for counting instructions per
 //!    append under `perf stat -e instructions:u` or
 //!    `valgrind --tool=callgrind`: a figure the noise of a shared machine
-//!    does not move, where the other sections' rates do.
+//!    does not move, where the other sections' rates do;
+//! 6. peers in the same run (`benches/dir/peers.rs`): okaywal and fjall
+//!    used as a log, 100-byte appends each durable before it is
+//!    acknowledged, at the same appender counts as section 1, against the
+//!    log and the smallest group commit; weft ÷ the better peer and
+//!    weft ÷ bare group commit as medians of back-to-back runs.
 //!
 //! The data lives under the workspace's `target/` (the repo's filesystem).
 //! `WEFT_BENCH_QUICK=1` shrinks everything to a smoke run of a few seconds.
-//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen,work` picks sections;
+//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen,peers,work` picks
+//! sections;
 //! `WEFT_BENCH_RUNS=n` overrides the number of runs;
 //! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
 //! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts;
@@ -48,6 +54,9 @@
 // Benchmarks measure real time: the determinism rules of clippy.toml are for
 // library code.
 #![allow(clippy::disallowed_methods)]
+
+#[path = "dir/peers.rs"]
+mod peers;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -770,6 +779,58 @@ fn main() {
     }
     if wanted("work") {
         section_work(&rt, &cfg);
+    }
+    if wanted("peers") {
+        section_peers(&rt, &cfg);
+    }
+}
+
+/// Section 6: the log against okaywal and fjall used as a log, and against
+/// the smallest group commit, at each appender count. Each run measures the
+/// four back to back, so a slow phase of the shared disk hits all alike;
+/// the ratios are medians of the runs' own ratios.
+fn section_peers(rt: &tokio::runtime::Runtime, cfg: &Config) {
+    println!(
+        "\n## peers: durable 100-byte appends/s (median of {} runs, {:?} windows)",
+        cfg.runs, cfg.window
+    );
+    let names: Vec<&str> = peers::Peer::ALL.iter().map(|p| p.name()).collect();
+    println!(
+        "{:>9} {:>12} {:>16} {:>16} {:>13} {:>12} {:>11}",
+        "appenders", "weft/s", names[0], names[1], "bare group/s", "weft÷peer", "weft÷bare"
+    );
+    let record = [0x42u8; 100];
+    for writers in appender_counts() {
+        let mut wefts = Vec::new();
+        let mut peer_rates = vec![Vec::new(); peers::Peer::ALL.len()];
+        let mut groups = Vec::new();
+        let mut of_peer = Vec::new();
+        let mut of_group = Vec::new();
+        for _ in 0..cfg.runs {
+            let group = rt.block_on(bare_group_rate(writers, cfg));
+            let weft = rt.block_on(append_rate(writers, cfg)).rate;
+            let mut best = 0f64;
+            for (k, peer) in peers::Peer::ALL.into_iter().enumerate() {
+                let dir = scratch();
+                let run =
+                    peers::closed_loop(peer, dir.path(), writers, &record, cfg.warmup, cfg.window)
+                        .expect("peer run");
+                peer_rates[k].push(run.rate());
+                best = best.max(run.rate());
+            }
+            of_peer.push(weft / best);
+            of_group.push(weft / group);
+            wefts.push(weft);
+            groups.push(group);
+        }
+        let [okaywal, fjall] = [&peer_rates[0], &peer_rates[1]].map(|r| median(r.clone()));
+        println!(
+            "{writers:>9} {:>12.0} {okaywal:>16.0} {fjall:>16.0} {:>13.0} {:>11.2}x {:>10.2}x",
+            median(wefts),
+            median(groups),
+            median(of_peer),
+            median(of_group)
+        );
     }
 }
 
