@@ -173,7 +173,7 @@ pub(crate) async fn reserve(
         clock.now_ms(),
     );
     let bytes = encode_lease(&lease)?;
-    let (mode, op) = match seen {
+    let (mode, op) = match seen.clone() {
         Some(v) => (PutMode::Update(v), StoreOp::UpdateIfMatch),
         None => (PutMode::Create, StoreOp::CreateIfAbsent),
     };
@@ -193,22 +193,32 @@ pub(crate) async fn reserve(
             }
             Err(e) => e,
         };
-        match classify(op, &err) {
-            // The same conditional write again: it cannot land twice, and
-            // a first copy that did land makes it fail, which the re-read
-            // below recognises.
-            Outcome::Transient if backoff.wait().await => continue,
-            Outcome::Conflict | Outcome::Ambiguous | Outcome::Transient => {}
-            _ => {
-                return Err(to_error(op, path.as_ref(), err).context("taking the writer lease"));
+        if !matches!(
+            classify(op, &err),
+            Outcome::Conflict | Outcome::Ambiguous | Outcome::Transient
+        ) {
+            return Err(to_error(op, path.as_ref(), err).context("taking the writer lease"));
+        }
+        // Whether the write landed, lost to another opener, or did not
+        // happen: the lease tells. Ours (an earlier copy of this write
+        // landed): taken. Another one than the lease judged free: that
+        // opener won. Unchanged: the same conditional write again, which
+        // cannot land twice.
+        let mut reread = retry.backoff(0x006c_6561_7368);
+        let now = read_lease(store, &path, &mut reread).await?;
+        match (&now, &seen) {
+            (Some(now), _) if now.lease.run == identity.run => return Ok(()),
+            (Some(now), Some(seen)) if now.version == *seen => {}
+            (None, None) => {}
+            (Some(now), _) => return Err(locked(&path, &now.lease, Duration::ZERO)),
+            (None, Some(_)) => {
+                return Err(to_error(op, path.as_ref(), err)
+                    .context("taking the writer lease (the lease was deleted meanwhile)"));
             }
         }
-        let mut backoff = retry.backoff(0x006c_6561_7368);
-        return match read_lease(store, &path, &mut backoff).await? {
-            Some(now) if now.lease.run == identity.run => Ok(()),
-            Some(now) => Err(locked(&path, &now.lease, Duration::ZERO)),
-            None => Err(to_error(op, path.as_ref(), err).context("taking the writer lease")),
-        };
+        if !backoff.wait().await {
+            return Err(to_error(op, path.as_ref(), err).context("taking the writer lease"));
+        }
     }
 }
 
