@@ -51,6 +51,8 @@ async fn a_backlog_behind_a_slow_round_drains_in_bounded_rounds() {
     let options = PgOptions {
         pool_size: 6,
         max_in_flight: 4,
+        // One append per group, so the twelve below are twelve groups.
+        max_group_entries: 1,
         ..pg_support::test_options()
     };
     let handles = [
