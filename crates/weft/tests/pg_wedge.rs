@@ -17,30 +17,12 @@ mod pg_support;
 use std::time::Duration;
 
 use futures::StreamExt;
+use pg_support::{HeldLock, until_staged};
 use weft::storage::postgres::{PgLocation, PgOptions, PgStorage};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
 fn tag(s: &str) -> LogTag {
     s.parse().unwrap()
-}
-
-/// The log's numbering lock, as `docs/FORMATS.md` describes its key.
-fn lock_key(location: &PgLocation) -> String {
-    format!(
-        r#"(2003134068::bigint << 32) | ('"{}".head'::regclass::oid::bigint)"#,
-        location.log()
-    )
-}
-
-/// Waits (bounded) until `staged` holds `n` groups.
-async fn until_staged(location: &PgLocation, n: i64) {
-    for _ in 0..400 {
-        if pg_support::count_rows(location, "staged").await == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{n} groups never got staged");
 }
 
 /// Every connection of a handle on this location takes one staged group
@@ -69,6 +51,8 @@ async fn a_backlog_behind_a_slow_round_drains_in_bounded_rounds() {
     let options = PgOptions {
         pool_size: 6,
         max_in_flight: 4,
+        // One append per group, so the twelve below are twelve groups.
+        max_group_entries: 1,
         ..pg_support::test_options()
     };
     let handles = [
@@ -98,12 +82,7 @@ async fn a_backlog_behind_a_slow_round_drains_in_bounded_rounds() {
     // The slow round: another session holds the numbering lock while
     // twelve large appends (three handles, four groups in flight each)
     // stage.
-    let holder = pg_support::raw_client().await;
-    let key = lock_key(&location);
-    holder
-        .execute(&format!("SELECT pg_advisory_lock({key})"), &[])
-        .await
-        .unwrap();
+    let holder = HeldLock::take(&location).await;
     let big = vec![7u8; 256 << 10];
     let mut waits = Vec::new();
     for i in 0..12 {
@@ -114,10 +93,7 @@ async fn a_backlog_behind_a_slow_round_drains_in_bounded_rounds() {
         }));
     }
     until_staged(&location, 12).await;
-    holder
-        .execute(&format!("SELECT pg_advisory_unlock({key})"), &[])
-        .await
-        .unwrap();
+    holder.release().await;
 
     // Small appends land while the backlog drains.
     for i in 0..5 {
@@ -182,12 +158,7 @@ async fn a_retried_append_id_is_not_staged_again_while_its_first_try_waits() {
         },
     )
     .await;
-    let holder = pg_support::raw_client().await;
-    let key = lock_key(&location);
-    holder
-        .execute(&format!("SELECT pg_advisory_lock({key})"), &[])
-        .await
-        .unwrap();
+    let holder = HeldLock::take(&location).await;
     let payload = vec![1u8; 1 << 20];
     let first = tokio::spawn({
         let log = waiting.clone();
@@ -208,10 +179,7 @@ async fn a_retried_append_id_is_not_staged_again_while_its_first_try_waits() {
         1,
         "the retry staged no second copy"
     );
-    holder
-        .execute(&format!("SELECT pg_advisory_unlock({key})"), &[])
-        .await
-        .unwrap();
+    holder.release().await;
     let landed = tokio::time::timeout(Duration::from_secs(30), first)
         .await
         .expect("answered")
@@ -273,21 +241,13 @@ async fn a_log_made_before_bounded_rounds_opens_upgraded_and_reads() {
         .unwrap();
     assert_eq!((row.get::<_, i16>(0), row.get::<_, i64>(1)), (0, 0));
     // Staged by the old functions: another session holds the lock.
-    let holder = pg_support::raw_client().await;
-    let key = lock_key(&location);
-    holder
-        .execute(&format!("SELECT pg_advisory_lock({key})"), &[])
-        .await
-        .unwrap();
+    let holder = HeldLock::take(&location).await;
     let row = raw
         .query_one(&append, &[&b"two".to_vec(), &"id-2"])
         .await
         .unwrap();
     assert_eq!(row.get::<_, i16>(0), 4, "staged");
-    holder
-        .execute(&format!("SELECT pg_advisory_unlock({key})"), &[])
-        .await
-        .unwrap();
+    holder.release().await;
     let has_round_ids = || async {
         pg_support::raw_client()
             .await
