@@ -42,7 +42,9 @@
 //! `WEFT_BENCH_PREALLOCATE=BYTES` the log's `preallocate_bytes` (default
 //! its default), to compare with it off (0) in one build;
 //! `WEFT_BENCH_SPIN_MICROS` the log's `spin_micros` (default its default,
-//! in section 5 0).
+//! in section 5 0); `WEFT_BENCH_WORKERS` the tokio runtime's worker
+//! threads (default 2); `WEFT_BENCH_ZERO_AHEAD=1` makes the bare loops
+//! write zeros ahead instead of extending their files with a hole.
 //!
 //! The bare loops' files, like the log's active segment, are extended as
 //! far ahead of their data as the log's default `preallocate_bytes`,
@@ -177,6 +179,13 @@ fn ahead_bytes() -> u64 {
     DirOptions::default().preallocate_bytes
 }
 
+/// `WEFT_BENCH_ZERO_AHEAD=1`: the bare loops extend their files ahead by
+/// writing zeros (as okaywal preallocates its segments) instead of leaving
+/// a hole, to see what that does to the syncs that follow.
+fn zero_ahead() -> bool {
+    std::env::var_os("WEFT_BENCH_ZERO_AHEAD").is_some()
+}
+
 /// A file written at its end, extended [`ahead_bytes`] at a time beforehand
 /// when `ahead` (so most syncs leave its size alone, as the log's active
 /// segment does), else grown by every write.
@@ -201,8 +210,15 @@ impl Sink {
         use std::os::unix::fs::FileExt;
         let to = self.end + bytes.len() as u64;
         if self.ahead && to > self.allocated {
+            let from = self.allocated.max(self.end);
             self.allocated = to + ahead_bytes();
-            self.file.set_len(self.allocated).expect("extend");
+            if zero_ahead() {
+                // Written zeros: later syncs overwrite allocated blocks.
+                let zeros = vec![0u8; (self.allocated - from) as usize];
+                self.file.write_all_at(&zeros, from).expect("zero ahead");
+            } else {
+                self.file.set_len(self.allocated).expect("extend");
+            }
         }
         self.file.write_all_at(bytes, self.end).expect("write");
         self.end = to;
@@ -753,8 +769,11 @@ fn section_reopen(rt: &tokio::runtime::Runtime, cfg: &Config) {
 
 fn main() {
     let cfg = config();
+    // Two workers, as many as the machine the figures were taken on has
+    // cores; `WEFT_BENCH_WORKERS` sets more, to see how much of a run is
+    // the share of a busy machine's CPU that the process's threads get.
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env_number("WEFT_BENCH_WORKERS").unwrap_or(2).max(1))
         .enable_all()
         .build()
         .expect("runtime");
