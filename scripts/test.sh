@@ -32,7 +32,7 @@ for s in seaweedfs azurite postgres chromium; do
     set +a
 done
 
-cargo test --workspace --features weft/server-tests,weft-cli/server-tests "$@"
+cargo test --workspace --features weft/server-tests,weft-cli/server-tests,weft-client/server-tests "$@"
 
 # The live upstream compatibility tests (crates/weft-upstream-compat): the
 # real opendata-buffer producer writes into the same server and weft

@@ -324,6 +324,13 @@ pub(crate) async fn follow_arg(
     args: &StoreArgs,
     poll: std::time::Duration,
 ) -> Result<Followed> {
+    if crate::remote::is_remote(text) {
+        let log = crate::remote::open(text, args).await?;
+        return Ok(Followed {
+            log,
+            stop_error: Box::new(|| None),
+        });
+    }
     if let Some(pg) = crate::pg::location(text) {
         let log = crate::pg::open_log(pg?, poll).await?;
         return Ok(Followed {

@@ -22,6 +22,7 @@ mod location;
 mod observe;
 mod output;
 mod pg;
+mod remote;
 mod seconds;
 
 use std::io::Write;
@@ -46,7 +47,9 @@ use crate::location::StoreArgs;
         AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_ENDPOINT, AZURE_ALLOW_HTTP, ...)\n  \
         file:///abs/path       a bucket laid out as files in a local directory (read-only)\n  \
         postgres://USER@HOST/DB?log=NAME\n                         \
-        a PostgreSQL log (any number of processes, on any hosts)",
+        a PostgreSQL log (any number of processes, on any hosts)\n  \
+        http://HOST:PORT       a log served by `weft serve` (several, comma-separated: a leader\n                         \
+        and its standby; $WEFT_TOKEN, $WEFT_CA_CERT; append, read and tail)",
     after_help = exit::EXIT_CODES_HELP
 )]
 struct Cli {
@@ -87,6 +90,8 @@ enum Command {
     Gc(commands::admin::GcArgs),
     /// Trim a bucket log through a seqnum: store its state as the snapshot, drop what it supersedes.
     Snapshot(commands::admin::SnapshotArgs),
+    /// Serve a log over HTTP: JSON API, subscriptions, pipelined appends, web console.
+    Serve(commands::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,15 +117,20 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> weft::Result<ExitCode> {
     let store = cli.store;
-    // `tail` stops on a signal as its normal end; every other command is
-    // cut off by one, whatever it is waiting for.
-    let writes = match &cli.command {
+    // A server drains its requests on a signal and exits 0; `tail` stops on
+    // one as its normal end; every other command is cut off by one,
+    // whatever it is waiting for.
+    let cli_command = match cli.command {
+        Command::Serve(args) => return commands::serve::run(args, &store).await,
+        other => other,
+    };
+    let writes = match &cli_command {
         Command::Tail(args) => return commands::tail::run(args, &store).await,
         Command::Append(_) | Command::Gc(_) | Command::Snapshot(_) | Command::Demo(_) => true,
         _ => false,
     };
     tokio::select! {
-        out = command(cli.command, &store) => out,
+        out = command(cli_command, &store) => out,
         () = interrupt::interrupted() => {
             let what = if writes {
                 "interrupted: the outcome of what the command was writing is unknown \
@@ -145,5 +155,6 @@ async fn command(command: Command, store: &StoreArgs) -> weft::Result<ExitCode> 
         Command::Verify(args) => commands::verify::run(args, store).await,
         Command::Gc(args) => commands::admin::gc(args, store).await,
         Command::Snapshot(args) => commands::admin::snapshot(args, store).await,
+        Command::Serve(args) => commands::serve::run(args, store).await,
     }
 }

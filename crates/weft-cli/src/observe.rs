@@ -19,7 +19,7 @@ pub(crate) fn init_tracing(verbose: u8) {
         Ok(spec) if !spec.trim().is_empty() => EnvFilter::new(spec),
         _ => {
             let filter = EnvFilter::new(match verbose {
-                0 => "error,weft=warn,weft_cli=warn",
+                0 => "error,weft=warn,weft_cli=warn,weft_server=info",
                 1 => "warn,weft=debug,weft_cli=debug",
                 _ => "info,weft=trace,weft_cli=trace",
             });

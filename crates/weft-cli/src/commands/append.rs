@@ -108,10 +108,20 @@ fn read_stdin() -> Result<Vec<u8>> {
 /// Runs `weft append`.
 pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tags = parse_tags(&args.tags)?;
-    // A PostgreSQL location, or any other kind.
-    let target = match crate::pg::location(&args.log) {
-        Some(pg) => Ok(pg?),
-        None => Err(location::parse(&args.log)?),
+    // A server, a PostgreSQL location, or any other kind: parsed before the
+    // payload is read, so a bad location fails before stdin is consumed.
+    enum Target {
+        Remote,
+        Pg(Box<weft::storage::postgres::PgLocation>),
+        Other(weft::connect::Location),
+    }
+    let target = if crate::remote::is_remote(&args.log) {
+        Target::Remote
+    } else {
+        match crate::pg::location(&args.log) {
+            Some(pg) => Target::Pg(Box::new(pg?)),
+            None => Target::Other(location::parse(&args.log)?),
+        }
     };
     let data = payload(args.data)?;
     let mut request = AppendRequest::with_tags(tags, data);
@@ -129,8 +139,11 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
         Create::No
     };
     let log = match target {
-        Ok(pg) => weft::Log::new(crate::pg::open(pg, create).await?),
-        Err(location) => location::open_log(&location, create, args.take_over, store).await?,
+        Target::Remote => crate::remote::open(&args.log, store).await?,
+        Target::Pg(pg) => weft::Log::new(crate::pg::open(*pg, create).await?),
+        Target::Other(location) => {
+            location::open_log(&location, create, args.take_over, store).await?
+        }
     };
     // With an id, the log's end before the append tells a duplicate: an
     // entry numbered below it was in the log before this command started.

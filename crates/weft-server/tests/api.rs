@@ -1,0 +1,324 @@
+//! The HTTP API's behaviour: error kinds and statuses, limits, followers,
+//! subscriptions resumed with Last-Event-ID, the pipelined session, TLS.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use weft::{AppendRequest, Log, LogTag};
+use weft_server::{Role, TlsFiles};
+
+fn tag(s: &str) -> LogTag {
+    s.parse().unwrap()
+}
+
+async fn post(url: &str, body: Value) -> reqwest::Response {
+    support::http().post(url).json(&body).send().await.unwrap()
+}
+
+fn one(tag: &str, data: &str) -> Value {
+    use base64::Engine;
+    let data = base64::engine::general_purpose::STANDARD.encode(data);
+    json!({"entries": [{"tags": [tag], "data": data}]})
+}
+
+/// Each error kind the API can produce comes with its status, a body that
+/// names it, and the detail a client acts on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_their_kind_with_its_status() {
+    let server = support::serve().await;
+    let base = server.url();
+    let append = format!("{base}/v1/append");
+    let ok = post(&append, one("orders", "a")).await;
+    assert_eq!(ok.status(), 200);
+    let reply: Value = ok.json().await.unwrap();
+    assert_eq!(reply["seqnum"], 0);
+    assert_eq!(reply["count"], 1);
+
+    // conflict: 409, with the stream's next version.
+    let mut conditional = one("orders", "b");
+    conditional["condition"] = json!({"tag": "orders", "next_version": 0});
+    let conflict = post(&append, conditional).await;
+    assert_eq!(conflict.status(), 409);
+    let body: Value = conflict.json().await.unwrap();
+    assert_eq!(body["error"]["kind"], "conflict");
+    assert_eq!(body["error"]["detail"]["version_conflict"]["next"], 1);
+
+    // invalid_input: 400 for bad JSON, bad base64, a bad tag, no entries.
+    for bad in [
+        json!({"entries": []}),
+        json!({"entries": [{"tags": ["orders"], "data": "***"}]}),
+        json!({"entries": [{"tags": [""], "data": "eA=="}]}),
+        json!({"nothing": true}),
+    ] {
+        let r = post(&append, bad.clone()).await;
+        assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(support::kind_of(r).await, "invalid_input");
+    }
+    // not_found: 404 for an absent entry and an unknown route.
+    let http = support::http();
+    let r = http
+        .get(format!("{base}/v1/entries/99"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(support::kind_of(r).await, "not_found");
+    let r = http.get(format!("{base}/v2/nothing")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+
+    // trimmed: 416 with the first readable seqnum.
+    post(&append, one("orders", "c")).await;
+    let r = post(&format!("{base}/v1/trim"), json!({"through": 0})).await;
+    assert_eq!(r.status(), 200);
+    let r = http
+        .get(format!("{base}/v1/entries?from=0"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 416);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["kind"], "trimmed");
+    assert_eq!(body["error"]["detail"]["trimmed"]["first_available"], 1);
+
+    // Reads: by seqnum, by version, the tip and the streams.
+    let page: Value = http
+        .get(format!("{base}/v1/streams/orders/entries?from_version=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page["entries"][0]["seqnum"], 1);
+    assert_eq!(page["next_version"], 2);
+    let tip: Value = http
+        .get(format!("{base}/v1/tip"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tip, json!({"first": 1, "next": 2}));
+    server.shutdown().await.unwrap();
+}
+
+/// A follower answers writes `read_only` (421) and serves reads; readyz
+/// tells the roles apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_refuses_writes_and_says_so() {
+    let log = Log::memory();
+    log.append(AppendRequest::new(tag("t"), "x")).await.unwrap();
+    let server = support::serve_with(log, Role::Follower, support::options()).await;
+    let base = server.url();
+    let r = post(&format!("{base}/v1/append"), one("t", "y")).await;
+    assert_eq!(r.status(), 421);
+    assert_eq!(support::kind_of(r).await, "read_only");
+    let http = support::http();
+    let r = http
+        .get(format!("{base}/v1/entries/0"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let ready: Value = http
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["role"], "follower");
+    let leader_only = http
+        .get(format!("{base}/readyz?role=leader"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(leader_only.status(), 503);
+    server.shutdown().await.unwrap();
+}
+
+/// Over the in-flight byte budget a request is shed with 503, kind
+/// `unavailable` and a retry hint; over the body limit it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_shed_with_a_retry_hint() {
+    let mut options = support::options();
+    options.limits.max_in_flight_bytes = 64;
+    options.limits.max_body_bytes = 1024;
+    let server = support::serve_with(Log::memory(), Role::Leader, options).await;
+    let base = server.url();
+    let big = one("t", &"x".repeat(200));
+    let r = post(&format!("{base}/v1/append"), big).await;
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["kind"], "unavailable");
+    assert!(body["error"]["retry_after_ms"].as_u64().unwrap() > 0);
+    // A small one fits.
+    let r = post(&format!("{base}/v1/append"), one("t", "x")).await;
+    assert_eq!(r.status(), 200);
+    server.shutdown().await.unwrap();
+}
+
+/// Reads one SSE event's `id:` lines from a response until `n` entries.
+async fn sse_ids(response: reqwest::Response, n: usize) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let mut text = String::new();
+    let mut stream = response.bytes_stream();
+    while ids.len() < n {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let event: String = text.drain(..end + 2).collect();
+            if let Some(id) = event.lines().find_map(|l| l.strip_prefix("id: ")) {
+                ids.push(id.trim().parse().unwrap());
+            }
+        }
+    }
+    ids
+}
+
+/// A subscription delivers backlog then live entries; reconnecting with
+/// Last-Event-ID resumes right after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_resume_after_last_event_id() {
+    let log = Log::memory();
+    for i in 0..5 {
+        log.append(AppendRequest::new(tag("t"), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let server = support::serve_with(log.clone(), Role::Leader, support::options()).await;
+    let url = format!("{}/v1/subscribe?from=0", server.url());
+    let http = support::http();
+    let first = http.get(&url).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(sse_ids(first, 3).await, vec![0, 1, 2]);
+    // Reconnect after seqnum 2; one more entry arrives live.
+    let resumed = http
+        .get(&url)
+        .header("last-event-id", "2")
+        .send()
+        .await
+        .unwrap();
+    let appender = tokio::spawn(async move {
+        log.append(AppendRequest::new(tag("t"), "live"))
+            .await
+            .unwrap()
+    });
+    assert_eq!(sse_ids(resumed, 3).await, vec![3, 4, 5]);
+    assert_eq!(appender.await.unwrap().seqnum, 5);
+    server.shutdown().await.unwrap();
+}
+
+/// The session takes many appends before any answer and answers them in
+/// order; a bad message gets an error answer in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_pipelines_appends_and_answers_in_order() {
+    let server = support::serve().await;
+    let url = format!("ws://{}/v1/session", server.local_addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use tokio_tungstenite::tungstenite::Message;
+    let n = 200;
+    for i in 0..n {
+        let mut body = one("s", &format!("{i}"));
+        body["id"] = json!(format!("id-{i}"));
+        let text = if i == 100 {
+            "not json".to_owned()
+        } else {
+            body.to_string()
+        };
+        ws.send(Message::Text(text.into())).await.unwrap();
+    }
+    let mut seqnums = Vec::new();
+    for i in 0..n {
+        let msg = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let answer: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+        if i == 100 {
+            assert_eq!(answer["error"]["kind"], "invalid_input");
+        } else {
+            seqnums.push(answer["ok"]["seqnum"].as_u64().unwrap());
+        }
+    }
+    // In order, dense: the answers follow the messages.
+    assert_eq!(seqnums, (0..n as u64 - 1).collect::<Vec<_>>());
+    // A retry with a known id answers with the original.
+    let mut retry = one("s", "again");
+    retry["id"] = json!("id-7");
+    ws.send(Message::Text(retry.to_string().into()))
+        .await
+        .unwrap();
+    let msg = ws.next().await.unwrap().unwrap();
+    let answer: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+    assert_eq!(answer["ok"]["seqnum"], 7);
+    server.shutdown().await.unwrap();
+}
+
+/// With PEM files the server speaks TLS, and a client that trusts the
+/// certificate gets answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_from_pem_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let mut options = support::options();
+    options.tls = Some(TlsFiles {
+        cert: cert_path,
+        key: key_path,
+    });
+    let server = support::serve_with(Log::memory(), Role::Leader, options).await;
+    assert!(server.url().starts_with("https://"));
+    let trusted = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .resolve("localhost", server.local_addr)
+        .build()
+        .unwrap();
+    let url = format!("https://localhost:{}/healthz", server.local_addr.port());
+    assert_eq!(trusted.get(&url).send().await.unwrap().status(), 200);
+    // Plain HTTP to a TLS port gets no answer.
+    let plain = format!("http://{}/healthz", server.local_addr);
+    assert!(support::http().get(&plain).send().await.is_err());
+    server.shutdown().await.unwrap();
+}
+
+/// `/` and `/console/...` serve the console crate's files with their
+/// content types, and an unknown asset is `not_found` like any route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_from_the_binary() {
+    let server = support::serve().await;
+    let base = server.url();
+    for path in weft_console::asset_paths().chain([""]) {
+        let (content_type, bytes) = weft_console::asset(path).unwrap();
+        let url = if path.is_empty() {
+            format!("{base}/")
+        } else {
+            format!("{base}/console/{path}")
+        };
+        let resp = support::http().get(&url).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{url}");
+        assert_eq!(resp.headers()["content-type"], content_type, "{url}");
+        assert_eq!(resp.bytes().await.unwrap(), bytes, "{url}");
+    }
+    let missing = support::http()
+        .get(format!("{base}/console/js/missing.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(support::kind_of(missing).await, "not_found");
+}
