@@ -1,6 +1,5 @@
-//! The web console: `GET /` is its page and `GET /console/{path}` its
-//! assets, all built into the binary by the `weft-console` crate, so the
-//! console works offline and always matches the server it ships with.
+//! The web console at `/`: the `weft-console` crate's page and assets,
+//! built into the binary.
 
 use axum::extract::Path;
 use axum::http::header;
@@ -8,24 +7,25 @@ use axum::response::{IntoResponse, Response};
 
 use crate::reply::ApiError;
 
-/// `GET /`.
+/// `GET /`: the console's page.
 pub async fn index() -> Response {
-    serve("")
+    asset_response("")
 }
 
-/// `GET /console/{*path}`.
+/// `GET /console/{*path}`: the page's stylesheet, modules and icon.
 pub async fn asset(Path(path): Path<String>) -> Response {
-    serve(&path)
+    asset_response(&path)
 }
 
-fn serve(path: &str) -> Response {
+fn asset_response(path: &str) -> Response {
     match weft_console::asset(path) {
-        // no-cache: the browser revalidates, so a new server's console is
-        // never mixed with an old one's modules.
+        // no-cache: the browser revalidates, so a new binary's console is
+        // never mixed with an old one's cached modules.
         Some((content_type, bytes)) => (
             [
                 (header::CONTENT_TYPE, content_type),
                 (header::CACHE_CONTROL, "no-cache"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             ],
             bytes,
         )
