@@ -263,13 +263,8 @@ pub async fn main() -> Result<()> {
     let mut b = replica(&store, &b_dir)?;
     let stopped_at = last / 2;
     catch_up(&mut b, stopped_at).await?;
-    let running = tokio::spawn(async move {
-        loop {
-            if b.poll().await.is_err() {
-                break;
-            }
-        }
-    });
+    // B tails on its own, polling every few milliseconds, until it is killed.
+    let running = tokio::spawn(async move { b.run(std::future::pending()).await });
     for i in 0..20u32 {
         let op = Op::Put {
             key: format!("order/{i}"),
