@@ -50,6 +50,8 @@ BIN="$target_dir/release/weft-bench"
 export WEFT_S3_STATE_DIR="$ROOT/.tmp/seaweedfs-bench"
 export WEFT_S3_ENV_FILE="$WEFT_S3_STATE_DIR/env"
 export WEFT_PG_STATE_DIR="$ROOT/.tmp/postgres-bench"
+# Rows stay comparable with runs before the test server offered TLS.
+export WEFT_PG_TLS=0
 export WEFT_PG_ENV_FILE="$WEFT_PG_STATE_DIR/env"
 scripts/seaweedfs.sh install
 scripts/postgres.sh install

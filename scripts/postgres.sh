@@ -12,6 +12,13 @@
 #   WEFT_TEST_PG_URL      postgres://weft@127.0.0.1:PORT/weft
 #   WEFT_TEST_PG_PID      the postmaster's PID
 #   WEFT_TEST_PG_RESTART  this script's path (tests run `$it restart`)
+#   WEFT_TEST_PG_CA       the PEM root that signed the server's certificate
+#   WEFT_TEST_PG_OTHER_CA a PEM root that signed nothing here
+#
+# The server offers TLS (ssl = on) with a certificate made at start by a
+# throwaway root, for the IP address 127.0.0.1 only (so `localhost` is a
+# name it does not carry); clients that do not ask for TLS connect in the
+# clear as before. WEFT_PG_TLS=0 starts it without TLS.
 #
 # The server listens on 127.0.0.1 only, on a port chosen free at start, with
 # no Unix socket; trust authentication (nothing else can reach it). Its
@@ -149,11 +156,40 @@ max_wal_size = 256MB
 logging_collector = off
 log_min_messages = warning
 EOF
+  if [[ "${WEFT_PG_TLS:-1}" != 0 ]]; then make_certs; fi
   launch
   as_owner "$BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U weft -d postgres \
     -c "CREATE DATABASE weft" >/dev/null || die "CREATE DATABASE failed"
   write_env
   echo "postgresql on 127.0.0.1:$PORT (pid $(pid_of), data $DATA); env file: $ENV_FILE"
+}
+
+# A root, a server certificate it signs (IP 127.0.0.1), and a second root
+# that signs nothing, all in $BASE/tls; the server's key is its owner's.
+make_certs() {
+  command -v openssl >/dev/null 2>&1 || die "openssl is needed for the TLS test server (or WEFT_PG_TLS=0)"
+  local t="$BASE/tls"
+  mkdir -p "$t"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj "/CN=weft test root" -keyout "$t/ca.key" -out "$t/ca.crt" >/dev/null 2>&1 \
+    || die "openssl: the test root"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj "/CN=weft other root" -keyout "$t/other.key" -out "$t/other-ca.crt" >/dev/null 2>&1 \
+    || die "openssl: the other root"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -subj "/CN=127.0.0.1" -keyout "$t/server.key" -out "$t/server.csr" >/dev/null 2>&1 \
+    || die "openssl: the server's key"
+  printf 'subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n' >"$t/ext"
+  openssl x509 -req -in "$t/server.csr" -CA "$t/ca.crt" -CAkey "$t/ca.key" -CAcreateserial \
+    -days 2 -extfile "$t/ext" -out "$t/server.crt" >/dev/null 2>&1 || die "openssl: the server's certificate"
+  chmod 600 "$t/server.key"
+  chmod 644 "$t/ca.crt" "$t/other-ca.crt"
+  if [[ -n "$OS_USER" ]]; then chown -R "$OS_USER" "$t"; fi
+  cat >>"$DATA/postgresql.conf" <<EOF
+ssl = on
+ssl_cert_file = '$t/server.crt'
+ssl_key_file = '$t/server.key'
+EOF
 }
 
 launch() {
@@ -170,6 +206,10 @@ write_env() {
     echo "export WEFT_TEST_PG_URL=postgres://weft@127.0.0.1:$PORT/weft"
     echo "export WEFT_TEST_PG_PID=$(pid_of)"
     echo "export WEFT_TEST_PG_RESTART=$SELF"
+    if [[ -f "$BASE/tls/ca.crt" ]]; then
+      echo "export WEFT_TEST_PG_CA=$BASE/tls/ca.crt"
+      echo "export WEFT_TEST_PG_OTHER_CA=$BASE/tls/other-ca.crt"
+    fi
   } >"$ENV_OUT.tmp"
   mv "$ENV_OUT.tmp" "$ENV_OUT"
 }

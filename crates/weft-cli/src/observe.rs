@@ -2,6 +2,7 @@
 //! (`RUST_LOG`, else `--verbose`), and an optional Prometheus endpoint for
 //! the long-running commands.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
@@ -37,6 +38,9 @@ pub(crate) fn init_tracing(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a file
+        // or a pipe another program reads.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }

@@ -654,3 +654,56 @@ fn demo_runs_on_a_bucket_and_resumes_there() {
     let local: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
     assert!(local.is_empty(), "the demo made local files: {local:?}");
 }
+
+/// A log trimmed by `weft snapshot` is an expected state: with no cache
+/// directory (a fresh index every time) no command on it warns, and
+/// nothing on stderr carries colour codes when it is not a terminal.
+#[test]
+fn a_trimmed_log_without_a_cache_is_no_warning_and_stderr_has_no_colour() {
+    let (_, url) = bucket("trimmed_quiet");
+    for i in 0..4 {
+        ok(weft(&[
+            "append",
+            &url,
+            "--create",
+            "--tag",
+            "acct:1",
+            &format!("op{i}"),
+        ]));
+    }
+    ok(weft(&["snapshot", &url, "--through", "1"]));
+    for args in [
+        vec!["read", &url, "--cache-dir", "none"],
+        vec![
+            "append",
+            &url,
+            "--cache-dir",
+            "none",
+            "--tag",
+            "acct:1",
+            "op4",
+        ],
+        vec![
+            "tail",
+            &url,
+            "--cache-dir",
+            "none",
+            "--from",
+            "2",
+            "--max",
+            "1",
+        ],
+        vec!["verify", &url, "--cache-dir", "none"],
+    ] {
+        let out = weft(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?} wrote to stderr");
+    }
+    // Debug lines show up with -v: plain text, no escape sequences.
+    let out = weft(&["-v", "read", &url, "--cache-dir", "none"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("DEBUG"), "{err}");
+    assert!(!err.contains('\u{1b}'), "colour codes on a pipe: {err:?}");
+}

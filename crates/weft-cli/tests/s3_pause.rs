@@ -1,6 +1,8 @@
 //! The S3 server stops answering without going away (SIGSTOP): the `weft`
 //! command fails with `unavailable` (exit 9) at its `--deadline` instead of
-//! stalling for minutes, and works again once the server resumes.
+//! stalling for minutes, and works again once the server resumes. Whatever
+//! the deadline, every command stops on SIGINT or SIGTERM, and `tail` at
+//! its `--timeout`.
 //!
 //! The only test in its binary, so no other test talks to the server while
 //! it is paused; a guard resumes it however the test ends. Fails (never
@@ -11,7 +13,7 @@
 // library code.
 #![allow(clippy::disallowed_methods)]
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft");
@@ -112,10 +114,91 @@ fn commands_fail_at_their_deadline_when_the_server_is_paused() {
             assert!(took < Duration::from_secs(30), "{args:?} took {took:?}");
         }
     }
+    {
+        signal(pid, "-STOP");
+        let _paused = Paused(pid);
+        every_command_stops_when_told(&url);
+    }
     let out = weft(&["append", &url, "--tag", "orders", "after"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .args([
+            "--endpoint",
+            &required("WEFT_TEST_S3_ENDPOINT"),
+            "--allow-http",
+            // Far beyond the test: only the signal or --timeout can end it.
+            "--deadline",
+            "3600",
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run weft")
+}
+
+/// Waits for `child` at most `limit`; kills it and fails if it runs on.
+fn wait_bounded(mut child: Child, what: &str, limit: Duration) -> Output {
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} did not end within {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// With the server paused: every command, stuck on the store, ends on
+/// SIGINT and on SIGTERM (130; `tail` 0, its normal stop), and `tail
+/// --timeout` ends at its timeout (exit 9: the log could not be opened).
+fn every_command_stops_when_told(url: &str) {
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["append", url, "--tag", "orders", "during"],
+        vec!["append", url, "--take-over", "--tag", "orders", "during"],
+        vec!["read", url],
+        vec!["tail", url],
+        vec!["inspect", url],
+        vec!["verify", url],
+        vec!["gc", url, "--dry-run"],
+        vec!["snapshot", url, "--through", "0"],
+        vec!["wal", "dump", url, "--manifest", "manifest"],
+    ];
+    for args in &commands {
+        for sig in ["-INT", "-TERM"] {
+            let child = spawn(args);
+            // Give it time to reach the store (and install its handler).
+            std::thread::sleep(Duration::from_millis(1500));
+            signal(child.id(), sig);
+            let out = wait_bounded(
+                child,
+                &format!("{args:?} after {sig}"),
+                Duration::from_secs(10),
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            let want = if args[0] == "tail" { 0 } else { 130 };
+            assert_eq!(out.status.code(), Some(want), "{args:?} {sig}: {err}");
+        }
+    }
+    let tail = spawn(&["tail", url, "--timeout", "2"]);
+    let out = wait_bounded(tail, "tail --timeout 2", Duration::from_secs(15));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(9), "{err}");
+    assert!(err.contains("--timeout"), "{err}");
 }

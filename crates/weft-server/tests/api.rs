@@ -295,3 +295,30 @@ async fn tls_from_pem_files() {
     assert!(support::http().get(&plain).send().await.is_err());
     server.shutdown().await.unwrap();
 }
+
+/// `/` and `/console/...` serve the console crate's files with their
+/// content types, and an unknown asset is `not_found` like any route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_from_the_binary() {
+    let server = support::serve().await;
+    let base = server.url();
+    for path in weft_console::asset_paths().chain([""]) {
+        let (content_type, bytes) = weft_console::asset(path).unwrap();
+        let url = if path.is_empty() {
+            format!("{base}/")
+        } else {
+            format!("{base}/console/{path}")
+        };
+        let resp = support::http().get(&url).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{url}");
+        assert_eq!(resp.headers()["content-type"], content_type, "{url}");
+        assert_eq!(resp.bytes().await.unwrap(), bytes, "{url}");
+    }
+    let missing = support::http()
+        .get(format!("{base}/console/js/missing.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(support::kind_of(missing).await, "not_found");
+}

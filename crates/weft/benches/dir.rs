@@ -25,18 +25,26 @@
 //!    with the writer's spin turned off, for counting instructions per
 //!    append under `perf stat -e instructions:u` or
 //!    `valgrind --tool=callgrind`: a figure the noise of a shared machine
-//!    does not move, where the other sections' rates do.
+//!    does not move, where the other sections' rates do;
+//! 6. peers in the same run (`benches/dir/peers.rs`): okaywal and fjall
+//!    used as a log, 100-byte appends each durable before it is
+//!    acknowledged, at the same appender counts as section 1, against the
+//!    log and the smallest group commit; weft ÷ the better peer and
+//!    weft ÷ bare group commit as medians of back-to-back runs.
 //!
 //! The data lives under the workspace's `target/` (the repo's filesystem).
 //! `WEFT_BENCH_QUICK=1` shrinks everything to a smoke run of a few seconds.
-//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen,work` picks sections;
+//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen,peers,work` picks
+//! sections;
 //! `WEFT_BENCH_RUNS=n` overrides the number of runs;
 //! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
 //! `WEFT_BENCH_APPENDERS=1,8,64,1024` the appender counts;
 //! `WEFT_BENCH_PREALLOCATE=BYTES` the log's `preallocate_bytes` (default
 //! its default), to compare with it off (0) in one build;
 //! `WEFT_BENCH_SPIN_MICROS` the log's `spin_micros` (default its default,
-//! in section 5 0).
+//! in section 5 0); `WEFT_BENCH_WORKERS` the tokio runtime's worker
+//! threads (default 2); `WEFT_BENCH_ZERO_AHEAD=1` makes the bare loops
+//! write zeros ahead instead of extending their files with a hole.
 //!
 //! The bare loops' files, like the log's active segment, are extended as
 //! far ahead of their data as the log's default `preallocate_bytes`,
@@ -48,6 +56,9 @@
 // Benchmarks measure real time: the determinism rules of clippy.toml are for
 // library code.
 #![allow(clippy::disallowed_methods)]
+
+#[path = "dir/peers.rs"]
+mod peers;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -168,6 +179,13 @@ fn ahead_bytes() -> u64 {
     DirOptions::default().preallocate_bytes
 }
 
+/// `WEFT_BENCH_ZERO_AHEAD=1`: the bare loops extend their files ahead by
+/// writing zeros (as okaywal preallocates its segments) instead of leaving
+/// a hole, to see what that does to the syncs that follow.
+fn zero_ahead() -> bool {
+    std::env::var_os("WEFT_BENCH_ZERO_AHEAD").is_some()
+}
+
 /// A file written at its end, extended [`ahead_bytes`] at a time beforehand
 /// when `ahead` (so most syncs leave its size alone, as the log's active
 /// segment does), else grown by every write.
@@ -192,8 +210,15 @@ impl Sink {
         use std::os::unix::fs::FileExt;
         let to = self.end + bytes.len() as u64;
         if self.ahead && to > self.allocated {
+            let from = self.allocated.max(self.end);
             self.allocated = to + ahead_bytes();
-            self.file.set_len(self.allocated).expect("extend");
+            if zero_ahead() {
+                // Written zeros: later syncs overwrite allocated blocks.
+                let zeros = vec![0u8; (self.allocated - from) as usize];
+                self.file.write_all_at(&zeros, from).expect("zero ahead");
+            } else {
+                self.file.set_len(self.allocated).expect("extend");
+            }
         }
         self.file.write_all_at(bytes, self.end).expect("write");
         self.end = to;
@@ -744,8 +769,11 @@ fn section_reopen(rt: &tokio::runtime::Runtime, cfg: &Config) {
 
 fn main() {
     let cfg = config();
+    // Two workers, as many as the machine the figures were taken on has
+    // cores; `WEFT_BENCH_WORKERS` sets more, to see how much of a run is
+    // the share of a busy machine's CPU that the process's threads get.
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env_number("WEFT_BENCH_WORKERS").unwrap_or(2).max(1))
         .enable_all()
         .build()
         .expect("runtime");
@@ -770,6 +798,58 @@ fn main() {
     }
     if wanted("work") {
         section_work(&rt, &cfg);
+    }
+    if wanted("peers") {
+        section_peers(&rt, &cfg);
+    }
+}
+
+/// Section 6: the log against okaywal and fjall used as a log, and against
+/// the smallest group commit, at each appender count. Each run measures the
+/// four back to back, so a slow phase of the shared disk hits all alike;
+/// the ratios are medians of the runs' own ratios.
+fn section_peers(rt: &tokio::runtime::Runtime, cfg: &Config) {
+    println!(
+        "\n## peers: durable 100-byte appends/s (median of {} runs, {:?} windows)",
+        cfg.runs, cfg.window
+    );
+    let names: Vec<&str> = peers::Peer::ALL.iter().map(|p| p.name()).collect();
+    println!(
+        "{:>9} {:>12} {:>16} {:>16} {:>13} {:>12} {:>11}",
+        "appenders", "weft/s", names[0], names[1], "bare group/s", "weft÷peer", "weft÷bare"
+    );
+    let record = [0x42u8; 100];
+    for writers in appender_counts() {
+        let mut wefts = Vec::new();
+        let mut peer_rates = vec![Vec::new(); peers::Peer::ALL.len()];
+        let mut groups = Vec::new();
+        let mut of_peer = Vec::new();
+        let mut of_group = Vec::new();
+        for _ in 0..cfg.runs {
+            let group = rt.block_on(bare_group_rate(writers, cfg));
+            let weft = rt.block_on(append_rate(writers, cfg)).rate;
+            let mut best = 0f64;
+            for (k, peer) in peers::Peer::ALL.into_iter().enumerate() {
+                let dir = scratch();
+                let run =
+                    peers::closed_loop(peer, dir.path(), writers, &record, cfg.warmup, cfg.window)
+                        .expect("peer run");
+                peer_rates[k].push(run.rate());
+                best = best.max(run.rate());
+            }
+            of_peer.push(weft / best);
+            of_group.push(weft / group);
+            wefts.push(weft);
+            groups.push(group);
+        }
+        let [okaywal, fjall] = [&peer_rates[0], &peer_rates[1]].map(|r| median(r.clone()));
+        println!(
+            "{writers:>9} {:>12.0} {okaywal:>16.0} {fjall:>16.0} {:>13.0} {:>11.2}x {:>10.2}x",
+            median(wefts),
+            median(groups),
+            median(of_peer),
+            median(of_group)
+        );
     }
 }
 

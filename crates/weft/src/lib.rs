@@ -24,11 +24,14 @@
 //!
 //! ## Layers
 //!
+//! * [`model`] — tags, entries, append requests, positions.
 //! * [`format`](mod@format) — pure encoders and decoders of the wire formats.
 //! * [`store`] — object-store access: outcome classification, wrappers.
 //! * [`connect`] — locations users type, and building the store for one
 //!   from settings and the environment.
 //! * [`wal`] — the write-ahead log on a bucket: manifest, producer, replica.
+//! * [`index`] — the persistent log index the dir and bucket backends read
+//!   through, so memory and open time do not grow with the log.
 //! * [`storage`] — backends of the shared log behind the [`Storage`] trait.
 //! * [`log`] — the [`Log`] service, views, typed views, subscriptions.
 //! * [`kv`] — per-view key-value storage with compare-and-set.

@@ -27,6 +27,7 @@ examples! {
     file_persisted => "../examples/file_persisted.rs",
     order_fulfilment => "../examples/order_fulfilment.rs",
     quick_start => "../examples/quick_start.rs",
+    replicated_kv => "../examples/replicated_kv.rs",
     typed_views => "../examples/typed_views.rs",
     workflow => "../examples/workflow.rs",
 }

@@ -12,30 +12,12 @@ mod pg_support;
 
 use std::time::Duration;
 
+use pg_support::{numbering_lock_key as lock_key, until_staged};
 use weft::storage::postgres::{PgLocation, PgOptions, PgStorage};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
 fn tag(s: &str) -> LogTag {
     s.parse().unwrap()
-}
-
-/// The log's numbering lock, as `docs/FORMATS.md` describes its key.
-fn lock_key(location: &PgLocation) -> String {
-    format!(
-        r#"(2003134068::bigint << 32) | ('"{}".head'::regclass::oid::bigint)"#,
-        location.log()
-    )
-}
-
-/// Waits (bounded) until `staged` holds `n` groups.
-async fn until_staged(location: &PgLocation, n: i64) {
-    for _ in 0..200 {
-        if pg_support::count_rows(location, "staged").await == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{n} groups never got staged");
 }
 
 /// Handles that sweep only once a minute, so nothing but the collector's

@@ -1,9 +1,12 @@
 //! Dir-backend workloads, each with a baseline measured in the same run on
 //! the same filesystem:
 //!
-//! * small durable appends at 1/8/64 closed-loop appenders, against a bare
-//!   `write` + `fdatasync` loop of the same record size (what one appender
-//!   gets without group commit);
+//! * small durable appends at 1/8/64/1024 closed-loop appenders, against a
+//!   bare `write` + `fdatasync` loop of the same record size (what one
+//!   appender gets without group commit), and against two peer logs at the
+//!   same counts and record size, each append durable before it returns:
+//!   okaywal (a write-ahead log whose writers share `fsync`s) and fjall
+//!   used as a log (the peers are the dir bench's, `weft/benches/dir/peers.rs`);
 //! * large records, against the same loop at that size and against
 //!   `dd … conv=fdatasync` (sequential bandwidth with one sync at the end);
 //! * mixed tags with conditional appends, against the same mix appended
@@ -26,7 +29,15 @@ use crate::plot::Plot;
 use crate::report::{Report, Row};
 use crate::stats::Samples;
 
+// The dir bench's peer logs, shared so both benches compare against the
+// same code.
+#[path = "../../../weft/benches/dir/peers.rs"]
+mod peers;
+
 const SMALL: usize = 128;
+
+/// The baseline name of weft's row against the faster peer of a case.
+const BETTER_PEER: &str = "better peer (okaywal 0.3 or fjall 3 as a log)";
 
 fn tags(n: usize) -> Vec<LogTag> {
     (0..n)
@@ -66,6 +77,30 @@ async fn weft_appends(
     let stats = storage.stats();
     log.close().await?;
     Ok((o, stats))
+}
+
+/// `appenders` closed-loop appenders of `record`-byte entries on a new log
+/// of `peer`, one OS thread each (the peers' write calls block): its
+/// durable appends/s and the appends' latencies.
+async fn peer_appends(
+    ctx: &mut Ctx,
+    peer: peers::Peer,
+    appenders: usize,
+    record: usize,
+    duration: Duration,
+) -> Result<(f64, Samples)> {
+    let dir = ctx.fresh_dir("peer")?;
+    let data = payload(record, 3);
+    let run = tokio::task::spawn_blocking(move || {
+        peers::closed_loop(peer, &dir, appenders, &data, Duration::ZERO, duration)
+    })
+    .await?
+    .with_context(|| format!("{} run", peer.name()))?;
+    let mut latency = Samples::new();
+    for d in &run.latencies {
+        latency.push(*d);
+    }
+    Ok((run.rate(), latency))
 }
 
 /// The bare loop: `write(record)` then `fdatasync`, one thread, on a file
@@ -122,14 +157,17 @@ pub async fn small_appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     const W: &str = "dir-append";
     let duration = ctx.duration(Duration::from_secs(3));
     let base_dir = ctx.fresh_dir("fsync")?;
-    let counts = [1usize, 8, 64];
-    // Baseline and weft runs interleave, so slow phases of the shared disk
-    // hit both alike.
+    let counts = [1usize, 8, 64, 1024];
+    // Baseline, weft and peer runs interleave, so slow phases of the shared
+    // disk hit all alike.
     let mut base_runs = Vec::new();
     let mut base_lat = Samples::new();
     let mut runs = vec![Vec::new(); counts.len()];
     let mut lats = vec![Samples::new(); counts.len()];
     let mut per_sync = vec![Vec::new(); counts.len()];
+    // Per peer, per count: the runs and their latencies.
+    let mut peer_runs = vec![vec![Vec::new(); counts.len()]; peers::Peer::ALL.len()];
+    let mut peer_lats = vec![vec![Samples::new(); counts.len()]; peers::Peer::ALL.len()];
     for _ in 0..ctx.runs {
         let o = fsync_loop(&base_dir, SMALL, duration).await?;
         base_runs.push(o.ops_per_s());
@@ -139,6 +177,11 @@ pub async fn small_appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             runs[k].push(o.ops_per_s());
             lats[k].extend(&o.latency);
             per_sync[k].push(stats.entries as f64 / stats.syncs.max(1) as f64);
+            for (p, peer) in peers::Peer::ALL.into_iter().enumerate() {
+                let (rate, latency) = peer_appends(ctx, peer, appenders, SMALL, duration).await?;
+                peer_runs[p][k].push(rate);
+                peer_lats[p][k].extend(&latency);
+            }
         }
     }
     let base = report.add(
@@ -151,6 +194,7 @@ pub async fn small_appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         base_lat.values().to_vec(),
     )];
     let mut weft_pts = Vec::new();
+    let mut peer_pts = vec![Vec::new(); peers::Peer::ALL.len()];
     for (k, &appenders) in counts.iter().enumerate() {
         let row = report.add(
             Row::new(
@@ -171,19 +215,49 @@ pub async fn small_appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             format!("weft, {appenders} appenders"),
             lats[k].values().to_vec(),
         ));
+        // The peers' own rows, then weft against the better of them (one
+        // baseline name whichever peer it was, so the regression guard's
+        // key stays put).
+        let mut better = 0f64;
+        for (p, peer) in peers::Peer::ALL.into_iter().enumerate() {
+            let peer_row = report.add(
+                Row::new(W, format!("{SMALL} B, {appenders} appenders"), peer.name())
+                    .value(peer_runs[p][k].clone(), "appends/s")
+                    .latency(peer_lats[p][k].summary()),
+            );
+            better = better.max(peer_row.value);
+            peer_pts[p].push((appenders as f64, peer_row.value));
+        }
+        report.add(
+            Row::new(
+                W,
+                format!("{SMALL} B, {appenders} appenders"),
+                "weft dir backend",
+            )
+            .value(runs[k].clone(), "appends/s")
+            .against_value(BETTER_PEER, better),
+        );
     }
     ctx.plots.push(Plot::Lines {
         file: "dir_appends_vs_appenders.svg".into(),
         title: format!("Dir backend: durable {SMALL} B appends/s against appenders"),
         x_label: "concurrent appenders (log scale)".into(),
         y_label: "appends/s".into(),
-        series: vec![
-            ("weft dir backend".into(), weft_pts),
+        series: [
+            ("weft dir backend".to_string(), weft_pts),
             (
                 "write+fdatasync loop (1 thread)".into(),
-                vec![(1.0, base.value), (64.0, base.value)],
+                vec![(1.0, base.value), (1024.0, base.value)],
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            peers::Peer::ALL
+                .into_iter()
+                .zip(peer_pts)
+                .map(|(peer, pts)| (peer.name().to_string(), pts)),
+        )
+        .collect(),
     });
     ctx.plots.push(Plot::Histogram {
         file: "dir_append_latency.svg".into(),

@@ -34,7 +34,8 @@ pub enum Workload {
     /// Baselines on the S3 server: PUT/GET/CAS latency, parallel PUT/GET.
     #[value(name = "s3-raw")]
     S3Raw,
-    /// Durable small appends at 1/8/64 appenders on the dir backend.
+    /// Durable small appends at 1/8/64/1024 appenders on the dir backend,
+    /// against a bare fsync loop and two peer logs (okaywal, fjall).
     #[value(name = "dir-append")]
     DirAppend,
     /// Large records on the dir backend.

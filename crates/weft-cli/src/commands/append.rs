@@ -108,11 +108,6 @@ fn read_stdin() -> Result<Vec<u8>> {
 /// Runs `weft append`.
 pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tags = parse_tags(&args.tags)?;
-    let create = if args.create {
-        Create::IfMissing
-    } else {
-        Create::No
-    };
     // A server, a PostgreSQL location, or any other kind: parsed before the
     // payload is read, so a bad location fails before stdin is consumed.
     enum Target {
@@ -128,7 +123,21 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
             None => Target::Other(location::parse(&args.log)?),
         }
     };
-    let data = payload(args.data.clone())?;
+    let data = payload(args.data)?;
+    let mut request = AppendRequest::with_tags(tags, data);
+    if let Some(id) = args.id.clone() {
+        request = request.with_id(id);
+    }
+    // Every argument is checked before the log is opened: opening claims a
+    // bucket log's epoch (with --take-over, fencing its running writer) and
+    // --create makes the log, and `invalid_input` promises no effect at all.
+    // Every backend the command opens keeps the library's entry limit.
+    request.validate(weft::model::MAX_ENTRY_BYTES)?;
+    let create = if args.create {
+        Create::IfMissing
+    } else {
+        Create::No
+    };
     let log = match target {
         Target::Remote => crate::remote::open(&args.log, store).await?,
         Target::Pg(pg) => weft::Log::new(crate::pg::open(*pg, create).await?),
@@ -136,25 +145,13 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
             location::open_log(&location, create, args.take_over, store).await?
         }
     };
-    append_to(log, args, tags, data).await
-}
-
-/// Appends the command's entry to `log` and closes it.
-async fn append_to(
-    log: weft::Log,
-    args: AppendArgs,
-    tags: Vec<weft::LogTag>,
-    data: Vec<u8>,
-) -> Result<ExitCode> {
-    let mut request = AppendRequest::with_tags(tags, data);
     // With an id, the log's end before the append tells a duplicate: an
     // entry numbered below it was in the log before this command started.
     // (One more round trip on PostgreSQL; free on the other backends.)
-    let mut before = None;
-    if let Some(id) = args.id.clone() {
-        request = request.with_id(id);
-        before = Some(log.tip().await);
-    }
+    let before = match request.append_id() {
+        Some(_) => Some(log.tip().await),
+        None => None,
+    };
     let appended = match &before {
         Some(Err(e)) => Err(e.clone()),
         _ => match args.if_version {

@@ -192,7 +192,7 @@ pub(crate) async fn run(args: ServeArgs, store: &StoreArgs) -> Result<ExitCode> 
         .map(|standby| tokio::spawn(take_over_when_free(shared.clone(), standby)));
     let mut running = running;
     tokio::select! {
-        () = terminated() => {}
+        () = crate::interrupt::interrupted() => {}
         stopped = running.stopped() => {
             if let Some(t) = takeover { t.abort(); }
             let e = stopped.err().unwrap_or_else(|| std::io::Error::other("the listener stopped"));
@@ -205,29 +205,6 @@ pub(crate) async fn run(args: ServeArgs, store: &StoreArgs) -> Result<ExitCode> 
     tracing::info!("draining");
     running.shutdown().await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn terminated() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 /// Opens the log `args.log` names, as the leader or (a bucket log whose

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use clap::Args;
 use futures::StreamExt;
-use weft::{Log, LogEntry, LogTag, Position, Result};
+use weft::{Error, ErrorKind, Log, LogEntry, LogTag, Position, Result};
 
 use crate::commands::append::parse_tag;
+use crate::interrupt;
 use crate::location::{self, StoreArgs};
 use crate::observe;
 use crate::output::{self, EntryLine};
@@ -68,40 +69,52 @@ enum Stop {
 }
 
 /// Runs `weft tail`.
-pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
+///
+/// `--timeout` and a signal bound the whole command, opening the log
+/// included: a store that does not answer (a paused server) delays neither.
+pub(crate) async fn run(args: &TailArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tag = args.tag.as_deref().map(parse_tag).transpose()?;
     if let Some(addr) = args.metrics_addr {
         observe::serve_metrics(addr)?;
     }
-    let timeout = args.timeout;
+    let ends = args.timeout.map(|t| weft::clock::monotonic_now() + t);
     let poll = Duration::from_millis(args.poll_ms);
-    if args.max == Some(0) {
+    let opening = location::follow_arg(&args.log, store, poll);
+    // One listener for the whole command, so no signal falls between two.
+    let signal = interrupt::interrupted();
+    tokio::pin!(signal);
+    let followed = tokio::select! {
+        r = opening => r?,
+        () = &mut signal => return Ok(stopped(0, Stop::Interrupted)),
+        () = sleep_until_or_forever(ends) => {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "the log could not be opened before --timeout passed",
+            ));
+        }
+    };
+    let mut printed = 0u64;
+    let stop = if args.max == Some(0) {
         // Nothing to print: done, as `read --limit 0` is (the log is still
         // opened, so a missing or damaged one is reported).
-        location::follow_arg(&args.log, store, poll)
-            .await?
-            .close()
-            .await;
-        tracing::info!(printed = 0, why = "printed --max entries", "tail stopped");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let followed = location::follow_arg(&args.log, store, poll).await?;
-    let mut printed = 0u64;
-    let mut print = |entry: &LogEntry| -> Result<bool> {
-        if args.json {
-            output::json(&EntryLine::from(entry))?;
-        } else {
-            output::line(&output::entry_text(entry))?;
+        Stop::Max
+    } else {
+        let mut print = |entry: &LogEntry| -> Result<bool> {
+            if args.json {
+                output::json(&EntryLine::from(entry))?;
+            } else {
+                output::line(&output::entry_text(entry))?;
+            }
+            metrics::counter!("weft_cli_tail_entries_total").increment(1);
+            printed += 1;
+            Ok(args.max.is_some_and(|max| printed >= max))
+        };
+        let follow = follow(&followed.log, tag.as_ref(), args.from, &mut print);
+        tokio::select! {
+            r = follow => r?,
+            () = &mut signal => Stop::Interrupted,
+            () = sleep_until_or_forever(ends) => Stop::Timeout,
         }
-        metrics::counter!("weft_cli_tail_entries_total").increment(1);
-        printed += 1;
-        Ok(args.max.is_some_and(|max| printed >= max))
-    };
-    let follow = follow(&followed.log, tag.as_ref(), args.from, &mut print);
-    let stop = tokio::select! {
-        r = follow => r?,
-        () = interrupted() => Stop::Interrupted,
-        () = sleep_or_forever(timeout) => Stop::Timeout,
     };
     // A follower whose tailing stopped on an error ends its subscription;
     // that is the command's error, not a clean end.
@@ -109,10 +122,17 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
         Stop::LogClosed => followed.stop_error(),
         _ => None,
     };
-    followed.close().await;
+    // Closing waits for the follower's tasks, which may be waiting on the
+    // store: bounded, so the command ends when it said it would.
+    interrupt::bounded(followed.close()).await;
     if let Some(err) = failed {
         return Err(err);
     }
+    Ok(stopped(printed, stop))
+}
+
+/// Logs why the tail stopped; its exit code.
+fn stopped(printed: u64, stop: Stop) -> ExitCode {
     let why = match stop {
         Stop::Interrupted => "interrupted",
         Stop::Max => "printed --max entries",
@@ -120,7 +140,7 @@ pub(crate) async fn run(args: TailArgs, store: &StoreArgs) -> Result<ExitCode> {
         Stop::LogClosed => "the log closed",
     };
     tracing::info!(printed, why, "tail stopped");
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
 
 async fn follow(
@@ -142,33 +162,11 @@ async fn follow(
     Ok(Stop::LogClosed)
 }
 
-async fn sleep_or_forever(timeout: Option<Duration>) {
-    match timeout {
-        Some(t) => weft::clock::sleep(t).await,
+async fn sleep_until_or_forever(ends: Option<tokio::time::Instant>) {
+    match ends {
+        Some(t) => {
+            weft::clock::sleep(t.saturating_duration_since(weft::clock::monotonic_now())).await
+        }
         None => std::future::pending().await,
     }
-}
-
-/// Resolves on ctrl-c or SIGTERM.
-async fn interrupted() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    () = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => ctrl_c.await,
-        }
-    }
-    #[cfg(not(unix))]
-    ctrl_c.await;
 }

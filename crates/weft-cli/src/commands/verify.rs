@@ -190,7 +190,17 @@ async fn verify_weft_log(
     f.records = check.entries;
     if let Some(e) = &check.problem {
         f.problem(format!(
-            "{} (opening and reading the log refuse it)",
+            "{} (reading the log refuses it, and so does opening a writer that reads the \
+             whole log; a writer that opens from a state checkpoint past the damage takes \
+             appends until it has read the history up to the checkpoint, then stops with \
+             `corrupt`)",
+            crate::exit::one_line(e)
+        ));
+    }
+    for e in &check.checkpoint_problems {
+        f.problem(format!(
+            "{} (a writer that opens from it stops with `corrupt` once it has read the \
+             history up to it; appends it took before that may carry its wrong versions)",
             crate::exit::one_line(e)
         ));
     }

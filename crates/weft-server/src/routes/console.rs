@@ -1,32 +1,39 @@
-//! The web console at `/`.
-//!
-//! The console's page and assets come from the `weft-console` crate when
-//! it is part of the build; until then `/` is a short page that says what
-//! the server is and points at the API.
+//! The web console at `/`: the `weft-console` crate's page and assets,
+//! built into the binary.
 
 use axum::extract::Path;
 use axum::http::header;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 
 use crate::reply::ApiError;
 
-const PLACEHOLDER: &str = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<title>weft</title></head><body><h1>weft</h1>\
-<p>This is a weft log server. The API is under <code>/v1</code> \
-(<a href=\"/v1/status\">status</a>, <a href=\"/v1/streams\">streams</a>, \
-<a href=\"/v1/entries\">entries</a>); health at <a href=\"/healthz\">/healthz</a>, \
-metrics at <a href=\"/metrics\">/metrics</a>.</p></body></html>\n";
-
-/// `GET /`.
+/// `GET /`: the console's page.
 pub async fn index() -> Response {
-    ([(header::CACHE_CONTROL, "no-cache")], Html(PLACEHOLDER)).into_response()
+    asset_response("")
 }
 
-/// `GET /console/{*path}`.
+/// `GET /console/{*path}`: the page's stylesheet, modules and icon.
 pub async fn asset(Path(path): Path<String>) -> Response {
-    ApiError::new(weft::Error::new(
-        weft::ErrorKind::NotFound,
-        format!("no console asset {path}"),
-    ))
-    .into_response()
+    asset_response(&path)
+}
+
+fn asset_response(path: &str) -> Response {
+    match weft_console::asset(path) {
+        // no-cache: the browser revalidates, so a new binary's console is
+        // never mixed with an old one's cached modules.
+        Some((content_type, bytes)) => (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CACHE_CONTROL, "no-cache"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            bytes,
+        )
+            .into_response(),
+        None => ApiError::new(weft::Error::new(
+            weft::ErrorKind::NotFound,
+            format!("no console asset {path}"),
+        ))
+        .into_response(),
+    }
 }

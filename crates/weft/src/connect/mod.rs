@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 pub use azure::{AzureSettings, EMULATOR_ACCOUNT, EMULATOR_ACCOUNT_KEY, EMULATOR_BLOB_URL};
 pub use location::Location;
 #[cfg(feature = "postgres")]
-pub use postgres::{MAX_LOG_NAME_BYTES, PgLocation, validate_log_name};
+pub use postgres::{MAX_LOG_NAME_BYTES, PgLocation, PgSslMode, validate_log_name};
 #[cfg(feature = "aws")]
 pub use s3::S3Settings;
 

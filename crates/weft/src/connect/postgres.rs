@@ -18,8 +18,19 @@ pub const MAX_LOG_NAME_BYTES: usize = 48;
 /// (lowercase ASCII letters, digits and `_`, starting with a letter or `_`,
 /// at most [`MAX_LOG_NAME_BYTES`]; default `weft`); every other query
 /// parameter is a libpq connection parameter that tokio-postgres knows
-/// (`connect_timeout`, `application_name`, `sslmode`=`disable`/`prefer`,
-/// `options`, ...).
+/// (`connect_timeout`, `application_name`, `options`, ...), or one of
+/// libpq's TLS parameters, which weft reads itself:
+///
+/// * `sslmode` — `disable`, `prefer` (the default: TLS when the server
+///   offers it, its certificate unchecked), `require` (TLS or no
+///   connection; the certificate is checked against `sslrootcert` when one
+///   is given, as libpq does), `verify-ca` (the certificate must chain to a
+///   trusted root) or `verify-full` (and name the host);
+/// * `sslrootcert` — a PEM file of the roots to trust, or `system` for the
+///   operating system's store (the default of `verify-ca`/`verify-full`).
+///
+/// A `dbname` parameter must agree with the URL's path when both are
+/// given.
 ///
 /// ```
 /// use weft::connect::PgLocation;
@@ -36,6 +47,54 @@ pub struct PgLocation {
     connection: String,
     log: String,
     config: tokio_postgres::Config,
+    ssl_mode: PgSslMode,
+    ssl_root_cert: Option<String>,
+}
+
+/// How a connection to PostgreSQL uses TLS (libpq's `sslmode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PgSslMode {
+    /// Never.
+    Disable,
+    /// When the server offers it; its certificate is not checked.
+    #[default]
+    Prefer,
+    /// Always; the certificate is checked only against an explicit
+    /// `sslrootcert`.
+    Require,
+    /// Always, with a certificate that chains to a trusted root.
+    VerifyCa,
+    /// Always, with a certificate that chains to a trusted root and names
+    /// the host connected to.
+    VerifyFull,
+}
+
+impl PgSslMode {
+    fn parse(value: &str) -> Result<PgSslMode> {
+        Ok(match value {
+            "disable" => PgSslMode::Disable,
+            "prefer" => PgSslMode::Prefer,
+            "require" => PgSslMode::Require,
+            "verify-ca" => PgSslMode::VerifyCa,
+            "verify-full" => PgSslMode::VerifyFull,
+            _ => {
+                return Err(Error::invalid_input(format!(
+                    "sslmode={value:?} is not one of disable, prefer, require, verify-ca, \
+                     verify-full"
+                )));
+            }
+        })
+    }
+
+    /// The mode tokio-postgres negotiates with (the checks are weft's).
+    fn negotiated(self) -> &'static str {
+        match self {
+            PgSslMode::Disable => "disable",
+            PgSslMode::Prefer => "prefer",
+            PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull => "require",
+        }
+    }
 }
 
 /// Two locations are equal when they are written the same.
@@ -125,6 +184,16 @@ impl PgLocation {
     pub fn config(&self) -> &tokio_postgres::Config {
         &self.config
     }
+
+    /// How connections use TLS (`sslmode`).
+    pub fn ssl_mode(&self) -> PgSslMode {
+        self.ssl_mode
+    }
+
+    /// The roots to trust (`sslrootcert`): a PEM file's path, or `system`.
+    pub fn ssl_root_cert(&self) -> Option<&str> {
+        self.ssl_root_cert.as_deref()
+    }
 }
 
 impl FromStr for PgLocation {
@@ -142,7 +211,11 @@ impl FromStr for PgLocation {
             None => (url, None),
         };
         let mut log = None;
+        let mut ssl_mode = None;
+        let mut ssl_root_cert = None;
         let mut rest = Vec::new();
+        let twice =
+            |name: &str| Error::invalid_input(format!("the location names `{name}=` twice"));
         for param in query.into_iter().flat_map(|q| q.split('&')) {
             if param.is_empty() {
                 continue;
@@ -150,20 +223,49 @@ impl FromStr for PgLocation {
             match param.split_once('=') {
                 Some(("log", name)) => {
                     if log.replace(name.to_owned()).is_some() {
-                        return Err(Error::invalid_input("the location names `log=` twice"));
+                        return Err(twice("log"));
                     }
+                }
+                Some(("sslmode", mode)) => {
+                    if ssl_mode.replace(PgSslMode::parse(mode)?).is_some() {
+                        return Err(twice("sslmode"));
+                    }
+                }
+                Some(("sslrootcert", path)) => {
+                    let path = percent_decoded(path)?;
+                    if path.is_empty() {
+                        return Err(Error::invalid_input("sslrootcert= names no file"));
+                    }
+                    if ssl_root_cert.replace(path).is_some() {
+                        return Err(twice("sslrootcert"));
+                    }
+                }
+                Some(("dbname", name)) => {
+                    check_dbname(base, &percent_decoded(name)?)?;
+                    rest.push(param);
                 }
                 _ => rest.push(param),
             }
         }
         let log = log.unwrap_or_else(|| "weft".to_owned());
         validate_log_name(&log)?;
-        let connection = if rest.is_empty() {
+        let ssl_mode = ssl_mode.unwrap_or_default();
+        // What this location connects with, as written (for `with_log`),
+        // and as tokio-postgres reads it (the TLS checks are weft's).
+        let kept: Vec<&str> = query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter(|p| !p.is_empty() && !p.starts_with("log="))
+            .collect();
+        let connection = if kept.is_empty() {
             base.to_owned()
         } else {
-            format!("{base}?{}", rest.join("&"))
+            format!("{base}?{}", kept.join("&"))
         };
-        let config = tokio_postgres::Config::from_str(&connection).map_err(|e| {
+        let negotiated = format!("sslmode={}", ssl_mode.negotiated());
+        rest.push(&negotiated);
+        let for_client = format!("{base}?{}", rest.join("&"));
+        let config = tokio_postgres::Config::from_str(&for_client).map_err(|e| {
             Error::invalid_input(format!(
                 "bad PostgreSQL location {}: {e}",
                 redact(&connection)
@@ -180,8 +282,32 @@ impl FromStr for PgLocation {
             connection,
             log,
             config,
+            ssl_mode,
+            ssl_root_cert,
         })
     }
+}
+
+/// A query parameter's value, percent-decoded.
+fn percent_decoded(value: &str) -> Result<String> {
+    percent_encoding::percent_decode_str(value)
+        .decode_utf8()
+        .map(|v| v.into_owned())
+        .map_err(|_| Error::invalid_input("a location parameter is not UTF-8"))
+}
+
+/// Refuses a `dbname=` parameter that names another database than the
+/// URL's path: which one would win is not something to leave to a parser.
+fn check_dbname(base: &str, dbname: &str) -> Result<()> {
+    let rest = base.split_once("://").map_or(base, |(_, r)| r);
+    let path = rest.split_once('/').map_or("", |(_, p)| p);
+    let path = percent_decoded(path)?;
+    if !path.is_empty() && path != dbname {
+        return Err(Error::invalid_input(format!(
+            "the location names database {path:?} in its path and {dbname:?} in dbname="
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

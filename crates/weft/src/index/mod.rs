@@ -367,6 +367,21 @@ impl Index {
     /// Errors: I/O kinds.
     pub fn start_over(&self, first: u64, floors: &[(LogTag, u64)], why: &str) -> Result<()> {
         warn!(reason = why, first, "rebuilding the log index");
+        self.replace(first, floors)
+    }
+
+    /// As [`start_over`](Index::start_over) for an index that covers
+    /// nothing yet (a fresh one) on a log that starts at `first`: an
+    /// expected state, not a rebuild, so nothing is logged above debug.
+    ///
+    /// Errors: I/O kinds.
+    pub fn start_at(&self, first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
+        debug!(first, "the empty log index starts where the log does");
+        self.replace(first, floors)
+    }
+
+    /// An empty store in place of the current one, starting at `first`.
+    fn replace(&self, first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
         self.stop_flusher();
         let mut state = self.write_state();
         {
@@ -401,7 +416,7 @@ impl Index {
     /// Records entries that continue the log (the first must be
     /// [`next`](Index::next)). Waits while the tail is over its budget.
     ///
-    /// Errors: `Internal` for an entry out of order; `Closed` once the
+    /// Errors: `Corrupt` for an entry out of order; `Closed` once the
     /// index was closed.
     pub fn push(&self, entries: &[IndexEntry]) -> Result<()> {
         self.wait_for_room()?;

@@ -77,17 +77,19 @@ impl Tail {
 
     /// Adds `entry`, which must be [`end`](Tail::end).
     ///
-    /// Errors: `Internal` for an entry out of order or without tags.
+    /// Errors: `Corrupt` for an entry out of order, without tags or at a
+    /// version its stream does not continue with: the entries come from
+    /// stored bytes, so numbers that do not follow on are damaged data.
     pub(super) fn push(&mut self, entry: &IndexEntry) -> Result<()> {
         if entry.seqnum != self.end() {
-            return Err(Error::internal(format!(
+            return Err(Error::corrupt(format!(
                 "index got entry {} where {} was next",
                 entry.seqnum,
                 self.end()
             )));
         }
         let Some(primary) = entry.tags.first() else {
-            return Err(Error::internal(format!(
+            return Err(Error::corrupt(format!(
                 "index got entry {} without tags",
                 entry.seqnum
             )));
@@ -98,7 +100,7 @@ impl Tail {
         if let Some(stream) = &stream {
             let expected = stream.first_version + stream.seqnums.len() as u64;
             if entry.version != expected {
-                return Err(Error::internal(format!(
+                return Err(Error::corrupt(format!(
                     "index got version {} of {primary} for entry {}, expected {expected}",
                     entry.version, entry.seqnum
                 )));

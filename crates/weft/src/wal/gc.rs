@@ -469,7 +469,13 @@ impl Gc {
         let path = lease::lease_path(&Path::from(self.manifest_path.as_str()));
         let mut backoff = self.retry.backoff(manifest.epoch);
         match lease::read_lease(self.store.as_ref(), &path, &mut backoff).await {
-            Ok(Some(l)) if l.lease.epoch == manifest.epoch => Some(l.lease.run),
+            // A lease still at the reserving epoch names an opener that
+            // has not claimed yet: it says nothing about who can commit.
+            Ok(Some(l))
+                if l.lease.epoch == manifest.epoch && l.lease.epoch != lease::RESERVING_EPOCH =>
+            {
+                Some(l.lease.run)
+            }
             _ => None,
         }
     }

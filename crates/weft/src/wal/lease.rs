@@ -137,13 +137,121 @@ pub async fn wait_until_free(
     manifest: &Path,
     retry: &RetryPolicy,
 ) -> Result<()> {
+    watch_until_free(store, &lease_path(manifest), retry)
+        .await
+        .map(|_| ())
+}
+
+/// The epoch a lease names while its writer is between taking the lease
+/// and claiming the log (no claim ever yields 0: the first is 1).
+pub const RESERVING_EPOCH: u64 = 0;
+
+/// Takes the lease of the log at `manifest` for `identity`'s run before it
+/// claims the log: waits until the log is free (as [`wait_until_free`]),
+/// then writes a lease at [`RESERVING_EPOCH`] by compare-and-set over
+/// exactly the lease it judged free. Of openers racing for a free log one
+/// wins that write; the others see their condition fail and get `Locked`,
+/// so looking at the lease and taking it are one step and no plain open
+/// fences a writer that opened at the same moment.
+///
+/// Errors: `Locked` (a live writer, or another opener took the lease
+/// first); `Corrupt` for an unreadable lease; store kinds.
+pub(crate) async fn reserve(
+    store: &dyn ObjectStore,
+    manifest: &Path,
+    identity: &LeaseIdentity,
+    clock: &dyn Clock,
+    retry: &RetryPolicy,
+) -> Result<()> {
     let path = lease_path(manifest);
+    let seen = watch_until_free(store, &path, retry).await?;
+    let lease = WriterLease::new(
+        identity.run,
+        RESERVING_EPOCH,
+        &identity.holder,
+        identity.renew_every.as_millis() as u64,
+        clock.now_ms(),
+    );
+    let bytes = encode_lease(&lease)?;
+    let (mode, op) = match seen.clone() {
+        Some(v) => (PutMode::Update(v), StoreOp::UpdateIfMatch),
+        None => (PutMode::Create, StoreOp::CreateIfAbsent),
+    };
+    let mut backoff = retry.backoff(0x006c_6561_7367);
+    loop {
+        let put = backoff
+            .attempt(store.put_opts(
+                &path,
+                PutPayload::from(bytes.clone()),
+                PutOptions::from(mode.clone()),
+            ))
+            .await;
+        let err = match put {
+            Ok(_) => {
+                debug!(run = %identity.run, %path, "writer lease reserved");
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        if !matches!(
+            classify(op, &err),
+            Outcome::Conflict | Outcome::Ambiguous | Outcome::Transient
+        ) {
+            return Err(to_error(op, path.as_ref(), err).context("taking the writer lease"));
+        }
+        // Whether the write landed, lost to another opener, or did not
+        // happen: the lease tells. Ours (an earlier copy of this write
+        // landed): taken. Another one than the lease judged free: that
+        // opener won. Unchanged: the same conditional write again, which
+        // cannot land twice.
+        let mut reread = retry.backoff(0x006c_6561_7368);
+        let now = read_lease(store, &path, &mut reread).await?;
+        match (&now, &seen) {
+            (Some(now), _) if now.lease.run == identity.run => return Ok(()),
+            (Some(now), Some(seen)) if now.version == *seen => {}
+            (None, None) => {}
+            (Some(now), _) => return Err(locked(&path, &now.lease, Duration::ZERO)),
+            (None, Some(_)) => {
+                return Err(to_error(op, path.as_ref(), err)
+                    .context("taking the writer lease (the lease was deleted meanwhile)"));
+            }
+        }
+        if !backoff.wait().await {
+            return Err(to_error(op, path.as_ref(), err).context("taking the writer lease"));
+        }
+    }
+}
+
+/// Marks a lease taken by [`reserve`] released, for an open that failed
+/// before its claim finished, so the next writer need not wait for it.
+pub(crate) async fn unreserve(
+    store: &dyn ObjectStore,
+    manifest: &Path,
+    identity: &LeaseIdentity,
+    clock: &dyn Clock,
+    retry: &RetryPolicy,
+) {
+    let identity = LeaseIdentity {
+        epoch: RESERVING_EPOCH,
+        ..identity.clone()
+    };
+    release(store, &lease_path(manifest), &identity, clock, retry).await;
+}
+
+/// Watches the lease at `path` until its writer is gone: returns the
+/// version of the lease judged free (`None`: there is none).
+async fn watch_until_free(
+    store: &dyn ObjectStore,
+    path: &Path,
+    retry: &RetryPolicy,
+) -> Result<Option<UpdateVersion>> {
+    let path = path.clone();
     let mut backoff = retry.backoff(0x006c_6561_7365);
     let Some(first) = read_lease(store, &path, &mut backoff).await? else {
-        return Ok(());
+        return Ok(None);
     };
     if first.lease.released {
-        return Ok(());
+        return Ok(Some(first.version));
     }
     let period = Duration::from_millis(first.lease.renew_every_ms.max(1));
     let watch = (period * 3).min(MAX_WATCH);
@@ -160,14 +268,14 @@ pub async fn wait_until_free(
         crate::clock::sleep(poll.min(watch.saturating_sub(started.elapsed()))).await;
         let mut backoff = retry.backoff(0x006c_6561_7366);
         let now = match read_lease(store, &path, &mut backoff).await? {
-            None => return Ok(()),
+            None => return Ok(None),
             Some(now) => now,
         };
         if now.version == first.version {
             continue;
         }
         if now.lease.released {
-            return Ok(());
+            return Ok(Some(now.version));
         }
         return Err(locked(&path, &now.lease, started.elapsed()));
     }
@@ -176,7 +284,7 @@ pub async fn wait_until_free(
         "the writer lease was not renewed for {:.1} s: its writer is gone",
         watch.as_secs_f64()
     );
-    Ok(())
+    Ok(Some(first.version))
 }
 
 fn locked(path: &Path, lease: &WriterLease, seen_within: Duration) -> Error {

@@ -19,6 +19,44 @@
 //! * [`lease`] — the writer lease that makes a running writer visible.
 //! * [`window`] — the commit window: the rule between uploads, the CAS
 //!   that references them, and GC.
+//!
+//! A producer appends records and a replica applies them (a fuller
+//! replicated key-value store, with restarts and snapshots, is
+//! `examples/replicated_kv.rs`):
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> weft::Result<()> {
+//! use std::sync::{Arc, Mutex};
+//!
+//! use bytes::Bytes;
+//! use object_store::{ObjectStore, memory::InMemory};
+//! use weft::wal::{FnApplier, Producer, Record, Replica};
+//!
+//! let bucket: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+//! let producer = Producer::builder(bucket.clone(), "app/manifest", "app/segments")
+//!     .open()
+//!     .await?;
+//! let records = vec![Bytes::from("put a=1"), Bytes::from("put b=2")];
+//! let seq = producer.append(records, None).await?.wait().await?;
+//!
+//! let seen = Arc::new(Mutex::new(Vec::new()));
+//! let into = seen.clone();
+//! let mut replica = Replica::builder(
+//!     bucket,
+//!     "app/manifest",
+//!     FnApplier::new(move |r: &Record| {
+//!         into.lock().unwrap().push(r.data.clone());
+//!         Ok(())
+//!     }),
+//! )
+//! .build();
+//! replica.poll().await?;
+//! assert_eq!(seen.lock().unwrap().len(), 2);
+//! assert_eq!(seq, 0, "the first record of a new log");
+//! producer.close().await
+//! # }
+//! ```
 
 pub mod applier;
 mod commit;

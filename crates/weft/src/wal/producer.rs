@@ -334,37 +334,63 @@ impl ProducerBuilder {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let run_id = Ulid::from_parts(self.clock.now_ms(), rng.random());
 
+        let cfg = &self.config;
+        let identity = LeaseIdentity {
+            run: run_id,
+            epoch: lease::RESERVING_EPOCH,
+            holder: format!(
+                "{} (pid {})",
+                self.holder.as_deref().unwrap_or("weft writer"),
+                std::process::id()
+            ),
+            renew_every: cfg.lease_renew_every,
+        };
+        // Unless taking over, the lease is taken first, by compare-and-set
+        // over the lease judged free: of two plain opens racing, the loser
+        // is `Locked` and claims nothing, so it fences nobody.
         if !self.take_over {
-            lease::wait_until_free(self.store.as_ref(), &manifest_path, &self.config.retry).await?;
+            lease::reserve(
+                self.store.as_ref(),
+                &manifest_path,
+                &identity,
+                self.clock.as_ref(),
+                &cfg.retry,
+            )
+            .await?;
         }
         let claimed = claim(
             self.store.as_ref(),
             &manifest_path,
             self.manifest_version,
-            &self.config.retry,
+            &cfg.retry,
             rng.random(),
         )
-        .await?;
+        .await;
+        let claimed = match claimed {
+            Ok(c) => c,
+            Err(e) => {
+                if !self.take_over {
+                    lease::unreserve(
+                        self.store.as_ref(),
+                        &manifest_path,
+                        &identity,
+                        self.clock.as_ref(),
+                        &cfg.retry,
+                    )
+                    .await;
+                }
+                return Err(e);
+            }
+        };
         let epoch = claimed.epoch;
         let manifest_version = claimed.manifest.version();
 
-        let cfg = &self.config;
         let flush_threshold = cfg.flush_bytes.min(cfg.max_inflight_bytes);
         let shared = Arc::new(Shared::new(cfg.max_inflight_bytes, flush_threshold));
-        let holder = format!(
-            "{} (pid {})",
-            self.holder.as_deref().unwrap_or("weft writer"),
-            std::process::id()
-        );
         let lease = LeaseKeeper::start(
             self.store.clone(),
             &manifest_path,
-            LeaseIdentity {
-                run: run_id,
-                epoch,
-                holder,
-                renew_every: cfg.lease_renew_every,
-            },
+            LeaseIdentity { epoch, ..identity },
             self.clock.clone(),
             cfg.retry.clone(),
             shared.clone(),

@@ -100,3 +100,50 @@ pub async fn count_rows(location: &PgLocation, table: &str) -> i64 {
         .expect("count rows")
         .get(0)
 }
+
+/// The log's numbering lock, as `docs/FORMATS.md` describes its key.
+pub fn numbering_lock_key(location: &PgLocation) -> String {
+    format!(
+        r#"(2003134068::bigint << 32) | ('"{}".head'::regclass::oid::bigint)"#,
+        location.log()
+    )
+}
+
+/// Waits (bounded) until the log's `staged` holds `n` groups.
+pub async fn until_staged(location: &PgLocation, n: i64) {
+    for _ in 0..400 {
+        if count_rows(location, "staged").await == n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("{n} groups never got staged");
+}
+
+/// Another session holding the log's numbering lock (a round that takes
+/// long): every append group meanwhile is staged, and no round runs.
+pub struct HeldLock {
+    client: tokio_postgres::Client,
+    key: String,
+}
+
+impl HeldLock {
+    /// Takes the lock of `location`'s log.
+    pub async fn take(location: &PgLocation) -> HeldLock {
+        let client = raw_client().await;
+        let key = numbering_lock_key(location);
+        client
+            .execute(&format!("SELECT pg_advisory_lock({key})"), &[])
+            .await
+            .expect("take the numbering lock");
+        HeldLock { client, key }
+    }
+
+    /// Lets go of it.
+    pub async fn release(self) {
+        self.client
+            .execute(&format!("SELECT pg_advisory_unlock({})", self.key), &[])
+            .await
+            .expect("release the numbering lock");
+    }
+}

@@ -27,6 +27,9 @@ pub struct Faults {
     pub cut_requests: AtomicU64,
     /// Chunks dropped on the way back to the client.
     pub cut_answers: AtomicU64,
+    /// While set, nothing is forwarded either way and nothing is closed:
+    /// the server looks stopped (as under SIGSTOP).
+    pub stalled: AtomicBool,
     stopped: AtomicBool,
 }
 
@@ -99,6 +102,12 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        while faults.stalled.load(Ordering::Acquire) {
+            if faults.stopped.load(Ordering::Acquire) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         if faults.stopped.load(Ordering::Acquire) {
             return;
         }

@@ -161,6 +161,12 @@ async fn numbers_from(
     let manifest_path = layout.manifest();
     let mut index = cache.open_index(&identity(manifest_path.as_ref()), options)?;
     let covered = index.covered();
+    if covered < first && index.tip()?.is_none() {
+        // An index that covers nothing (a fresh one) of a trimmed log: it
+        // starts where the log does; nothing is being rebuilt.
+        index.start_at(first, &floors)?;
+        return Ok((Numbers::Disk(Arc::new(index), Arc::new(cache)), first));
+    }
     let reason = if covered > next {
         Some(format!(
             "it covers the log up to {covered} but the log ends at {next}"

@@ -29,6 +29,12 @@ pub struct BucketCheck {
     /// `Corrupt` for damaged or missing data, `InvalidInput` for a manifest
     /// that is not a weft log's.
     pub problem: Option<Error>,
+    /// Damage to the stream-state checkpoints (`states/`), one `Corrupt`
+    /// error per checkpoint: a writer that opens from such a checkpoint
+    /// takes its versions until its history fill reaches the checkpoint,
+    /// then stops with that error (see `docs/FAILURE_SEMANTICS.md`).
+    /// Checked only when the log itself reads clean.
+    pub checkpoint_problems: Vec<Error>,
 }
 
 /// Reads the whole bucket log at `prefix` in `store` as its writer's open
@@ -68,6 +74,8 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
             next_seqnum: index.next(),
             entries: index.len(),
             problem: None,
+            checkpoint_problems: super::states::check_all(&store, &layout, &index, &options.retry)
+                .await?,
         }),
         Err(e) if matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::InvalidInput) => {
             Ok(BucketCheck {
@@ -75,6 +83,7 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
                 next_seqnum: 0,
                 entries: 0,
                 problem: Some(e),
+                checkpoint_problems: Vec::new(),
             })
         }
         Err(e) => Err(e),

@@ -31,7 +31,7 @@ use tokio::sync::watch;
 
 use super::numbers::{EntryNumbers, Floors, Numbers};
 use super::reader::BucketReader;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::model::{LogEntry, LogTag};
 use crate::storage::Tip;
 use crate::storage::core::{Gate, Visible};
@@ -258,6 +258,14 @@ impl LocalState {
             self.index.push(&fresh)?;
         }
         if self.index.next() == until
+            && let Some(floors) = self.pending.as_ref().and_then(|p| p.floors.as_ref())
+        {
+            // The history now reaches the state checkpoint the writer
+            // opened from: the versions it took from there are checked
+            // against the log itself before anything else relies on them.
+            self.index.check_floors(floors)?;
+        }
+        if self.index.next() == until
             && let Some(p) = self.pending.take()
         {
             self.index.push(&p.numbers)?;
@@ -433,7 +441,16 @@ impl LocalLog {
     pub(crate) fn add_history(&self, batch: &[LogEntry]) -> Result<()> {
         let indexed = {
             let mut state = self.visible.write();
-            state.add_history(batch)?;
+            let from_checkpoint = state.pending.as_ref().is_some_and(|p| p.floors.is_some());
+            if let Err(e) = state.add_history(batch) {
+                // A writer that opened from a state checkpoint numbered its
+                // appends by it: if the history disagrees with it, or cannot
+                // be taken in, it stops appending.
+                if from_checkpoint && e.kind() == ErrorKind::Corrupt {
+                    self.gate.stop(&e);
+                }
+                return Err(e);
+            }
             state.indexed()
         };
         self.indexed.send_replace(indexed);
@@ -442,6 +459,19 @@ impl LocalLog {
 
     /// Records that the fill failed: queries that wait for it get `err`.
     pub(crate) fn fill_failed(&self, err: &Error) {
+        // A writer that opened from a state checkpoint took appends on the
+        // word of a checkpoint its history can no longer confirm (damaged
+        // or unreadable history): it stops appending, as a writer that
+        // reads the whole log on open refuses such a log.
+        if self
+            .visible
+            .read()
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.floors.is_some())
+        {
+            self.gate.stop(err);
+        }
         *self.fill_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.clone());
         self.indexed.send_replace(self.visible.read().indexed());
     }

@@ -84,8 +84,7 @@ impl Numbers {
 
     /// Records entries that continue the log.
     ///
-    /// Errors: `Corrupt` (memory) or `Internal` (index) for an entry out of
-    /// order; the index's I/O kinds.
+    /// Errors: `Corrupt` for an entry out of order; the index's I/O kinds.
     pub(crate) fn push(&mut self, batch: &[EntryNumbers]) -> Result<()> {
         match self {
             Numbers::Memory(i) => {
@@ -161,6 +160,39 @@ impl Numbers {
             Numbers::Memory(i) => Ok(i.latest_version(tag)),
             Numbers::Disk(i, _) => Ok(i.next_version(tag)?.checked_sub(1)),
         }
+    }
+
+    /// Checks a state checkpoint's `floors` against these numbers, which
+    /// must cover exactly the log up to the checkpoint's entry: every
+    /// stream the checkpoint names continues at the version it says, and
+    /// it leaves no stream out.
+    ///
+    /// Errors: `Corrupt` naming the first stream that differs; the index's
+    /// I/O kinds.
+    pub(crate) fn check_floors(&self, floors: &Floors) -> Result<()> {
+        for (tag, floor) in floors.iter() {
+            let have = self.latest_version(tag)?.map_or(0, |v| v + 1);
+            if have != *floor {
+                return Err(Error::corrupt(format!(
+                    "the state checkpoint this writer opened from says stream {tag} continues \
+                     at version {floor}, the log up to it says {have}"
+                )));
+            }
+        }
+        let known = match self {
+            Numbers::Memory(i) => i.next_versions_through(u64::MAX),
+            Numbers::Disk(i, _) => i.tags(usize::MAX)?,
+        };
+        if let Some((tag, next)) = known
+            .into_iter()
+            .find(|(tag, next)| *next > 0 && !floors.contains_key(tag))
+        {
+            return Err(Error::corrupt(format!(
+                "the state checkpoint this writer opened from leaves out stream {tag}, which \
+                 continues at version {next} in the log up to it"
+            )));
+        }
+        Ok(())
     }
 
     /// The version floors a trim through `through` must store: every

@@ -43,6 +43,7 @@ use super::numbers::check_of;
 use super::reader::BucketReader;
 use crate::error::{Error, Result};
 use crate::format::{LogState, StateCheckpoint, decode_state_checkpoint, encode_state_checkpoint};
+use crate::model::LogTag;
 use crate::store::{RetryPolicy, StoreOp, to_error};
 
 /// How many checkpoints the writer keeps after storing one.
@@ -115,6 +116,88 @@ pub(crate) async fn newest(
         }
     }
     None
+}
+
+/// Every state checkpoint a writer of the log could open from, checked
+/// against `index` (the numbers of the whole live log, read by
+/// [`super::check`]): one that cannot be read or decoded, whose name and
+/// content disagree, that lies past the log's end, or whose versions are
+/// not those of the log up to its entry is a problem (`Corrupt`), one per
+/// checkpoint. Checkpoints before the first live entry are never used and
+/// not looked at.
+///
+/// Errors: store kinds listing or reading them.
+pub(crate) async fn check_all(
+    store: &Arc<dyn ObjectStore>,
+    layout: &BucketLayout,
+    index: &crate::storage::index::LogIndex,
+    retry: &RetryPolicy,
+) -> Result<Vec<Error>> {
+    let mut problems = Vec::new();
+    for (through, path) in list(store, layout, retry).await? {
+        if through < index.first() {
+            continue;
+        }
+        let at = |e: Error| e.context(format!("state checkpoint {path}"));
+        if through >= index.next() {
+            problems.push(at(Error::corrupt(format!(
+                "it covers the log through seqnum {through}, past the log's end ({})",
+                index.next()
+            ))));
+            continue;
+        }
+        let bytes = retry
+            .backoff(through)
+            .attempt(async { store.get(&path).await?.bytes().await })
+            .await
+            .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))?;
+        let checkpoint = match decode_state_checkpoint(&bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                problems.push(at(e));
+                continue;
+            }
+        };
+        if checkpoint.state.through != through {
+            problems.push(at(Error::corrupt(format!(
+                "it covers the log through {}, its name says {through}",
+                checkpoint.state.through
+            ))));
+            continue;
+        }
+        let mut theirs = checkpoint.state.next_versions.clone();
+        let mut ours = index.next_versions_through(through);
+        theirs.sort();
+        ours.sort();
+        if let Some(diff) = first_difference(&theirs, &ours) {
+            problems.push(at(Error::corrupt(diff)));
+        }
+    }
+    Ok(problems)
+}
+
+/// The first stream whose next version differs between a checkpoint's
+/// (sorted) rows and the log's, in words.
+fn first_difference(theirs: &[(LogTag, u64)], ours: &[(LogTag, u64)]) -> Option<String> {
+    let ours_of = |tag: &LogTag| ours.iter().find(|(t, _)| t == tag).map(|(_, v)| *v);
+    for (tag, v) in theirs {
+        match ours_of(tag) {
+            Some(o) if o == *v => {}
+            Some(o) => {
+                return Some(format!(
+                    "it says stream {tag} continues at version {v}, the log says {o}"
+                ));
+            }
+            None => {
+                return Some(format!(
+                    "it names stream {tag}, which the log does not have"
+                ));
+            }
+        }
+    }
+    ours.iter()
+        .find(|(tag, _)| !theirs.iter().any(|(t, _)| t == tag))
+        .map(|(tag, v)| format!("it leaves out stream {tag}, at version {v} in the log"))
 }
 
 /// The state in the checkpoint at `path`, if it is one of this log.

@@ -11,9 +11,9 @@
 //!   one step, so batches reach the feed in seqnum order.
 //! * [`CachedLog`] — a log served from an in-memory [`EntryCache`]: a gate
 //!   and a visible cache, with every read and tip query. The memory
-//!   backend, the bucket writer and the bucket follower are this plus how
-//!   they number (a [`Sequencer`](super::sequencer::Sequencer)) and make
-//!   entries durable (nothing, a producer, a replica).
+//!   backend is this plus how it numbers (a
+//!   [`Sequencer`](super::sequencer::Sequencer)); the other backends read
+//!   through their indexes and use the gate and [`Visible`] directly.
 //! * [`results_of`], [`result_of`] — the answer to an append, from the
 //!   numbered entries.
 //!

@@ -68,6 +68,11 @@ pub(super) fn open_indexed(dir: &Path, index: &Arc<Index>, access: Access) -> Re
     let layout = scan::layout(dir)?;
     let live_from = layout.live_from();
     let floors = floors(&layout);
+    if index.first() != live_from && matches!(index.tip(), Ok(None)) {
+        // An index that covers nothing (a fresh one) of a trimmed log: it
+        // starts where the log does; nothing is being rebuilt.
+        index.start_at(live_from, &floors)?;
+    }
     let start = match plan_start(dir, &layout, index) {
         Ok(start) => start,
         Err(why) => {

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::errors::{self, Op};
 use super::options::PgOptions;
@@ -60,10 +61,14 @@ impl Connections {
     /// A pool for `config`; connects lazily.
     ///
     /// Errors: `Internal` when the pool cannot be built.
-    pub(super) fn new(config: tokio_postgres::Config, options: &PgOptions) -> Result<Self> {
+    pub(super) fn new(
+        config: tokio_postgres::Config,
+        tls: MakeRustlsConnect,
+        options: &PgOptions,
+    ) -> Result<Self> {
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls,
             ManagerConfig {
                 // A broken connection is noticed (and replaced) when it is
                 // handed out again; a live one costs no round trip.

@@ -63,13 +63,22 @@ pub(super) struct RoundsHeard {
 
 impl RoundsHeard {
     /// Adds one round, from its notification's payload (the highest
-    /// staged id it settled, or empty). An unreadable payload counts as a
-    /// round that settled nothing, so waiters ask.
+    /// staged id it settled, or empty; a trailing `+` when the round, being
+    /// bounded, left staged groups behind). An unreadable payload counts as
+    /// a round that settled nothing, so waiters ask; so does a round that
+    /// left groups behind: somebody must start the next one at once.
     pub(super) fn heard(&mut self, payload: &str) {
         self.rounds += 1;
-        match payload.parse::<i64>() {
+        let (settled, more) = match payload.strip_suffix('+') {
+            Some(rest) => (rest, true),
+            None => (payload, false),
+        };
+        match settled.parse::<i64>() {
             Ok(id) => self.settled_max = self.settled_max.max(id),
             Err(_) => self.empty += 1,
+        }
+        if more && !settled.is_empty() {
+            self.empty += 1;
         }
     }
 }

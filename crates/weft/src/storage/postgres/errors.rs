@@ -96,6 +96,12 @@ pub(super) fn classify_pool(
                 ErrorKind::Indeterminate => ErrorKind::Unavailable,
                 k => k,
             },
+            // The TLS handshake failed (a refused certificate, a host
+            // name it does not carry): a configuration error, which
+            // retrying will not mend. (Only here, when connecting: a TLS
+            // failure of an open connection mid-write leaves the outcome
+            // unknown like any broken connection.)
+            None if super::tls::is_tls_failure(e) => ErrorKind::InvalidInput,
             None => ErrorKind::Unavailable,
         },
         PoolError::Closed => ErrorKind::Closed,

@@ -26,8 +26,10 @@
 //!
 //! What a round numbers is everybody's: an append group (what one handle's
 //! appenders queued meanwhile, see `writer.rs`) first tries the lock
-//! without waiting. Its taker runs a round over every group other
-//! processes *staged* so far plus its own. Everyone else stages the group
+//! without waiting. Its taker runs a round over the oldest groups other
+//! processes *staged* so far (bounded in count and bytes, so a backlog
+//! drains a step at a time and no round outgrows the statement timeout)
+//! plus its own. Everyone else stages the group
 //! (one row in `staged`, committed at once: those commits need no lock, so
 //! PostgreSQL's group commit shares their WAL flushes across connections)
 //! and learns its outcome when the round that numbers it commits (its
@@ -73,6 +75,7 @@ mod rows;
 mod schema;
 mod sql;
 mod tailer;
+mod tls;
 mod writer;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,13 +99,15 @@ use sql::Statements;
 pub use inspect::PgSummary;
 pub use kv::PgKv;
 // Where a log is lives with the other locations, in `connect`.
-pub use crate::connect::{MAX_LOG_NAME_BYTES, PgLocation, validate_log_name};
+pub use crate::connect::{MAX_LOG_NAME_BYTES, PgLocation, PgSslMode, validate_log_name};
 pub use options::PgOptions;
 
 /// What the handle's tasks share.
 pub(crate) struct Shared {
     schema: String,
     config: tokio_postgres::Config,
+    /// How every connection of the handle speaks TLS.
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     connections: Connections,
     sql: Statements,
     options: PgOptions,
@@ -195,7 +200,8 @@ impl PgStorage {
         options.validate()?;
         let schema = location.log().to_owned();
         let config = client::connection_config(&location, &options);
-        let connections = Connections::new(config.clone(), &options)?;
+        let tls = tls::connector(&location)?;
+        let connections = Connections::new(config.clone(), tls.clone(), &options)?;
         let installed;
         {
             let mut conn = connections.get("open").await?;
@@ -220,6 +226,7 @@ impl PgStorage {
         let shared = Arc::new(Shared {
             schema,
             config,
+            tls,
             connections,
             sql,
             options,
@@ -233,7 +240,8 @@ impl PgStorage {
         });
         let (tx, rx) = mpsc::unbounded_channel();
         // Joined in this order at close: the writer's groups in flight may
-        // wait on the collector, which ends after the writer.
+        // wait on the collector, which ends after the writer. (The tailer
+        // is at TAILER_TASK.)
         let tasks = vec![
             tokio::spawn(writer::run(Arc::clone(&shared), rx)),
             tokio::spawn(tailer::run(Arc::clone(&shared), next)),
@@ -350,6 +358,16 @@ impl PgStorage {
             .await
     }
 }
+
+/// Where the tailer is among a handle's tasks.
+const TAILER_TASK: usize = 1;
+
+/// What close waits beyond the operation deadline for the groups in
+/// flight to be answered.
+const CLOSE_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Trimmed entries deleted per statement.
+const TRIM_CHUNK: i64 = 10_000;
 
 fn limit_of(max: usize) -> i64 {
     i64::try_from(max).unwrap_or(i64::MAX)
@@ -494,21 +512,35 @@ impl Storage for PgStorage {
             )));
         }
         // The trim point moved: reads no longer see the rows below it. Drop
-        // them now, outside the head lock; a failure here leaves them for
-        // the next trim.
+        // them now, outside the head lock, a bounded chunk per statement
+        // (one statement over millions of rows could outlast the statement
+        // timeout at every try, and never progress); a failure here leaves
+        // the rest for the next trim.
         let first_i = i64_of(first, "seqnum")?;
-        if let Err(e) = self
-            .shared
-            .connections
-            .query(
-                Op::Write,
-                "delete trimmed entries",
-                &self.shared.sql.delete_trimmed,
-                &[&first_i],
-            )
-            .await
-        {
-            tracing::warn!(error = %e, "trimmed entries stay until the next trim");
+        loop {
+            match self
+                .shared
+                .connections
+                .query(
+                    Op::Write,
+                    "delete trimmed entries",
+                    &self.shared.sql.delete_trimmed,
+                    &[&first_i, &TRIM_CHUNK],
+                )
+                .await
+            {
+                // A chunk short of full was the last one.
+                Ok(rows) => {
+                    let deleted: i64 = rows.first().map_or(0, |r| r.get(0));
+                    if deleted < TRIM_CHUNK {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "trimmed entries stay until the next trim");
+                    break;
+                }
+            }
         }
         Ok(())
     }
@@ -540,12 +572,24 @@ impl Storage for PgStorage {
             return Ok(());
         }
         // Appends still queued are answered `Closed` (the writer drains
-        // its queue); groups already sent finish first.
+        // its queue); groups already sent finish first, each within its
+        // own deadline. The tailer only reads and sweeps (a sweep cut off
+        // rolls back, or commits a round nobody waits for), so it is
+        // stopped at once, whatever its query waits for. Past the
+        // deadline the rest are stopped too: close is bounded.
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.shared.closing.notify_waiters();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        for task in tasks {
-            let _ = task.await;
+        let deadline = clock::monotonic_now() + self.shared.options.op_timeout() + CLOSE_MARGIN;
+        for (i, mut task) in tasks.into_iter().enumerate() {
+            if i == TAILER_TASK {
+                task.abort();
+            }
+            let left = deadline.saturating_duration_since(clock::monotonic_now());
+            if tokio::time::timeout(left, &mut task).await.is_err() {
+                tracing::warn!("a PostgreSQL task did not finish by the close deadline; stopped");
+                task.abort();
+            }
         }
         self.shared.connections.close();
         self.shared.feed.close();

@@ -26,7 +26,9 @@
 //!   advisory lock keyed by the OID of `head`) without waiting: when it
 //!   gets it, it runs a round (`number`) over everything staged plus this
 //!   group and answers the group's outcome; otherwise it stages the group
-//!   and answers its id.
+//!   and answers its id — unless one of its append ids is in a group
+//!   still staged (a retry while the first try waits): then it stages
+//!   nothing and says so, and the appender asks again after a round.
 //! * `outcome_of(id)` — one staged group's outcome (the path of older
 //!   builds, and of logs whose functions this role may not upgrade):
 //!   collects it (deleting the row, with an asynchronous commit: the
@@ -44,8 +46,10 @@
 //!   per round heard, and only for groups the round may have settled
 //!   (`collect.rs`): asking per group at every round's NOTIFY cost ~2.65
 //!   calls per group, most of them answering "pending".
-//! * `number(...)` — one round: lock `head`; take every staged group
-//!   (`DELETE ... RETURNING`, in staging order) and the caller's; resolve
+//! * `number(...)` — one round: lock `head`; take the oldest staged
+//!   groups `round_ids()` allows (at most [`ROUND_MAX_GROUPS`] and
+//!   [`ROUND_MAX_BYTES`] beyond the first; `DELETE ... RETURNING`, in
+//!   staging order) and the caller's; resolve
 //!   append ids already in the log or earlier in the round; check every
 //!   conditional batch against the stream versions including earlier
 //!   batches of the round (a batch whose condition fails is left out and
@@ -53,8 +57,9 @@
 //!   with set-based inserts (a round without conditions or ids is numbered
 //!   in one set-based pass); move the counters; record the staged groups'
 //!   outcomes; `NOTIFY` the log's channel with the new next seqnum, and
-//!   the settled channel with the highest staged id the round numbered
-//!   (every round that decided anything, so staged appenders wake).
+//!   the settled channel with the highest staged id the round numbered,
+//!   and `+` when it left staged groups behind (every round that decided
+//!   anything, so staged appenders wake).
 //! * `sweep(keep_ms)` — runs a round when groups are staged and the lock is
 //!   free (groups whose process died), drops outcomes nobody collected
 //!   within `keep_ms`, answers the head and the dead rows of `staged` and
@@ -77,6 +82,15 @@ use tokio_postgres::Client;
 
 use super::errors::{self, Op};
 use crate::error::{Error, Result};
+
+/// The most staged groups one numbering round takes.
+pub(super) const ROUND_MAX_GROUPS: i64 = 1024;
+
+/// The most staged payload bytes one numbering round takes (besides its
+/// first group, which it always takes): far below PostgreSQL's 1 GiB limit
+/// on one value, and a round this size finishes well inside a statement
+/// timeout of seconds.
+pub(super) const ROUND_MAX_BYTES: i64 = 64 << 20;
 
 /// The layout version this code writes and reads.
 pub(super) const LAYOUT_VERSION: i32 = 1;
@@ -196,12 +210,17 @@ fn functions(schema: &str) -> String {
 --   status 2 its condition failed (version = expected, next = the
 --            stream's next version); its batch is not written
 --   status 3 not written because another entry of its batch failed
--- or, when the group was staged, one row: status 4, seqnum = its id.
+-- or, when the group was staged, one row: status 4, seqnum = its id;
+-- or, when an append id of the group is in a group still staged (a retry
+-- while the first try waits), one row: status 7, seqnum = that group's
+-- id. Nothing was staged: the caller asks again after the next round, so
+-- a retried payload is never staged twice.
 CREATE OR REPLACE FUNCTION "{s}".append(
     p_primary text[], p_secondary text[], p_data bytea[], p_expected bigint[],
     p_ids text[], p_batch_len integer[], p_ts bigint)
 RETURNS TABLE (status smallint, seqnum bigint, version bigint, ts bigint, tag text, next bigint)
 LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
 DECLARE
     v_id bigint;
 BEGIN
@@ -216,6 +235,13 @@ BEGIN
     -- (Indeterminate), as any failure after staging does. Waiting for this
     -- flush was most of a staged append's time (wait event WALWrite).
     PERFORM set_config('synchronous_commit', 'off', true);
+    IF array_remove(p_ids, NULL) <> '{{}}' THEN
+        SELECT g.id INTO v_id FROM "{s}".staged g WHERE g.ids && p_ids ORDER BY g.id LIMIT 1;
+        IF FOUND THEN
+            RETURN QUERY SELECT 7::smallint, v_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
+            RETURN;
+        END IF;
+    END IF;
     INSERT INTO "{s}".staged (primary_tags, secondary, data, expected, ids, batch_len, ts)
         VALUES (p_primary, p_secondary, p_data, p_expected, p_ids, p_batch_len, p_ts)
         RETURNING staged.id INTO v_id;
@@ -246,7 +272,10 @@ BEGIN
         PERFORM 1 FROM "{s}".number(NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         DELETE FROM "{s}".outcomes x WHERE x.id = p_id RETURNING x.* INTO o;
         IF NOT FOUND THEN
-            RETURN QUERY SELECT 5::smallint, p_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
+            -- Still staged: the bounded round left it for the next one.
+            RETURN QUERY SELECT CASE WHEN EXISTS (SELECT 1 FROM "{s}".staged g WHERE g.id = p_id)
+                                     THEN 6::smallint ELSE 5::smallint END,
+                                p_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
             RETURN;
         END IF;
     ELSE
@@ -293,12 +322,39 @@ BEGIN
         -- Only outcome rows went: the rounds' commits were the durable ones.
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
-    RETURN QUERY SELECT x, v_status, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint
+    -- A group the round left staged (rounds are bounded) is pending, not
+    -- unknown: the round's notification says more are staged, and the
+    -- waiters ask again.
+    RETURN QUERY SELECT x, CASE WHEN v_status = 5 AND EXISTS (SELECT 1 FROM "{s}".staged g WHERE g.id = x)
+                                THEN 6::smallint ELSE v_status END,
+                        NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint
         FROM unnest(v_left) AS x;
 END
 $fn$;
 
--- Numbers every staged group and then the caller's own group (NULL
+-- The staged groups the next round takes: the oldest, at most
+-- weft.round_max_groups of them (default {ROUND_MAX_GROUPS}) and no more payload
+-- than weft.round_max_bytes (default {ROUND_MAX_BYTES}) besides the first group. A
+-- round over every staged group had no bound: past statement_timeout, or
+-- past PostgreSQL's 1 GiB array limit, every round failed and rolled back
+-- while the backlog grew. pg_column_size reads the stored size without
+-- fetching the payload. (The two settings are custom parameters a
+-- connection may set, so a test can make rounds small.)
+CREATE OR REPLACE FUNCTION "{s}".round_ids()
+RETURNS SETOF bigint
+LANGUAGE sql STABLE AS $fn$
+    SELECT w.id FROM (
+        SELECT x.id, sum(pg_column_size(x.data)) OVER (ORDER BY x.id)
+                     - pg_column_size(x.data) AS before
+          FROM (SELECT g.id, g.data FROM "{s}".staged g ORDER BY g.id
+                 LIMIT coalesce(nullif(current_setting('weft.round_max_groups', true), '')::integer,
+                                {ROUND_MAX_GROUPS})) x) w
+     WHERE w.before < coalesce(nullif(current_setting('weft.round_max_bytes', true), '')::bigint,
+                               {ROUND_MAX_BYTES})
+     ORDER BY w.id
+$fn$;
+
+-- Numbers the oldest staged groups (round_ids) and then the caller's own group (NULL
 -- arrays: none) in one round, under the numbering lock the caller holds.
 -- Staged groups' outcomes go to the outcomes table; the own group's are
 -- returned.
@@ -351,9 +407,11 @@ DECLARE
 BEGIN
     SELECT h.next_seqnum INTO v_next FROM "{s}".head h WHERE h.id = 1 FOR UPDATE;
     v_start := v_next;
-    -- The round: every group staged and committed so far, in staging
-    -- order, then the caller's.
-    WITH d AS MATERIALIZED (DELETE FROM "{s}".staged RETURNING *),
+    -- The round: the oldest groups staged and committed so far, as many
+    -- as round_ids bounds, in staging order, then the caller's.
+    WITH d AS MATERIALIZED (DELETE FROM "{s}".staged x
+                             WHERE x.id = ANY (ARRAY(SELECT "{s}".round_ids()))
+                             RETURNING x.*),
          f AS (SELECT d.id, d.ts, x.* FROM d,
                  unnest(d.primary_tags, d.secondary, d.data, d.expected, d.ids)
                  WITH ORDINALITY AS x(p, sec, dat, e, aid, o))
@@ -494,7 +552,10 @@ BEGIN
     -- The highest staged id this round settled (g_id is in id order): a
     -- waiting appender whose group's id is above it knows, without
     -- asking, that this round did not settle it.
-    PERFORM pg_notify('{settled}', coalesce(g_id[cardinality(g_id)]::text, ''));
+    -- A trailing '+' says the round left staged groups behind (it is
+    -- bounded): everybody waiting asks at once, so the next round starts.
+    PERFORM pg_notify('{settled}', coalesce(g_id[cardinality(g_id)]::text, '')
+        || CASE WHEN EXISTS (SELECT 1 FROM "{s}".staged) THEN '+' ELSE '' END);
     IF n_staged > 0 THEN
         INSERT INTO "{s}".outcomes (id, status, seqnum, version, ts, tag, next, numbered_ms)
         SELECT g.id, r_status[g.lo:g.hi], r_seq[g.lo:g.hi], r_ver[g.lo:g.hi],
@@ -607,14 +668,19 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
     let present = tx
         .query_one(
             "SELECT count(*) FILTER (WHERE p.proname = 'append'), \
-                    count(*) FILTER (WHERE p.proname = 'outcomes_of') \
+                    count(*) FILTER (WHERE p.proname = 'outcomes_of'), \
+                    count(*) FILTER (WHERE p.proname = 'round_ids') \
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
              ON n.oid = p.pronamespace WHERE n.nspname = $1",
             &[&schema],
         )
         .await
         .map_err(|e| errors::classify(e, op, "look for the log's schema"))?;
-    let (existing, bulk) = (present.get::<_, i64>(0) > 0, present.get::<_, i64>(1) > 0);
+    let (existing, bulk, bounded) = (
+        present.get::<_, i64>(0) > 0,
+        present.get::<_, i64>(1) > 0,
+        present.get::<_, i64>(2) > 0,
+    );
     if !existing && !create {
         return Err(Error::new(
             crate::ErrorKind::NotFound,
@@ -624,6 +690,26 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
     let mut installed = Installed {
         bulk_outcomes: true,
     };
+    if !existing {
+        // The schema may exist already and hold somebody else's tables:
+        // creating the log's `IF NOT EXISTS` would then keep theirs and
+        // fail later on a column they lack.
+        let held: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n \
+                 ON n.oid = c.relnamespace WHERE n.nspname = $1",
+                &[&schema],
+            )
+            .await
+            .map_err(|e| errors::classify(e, op, "look into the log's schema"))?
+            .get(0);
+        if held > 0 {
+            return Err(Error::invalid_input(format!(
+                "the schema {schema:?} already holds {held} tables or other relations that are \
+                 not a weft log: name another log (log=...)"
+            )));
+        }
+    }
     if !existing {
         tx.batch_execute(&format!("{}{}", tables(schema), functions(schema)))
             .await
@@ -642,7 +728,7 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
             "the log in schema {schema:?} has layout version {layout}; this weft reads {LAYOUT_VERSION}"
         )));
     }
-    if existing && !bulk {
+    if existing && !(bulk && bounded) {
         // A log of an older build: upgrade its functions, in a savepoint
         // so a refusal leaves the install transaction usable.
         let upgrade = tx
@@ -660,7 +746,7 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
                     .rollback()
                     .await
                     .map_err(|e| errors::classify(e, op, "roll back the functions' upgrade"))?;
-                installed.bulk_outcomes = false;
+                installed.bulk_outcomes = bulk;
             }
         }
     }

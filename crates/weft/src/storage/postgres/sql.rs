@@ -52,10 +52,13 @@ impl Statements {
             sweep: format!("SELECT * FROM {s}.sweep($1)"),
             trim: format!("SELECT * FROM {s}.trim($1)"),
             delete_trimmed: format!(
-                "WITH d AS (DELETE FROM {s}.entries WHERE seqnum < $1 RETURNING seqnum, tags) \
-                 DELETE FROM {s}.entry_tags et \
-                 USING (SELECT d.seqnum, unnest(d.tags[2:]) AS tag FROM d) x \
-                 WHERE et.tag = x.tag AND et.seqnum = x.seqnum"
+                "WITH d AS (DELETE FROM {s}.entries WHERE seqnum IN ( \
+                    SELECT x.seqnum FROM {s}.entries x WHERE x.seqnum < $1 \
+                    ORDER BY x.seqnum LIMIT $2) RETURNING seqnum, tags), \
+                 t AS (DELETE FROM {s}.entry_tags et \
+                   USING (SELECT d.seqnum, unnest(d.tags[2:]) AS tag FROM d) x \
+                   WHERE et.tag = x.tag AND et.seqnum = x.seqnum RETURNING 1) \
+                 SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM t)"
             ),
             read_all: format!(
                 "SELECT h.first_seqnum, h.next_seqnum, {ENTRY_COLUMNS} FROM {s}.head h \

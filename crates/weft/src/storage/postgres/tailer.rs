@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, Statement};
 
 use super::Shared;
 use super::errors::{self, Op};
@@ -69,7 +69,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut cursor: u64) {
 /// `Ok` when the handle closes, `Err` when the connection breaks.
 async fn tail(shared: &Arc<Shared>, cursor: &mut u64) -> Result<()> {
     let timeout = shared.options.op_timeout();
-    let connect = shared.config.connect(NoTls);
+    let connect = shared.config.connect(shared.tls.clone());
     let (client, mut connection) = tokio::time::timeout(timeout, connect)
         .await
         .map_err(|_| errors::timed_out(Op::Read, "tailer: connect", timeout))?
@@ -249,7 +249,11 @@ impl Reader {
     async fn sweep(&self, shared: &Shared, client: &Client) -> Result<(u64, u64)> {
         if self.may_sweep.load(Ordering::Relaxed) {
             let keep = OUTCOME_WINDOW.as_millis() as i64;
-            match client.query_one(&self.sweep, &[&keep]).await {
+            let timeout = shared.options.op_timeout();
+            let swept = tokio::time::timeout(timeout, client.query_one(&self.sweep, &[&keep]))
+                .await
+                .map_err(|_| errors::timed_out(Op::Read, "tailer: sweep", timeout))?;
+            match swept {
                 Ok(row) => {
                     // (A log created by an older layout answers no count.)
                     let dead_rows: i64 = row.try_get(2).unwrap_or(0);
@@ -273,14 +277,15 @@ impl Reader {
                 Err(e) => return Err(errors::classify(e, Op::Read, "tailer: sweep")),
             }
         }
-        self.head(client).await
+        self.head(shared, client).await
     }
 
     /// The log's first and next seqnum now.
-    async fn head(&self, client: &Client) -> Result<(u64, u64)> {
-        let row = client
-            .query_one(&self.head, &[])
+    async fn head(&self, shared: &Shared, client: &Client) -> Result<(u64, u64)> {
+        let timeout = shared.options.op_timeout();
+        let row = tokio::time::timeout(timeout, client.query_one(&self.head, &[]))
             .await
+            .map_err(|_| errors::timed_out(Op::Read, "tailer: read the head", timeout))?
             .map_err(|e| errors::classify(e, Op::Read, "tailer: read the head"))?;
         Ok((
             u64_of(row.get(0), "first seqnum")?,

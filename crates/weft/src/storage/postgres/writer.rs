@@ -182,19 +182,38 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
         }
     }
     let ts = i64_of(shared.clock.now_ms(), "timestamp")?;
-    // Before the call: a round heard while it stages the group counts.
-    let seen = shared.collector.heard_now();
-    let rows = shared
-        .connections
-        .query(
-            Op::Write,
-            "append",
-            &shared.sql.append,
-            &[
-                &primary, &secondary, &data, &expected, &ids, &batch_len, &ts,
-            ],
-        )
-        .await?;
+    let deadline = crate::clock::monotonic_now() + shared.options.op_timeout();
+    let (rows, seen) = loop {
+        // Subscribed before the call, so a round committing between the
+        // answer and the wait still wakes it.
+        let mut rounds = shared.rounds.subscribe();
+        // Before the call: a round heard while it stages the group counts.
+        let seen = shared.collector.heard_now();
+        let rows = shared
+            .connections
+            .query(
+                Op::Write,
+                "append",
+                &shared.sql.append,
+                &[
+                    &primary, &secondary, &data, &expected, &ids, &batch_len, &ts,
+                ],
+            )
+            .await?;
+        if !matches!(rows.as_slice(), [row] if row.get::<_, i16>(0) == STATUS_ID_PENDING) {
+            break (rows, seen);
+        }
+        // An append id of the group waits staged (an earlier try of this
+        // append): nothing was staged; ask again once a round has run.
+        if crate::clock::monotonic_now() >= deadline {
+            return Err(Error::new(
+                ErrorKind::Indeterminate,
+                "append: an earlier try of this append id is still waiting for its number",
+            ));
+        }
+        let wait = PENDING_RECHECK.min(deadline - crate::clock::monotonic_now());
+        let _ = tokio::time::timeout(wait, rounds.changed()).await;
+    };
     let outcomes = match staged_id(&rows) {
         Some(id) if shared.installed.bulk_outcomes => collected(shared, id, seen)
             .await
@@ -243,6 +262,9 @@ async fn collected(shared: &Shared, id: i64, seen: RoundsHeard) -> Result<Vec<Ou
 const STATUS_STAGED: i16 = 4;
 /// `outcome_of`'s answer for a group neither staged nor numbered.
 const STATUS_UNKNOWN: i16 = 5;
+/// The `append` function's answer when an append id of the group is in a
+/// group still staged: nothing was staged.
+const STATUS_ID_PENDING: i16 = 7;
 /// `outcome_of`'s answer while another process's round runs.
 pub(super) const STATUS_PENDING: i16 = 6;
 
