@@ -279,6 +279,35 @@ impl Index {
     pub fn open(dir: &std::path::Path, identity: &[u8], options: IndexOptions) -> Result<Index> {
         options.validate()?;
         let (store, fresh) = Store::open_or_create(dir, identity, &options)?;
+        Index::over(store, fresh, dir, identity, options)
+    }
+
+    /// Opens the index in `dir` only if it is there and sound for the log
+    /// `identity`, changing nothing on disk otherwise (`None`: the index is
+    /// missing, or one [`Index::open`] would start afresh). For a check
+    /// that compares the index with its log without rebuilding it.
+    ///
+    /// Errors: `Locked` when another handle has it open; `InvalidInput`
+    /// for bad options; I/O kinds.
+    pub fn open_if_sound(
+        dir: &std::path::Path,
+        identity: &[u8],
+        options: IndexOptions,
+    ) -> Result<Option<Index>> {
+        options.validate()?;
+        match Store::open_if_sound(dir, identity, &options)? {
+            Some(store) => Index::over(store, None, dir, identity, options).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn over(
+        store: Store,
+        fresh: Option<Fresh>,
+        dir: &std::path::Path,
+        identity: &[u8],
+        options: IndexOptions,
+    ) -> Result<Index> {
         let meta = store.meta()?;
         let inner = Arc::new(Inner {
             state: RwLock::new(State {
@@ -651,7 +680,12 @@ impl Index {
         if let Some(v) = self.read_state().tail.next_version(tag) {
             return Ok(v);
         }
-        Ok(self.read(|s| s.tag_row(tag))?.map_or(0, |r| r.next_version))
+        // The one row a writer numbers from: checked against the version
+        // rows, so a row that disagrees stops the append as `Corrupt` (and
+        // marks the index damaged, so the next open rebuilds it).
+        Ok(self
+            .read(|s| s.checked_tag_row(tag))?
+            .map_or(0, |r| r.next_version))
     }
 
     /// The nearest locator at or before `seqnum`: the seqnum it belongs to
