@@ -241,6 +241,9 @@ struct Inner {
     stop: AtomicBool,
     /// Set once a read found the store damaged.
     damaged: AtomicBool,
+    /// Opened by [`Index::open_if_sound`] to be looked at: damage a read
+    /// finds is reported, not marked (the marker is the owner's business).
+    inspecting: bool,
     options: IndexOptions,
     /// Why the last flush failed (the flusher retries).
     failure: Mutex<Option<(ErrorKind, String)>>,
@@ -279,13 +282,15 @@ impl Index {
     pub fn open(dir: &std::path::Path, identity: &[u8], options: IndexOptions) -> Result<Index> {
         options.validate()?;
         let (store, fresh) = Store::open_or_create(dir, identity, &options)?;
-        Index::over(store, fresh, dir, identity, options)
+        Index::over(store, fresh, dir, identity, options, false)
     }
 
     /// Opens the index in `dir` only if it is there and sound for the log
     /// `identity`, changing nothing on disk otherwise (`None`: the index is
     /// missing, or one [`Index::open`] would start afresh). For a check
-    /// that compares the index with its log without rebuilding it.
+    /// that compares the index with its log without rebuilding it: a
+    /// damaged row a read meets is returned as `Corrupt` but not marked,
+    /// so the owner's next open still judges the index itself.
     ///
     /// Errors: `Locked` when another handle has it open; `InvalidInput`
     /// for bad options; I/O kinds.
@@ -296,7 +301,7 @@ impl Index {
     ) -> Result<Option<Index>> {
         options.validate()?;
         match Store::open_if_sound(dir, identity, &options)? {
-            Some(store) => Index::over(store, None, dir, identity, options).map(Some),
+            Some(store) => Index::over(store, None, dir, identity, options, true).map(Some),
             None => Ok(None),
         }
     }
@@ -307,6 +312,7 @@ impl Index {
         dir: &std::path::Path,
         identity: &[u8],
         options: IndexOptions,
+        inspecting: bool,
     ) -> Result<Index> {
         let meta = store.meta()?;
         let inner = Arc::new(Inner {
@@ -323,6 +329,7 @@ impl Index {
             work_lock: Mutex::new(false),
             stop: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
+            inspecting,
             options,
             failure: Mutex::new(None),
         });
@@ -883,6 +890,7 @@ impl Index {
                 .unwrap_or_else(|_| Err(Error::corrupt("the log index store panicked on a read")));
         if let Err(e) = &result
             && e.kind() == ErrorKind::Corrupt
+            && !self.inner.inspecting
             && !self.inner.damaged.swap(true, Ordering::AcqRel)
         {
             warn!(error = %e, "the log index is damaged; it will be rebuilt");
