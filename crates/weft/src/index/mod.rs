@@ -104,6 +104,17 @@ impl Default for IndexOptions {
 }
 
 impl IndexOptions {
+    /// Small caches, for a check that opens an index to read one row per
+    /// stream ([`Index::open_if_sound`]).
+    pub fn for_inspection() -> IndexOptions {
+        IndexOptions {
+            cache_bytes: 4 << 20,
+            write_buffer_bytes: 4 << 20,
+            tail_bytes: 1 << 20,
+            ..IndexOptions::default()
+        }
+    }
+
     /// Checks the settings.
     ///
     /// Errors: `InvalidInput` naming the first setting out of range.
@@ -693,6 +704,26 @@ impl Index {
         Ok(self
             .read(|s| s.checked_tag_row(tag))?
             .map_or(0, |r| r.next_version))
+    }
+
+    /// Compares the next version of each stream in `expected` (what the
+    /// log says) with this index's, one problem per stream that differs or
+    /// whose row is damaged: for a check of the index against its log.
+    ///
+    /// Errors: I/O kinds (damage is a problem, not an error).
+    pub fn version_problems(&self, expected: &[(LogTag, u64)]) -> Result<Vec<Error>> {
+        let mut problems = Vec::new();
+        for (tag, next) in expected {
+            match self.next_version(tag) {
+                Ok(ours) if ours == *next => {}
+                Ok(ours) => problems.push(Error::corrupt(format!(
+                    "the log index says stream {tag} continues at version {ours}, the log at {next}"
+                ))),
+                Err(e) if e.kind() == ErrorKind::Corrupt => problems.push(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(problems)
     }
 
     /// The nearest locator at or before `seqnum`: the seqnum it belongs to

@@ -17,20 +17,14 @@ use super::recovery::{IDENTITY, INDEX_DIR};
 use crate::error::{ErrorKind, Result};
 use crate::index::{Index, IndexOptions};
 
-/// Small caches: the check reads one row per stream.
-fn options() -> IndexOptions {
-    IndexOptions {
-        cache_bytes: 4 << 20,
-        write_buffer_bytes: 4 << 20,
-        tail_bytes: 1 << 20,
-        ..IndexOptions::default()
-    }
-}
-
 /// Compares the index in `dir` with what `report` found in the log, adding
 /// problems and notes to `report`.
 pub(super) fn compare(dir: &Path, report: &mut DirCheck) -> Result<()> {
-    let index = match Index::open_if_sound(&dir.join(INDEX_DIR), IDENTITY, options()) {
+    let index = match Index::open_if_sound(
+        &dir.join(INDEX_DIR),
+        IDENTITY,
+        IndexOptions::for_inspection(),
+    ) {
         Ok(Some(index)) => index,
         Ok(None) => {
             if dir.join(INDEX_DIR).exists() {
@@ -65,22 +59,14 @@ fn compare_rows(index: &Index, report: &mut DirCheck) -> Result<()> {
         ));
         return Ok(());
     }
-    let mut problems = Vec::new();
-    for info in &report.tags {
-        let Some(latest) = info.latest_version else {
-            continue;
-        };
-        match index.next_version(&info.tag) {
-            Ok(next) if next == latest + 1 => {}
-            Ok(next) => problems.push(format!(
-                "the log index says stream {} continues at version {next}, the log at {}",
-                info.tag,
-                latest + 1
-            )),
-            Err(e) if e.kind() == ErrorKind::Corrupt => problems.push(e.message().to_owned()),
-            Err(e) => return Err(e),
-        }
-    }
-    report.problems.extend(problems);
+    let expected: Vec<_> = report
+        .tags
+        .iter()
+        .filter_map(|t| t.latest_version.map(|v| (t.tag.clone(), v + 1)))
+        .collect();
+    let problems = index.version_problems(&expected)?;
+    report
+        .problems
+        .extend(problems.iter().map(|e| e.message().to_owned()));
     Ok(())
 }
