@@ -41,10 +41,12 @@
 //! than growing without bound.
 
 mod heap;
+mod inspect;
 pub mod store;
 mod tail;
 mod versions;
 
+pub use inspect::inspect;
 pub use versions::IndexVersions;
 
 /// The index's in-memory maps, keyed by tags and tag ids: they sit on the
@@ -105,7 +107,7 @@ impl Default for IndexOptions {
 
 impl IndexOptions {
     /// Small caches, for a check that opens an index to read one row per
-    /// stream ([`Index::open_if_sound`]).
+    /// stream ([`inspect`]).
     pub fn for_inspection() -> IndexOptions {
         IndexOptions {
             cache_bytes: 4 << 20,
@@ -305,7 +307,7 @@ impl Index {
     ///
     /// Errors: `Locked` when another handle has it open; `InvalidInput`
     /// for bad options; I/O kinds.
-    pub fn open_if_sound(
+    pub(super) fn open_if_sound(
         dir: &std::path::Path,
         identity: &[u8],
         options: IndexOptions,

@@ -56,7 +56,7 @@ fn memtable_bytes(name: &str, write_buffer_bytes: usize) -> u64 {
 const JOURNAL_BYTES: u64 = 64 << 20;
 
 /// The subdirectory fjall keeps its files in.
-const STORE_DIR: &str = "store";
+pub(super) const STORE_DIR: &str = "store";
 
 /// A file whose presence says a read found the store damaged: the next
 /// open starts afresh.

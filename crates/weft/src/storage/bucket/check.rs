@@ -108,8 +108,7 @@ pub enum CacheCheck {
 /// Compares the log index in `cache_dir` (a bucket writer's or follower's
 /// [`cache_dir`](BucketOptions::cache_dir)) with the bucket log at
 /// `prefix` in `store`, reading the whole log as [`check`] does. Changes
-/// nothing in the directory: an index its next open would rebuild is left
-/// alone.
+/// nothing in the directory (it opens a copy of the index).
 ///
 /// Errors: the log's errors as [`check`] reads it (damage included:
 /// [`check`] reports that); I/O kinds for the directory.
@@ -118,7 +117,6 @@ pub async fn check_cache(
     prefix: &str,
     cache_dir: &std::path::Path,
 ) -> Result<CacheCheck> {
-    use crate::index::{Index, IndexOptions};
     let layout = BucketLayout::new(prefix);
     let options = BucketOptions::default();
     let (numbers, _) =
@@ -131,31 +129,27 @@ pub async fn check_cache(
     let identity = super::numbers::identity(layout.manifest().as_ref());
     let dir = cache_dir.join("index");
     tokio::task::spawn_blocking(move || {
-        let index =
-            match Index::open_if_sound(&dir, identity.as_bytes(), IndexOptions::for_inspection()) {
-                Ok(Some(index)) => index,
-                Ok(None) => {
-                    return Ok(CacheCheck::Skipped(
-                        "no sound log index there: the next open builds one".into(),
-                    ));
-                }
-                Err(e) if e.kind() == ErrorKind::Locked => {
-                    return Ok(CacheCheck::Skipped("the log index is in use".into()));
-                }
-                Err(e) => return Err(e),
-            };
-        let outcome = if index.first() != first || index.next() != next {
-            Ok(CacheCheck::Skipped(format!(
-                "the log index covers entries {}..{}, the log {first}..{next}: the next open \
-                 brings it up to date",
-                index.first(),
-                index.next()
-            )))
-        } else {
+        let inspected = crate::index::inspect(&dir, identity.as_bytes(), |index| {
+            if index.first() != first || index.next() != next {
+                return Ok(CacheCheck::Skipped(format!(
+                    "the log index covers entries {}..{}, the log {first}..{next}: the next \
+                     open brings it up to date",
+                    index.first(),
+                    index.next()
+                )));
+            }
             index.version_problems(&expected).map(CacheCheck::Compared)
-        };
-        index.close()?;
-        outcome
+        });
+        match inspected {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Ok(CacheCheck::Skipped(
+                "no sound log index there: the next open builds one".into(),
+            )),
+            Err(e) if e.kind() == ErrorKind::Locked => {
+                Ok(CacheCheck::Skipped("the log index is in use".into()))
+            }
+            Err(e) => Err(e),
+        }
     })
     .await
     .map_err(|e| Error::internal(format!("cache check task failed: {e}")))?

@@ -4,48 +4,40 @@
 //! contradicts is reported as a problem (the writer refuses such a row as
 //! `Corrupt` when it meets it; see `docs/FAILURE_SEMANTICS.md`).
 //!
-//! Only an index that is there, sound and not in use is compared, and
+//! Only an index that is there, sound and not in use is compared (a copy
+//! of it, [`index::inspect`], so nothing in the directory changes), and
 //! only when it covers the whole log (an index behind the log is brought
 //! up to date from the log by the next open, which is not a problem).
-//! Opening it changes nothing: one the writer would start afresh is left
-//! alone and noted.
 
 use std::path::Path;
 
 use super::check::DirCheck;
 use super::recovery::{IDENTITY, INDEX_DIR};
 use crate::error::{ErrorKind, Result};
-use crate::index::{Index, IndexOptions};
+use crate::index::{self, Index};
 
 /// Compares the index in `dir` with what `report` found in the log, adding
 /// problems and notes to `report`.
 pub(super) fn compare(dir: &Path, report: &mut DirCheck) -> Result<()> {
-    let index = match Index::open_if_sound(
-        &dir.join(INDEX_DIR),
-        IDENTITY,
-        IndexOptions::for_inspection(),
-    ) {
-        Ok(Some(index)) => index,
+    match index::inspect(&dir.join(INDEX_DIR), IDENTITY, |index| {
+        compare_rows(index, report)
+    }) {
+        Ok(Some(())) => {}
         Ok(None) => {
             if dir.join(INDEX_DIR).exists() {
                 report.notes.push(
                     "the log index is damaged or another log's: the next open rebuilds it".into(),
                 );
             }
-            return Ok(());
         }
         Err(e) if e.kind() == ErrorKind::Locked => {
             report
                 .notes
                 .push("the log index is in use by a writer: not compared with the log".into());
-            return Ok(());
         }
         Err(e) => return Err(e),
-    };
-    let outcome = compare_rows(&index, report);
-    let closed = index.close();
-    outcome?;
-    closed
+    }
+    Ok(())
 }
 
 fn compare_rows(index: &Index, report: &mut DirCheck) -> Result<()> {
