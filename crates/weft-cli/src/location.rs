@@ -59,7 +59,7 @@ pub(crate) enum Role {
 
 impl StoreArgs {
     /// The cache directory for `role` on the log at `location`, if any.
-    fn cache_for(&self, location: &Location, role: Role) -> Option<std::path::PathBuf> {
+    pub(crate) fn cache_for(&self, location: &Location, role: Role) -> Option<std::path::PathBuf> {
         let base = match self.cache_dir.as_deref() {
             Some("none") => return None,
             Some(dir) => std::path::PathBuf::from(dir),

@@ -707,3 +707,58 @@ fn a_trimmed_log_without_a_cache_is_no_warning_and_stderr_has_no_colour() {
     assert!(err.contains("DEBUG"), "{err}");
     assert!(!err.contains('\u{1b}'), "colour codes on a pipe: {err:?}");
 }
+
+/// A bucket writer's cache index (`--cache-dir`) whose row of stream `a`
+/// is rewritten (valid fjall checksums) to continue at another version:
+/// `verify` reports it (exit 1), `append` to that stream refuses with
+/// `corrupt` (exit 6) instead of numbering from it, and the next `append`
+/// rebuilds the index and continues where the log does.
+#[test]
+fn a_cache_index_that_disagrees_with_the_log_is_reported_and_not_trusted() {
+    let (_, url) = bucket("tampered_cache");
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().to_str().unwrap();
+    for i in 0..6 {
+        let t = ["a", "b"][i % 2];
+        append(
+            &url,
+            &["-t", t, &format!("e{i}"), "--create", "--cache-dir", dir],
+        );
+    }
+    ok(weft(&["verify", &url, "--cache-dir", dir]));
+
+    let index = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path().join("writer").join("index"))
+        .find(|p| p.exists())
+        .expect("the writer's cache index");
+    {
+        let db = fjall::Database::builder(index.join("store"))
+            .open()
+            .unwrap();
+        let tags = db
+            .keyspace("tags", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
+        // The `tags` key of stream `a` (FORMATS.md, "The log index").
+        let key = [1u8, 0, b'a', 0, 0];
+        let mut row = tags.get(key).unwrap().unwrap().to_vec();
+        let next = u64::from_le_bytes(row[8..16].try_into().unwrap());
+        row[8..16].copy_from_slice(&(next + 5).to_le_bytes());
+        tags.insert(key, row).unwrap();
+        db.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+
+    let found = weft(&["verify", &url, "--cache-dir", dir]);
+    let said = String::from_utf8_lossy(&found.stdout).into_owned();
+    assert_eq!(found.status.code(), Some(1), "{said}");
+    assert!(said.contains("stream a"), "{said}");
+    let refused = weft(&["append", &url, "-t", "a", "x", "--cache-dir", dir]);
+    assert_eq!(
+        refused.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let again = append(&url, &["-t", "a", "y", "--cache-dir", dir]);
+    assert_eq!(again["stream_version"], 3, "{again}");
+}

@@ -96,7 +96,12 @@ pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<Exit
         Location::Dir { path } => verify_dir(path).await?,
         _ => {
             let store = location::open_store(&location, store_args)?;
-            verify_bucket(&store, location.to_string(), args.manifest.as_deref()).await?
+            let mut f =
+                verify_bucket(&store, location.to_string(), args.manifest.as_deref()).await?;
+            if args.manifest.is_none() && f.problems.is_empty() {
+                verify_caches(&store, &location, store_args, &mut f).await;
+            }
+            f
         }
     };
     findings.ok = findings.problems.is_empty();
@@ -127,6 +132,47 @@ pub(crate) async fn run(args: VerifyArgs, store_args: &StoreArgs) -> Result<Exit
     } else {
         ExitCode::from(exit::PROBLEM_FOUND)
     })
+}
+
+/// The log indexes this machine keeps for the bucket log in its cache
+/// directories (`--cache-dir`), compared with the log: a row that
+/// disagrees is a problem (an append to that stream stops with
+/// `corrupt`, and the next open rebuilds the index).
+async fn verify_caches(
+    store: &Arc<dyn ObjectStore>,
+    location: &Location,
+    store_args: &StoreArgs,
+    f: &mut Findings,
+) {
+    for role in [location::Role::Writer, location::Role::Reader] {
+        let Some(dir) = store_args.cache_for(location, role) else {
+            continue;
+        };
+        if !dir.exists() {
+            continue;
+        }
+        let shown = dir.display();
+        match weft::storage::bucket::check_cache(store.clone(), "", &dir).await {
+            Ok(weft::storage::bucket::CacheCheck::Compared(problems)) => {
+                for e in problems {
+                    f.problem(format!(
+                        "the log index in {shown}: {} (an append to that stream stops with \
+                         `corrupt`; the next open rebuilds the index)",
+                        crate::exit::one_line(&e)
+                    ));
+                }
+            }
+            Ok(weft::storage::bucket::CacheCheck::Skipped(why)) => {
+                f.notes
+                    .push(format!("the log index in {shown} was not compared: {why}"));
+            }
+            Ok(_) => {}
+            Err(e) => f.notes.push(format!(
+                "the log index in {shown} was not compared: {}",
+                crate::exit::one_line(&e)
+            )),
+        }
+    }
 }
 
 async fn verify_dir(dir: &std::path::Path) -> Result<Findings> {

@@ -41,10 +41,12 @@
 //! than growing without bound.
 
 mod heap;
+mod inspect;
 pub mod store;
 mod tail;
 mod versions;
 
+pub use inspect::inspect;
 pub use versions::IndexVersions;
 
 /// The index's in-memory maps, keyed by tags and tag ids: they sit on the
@@ -104,6 +106,17 @@ impl Default for IndexOptions {
 }
 
 impl IndexOptions {
+    /// Small caches, for a check that opens an index to read one row per
+    /// stream ([`inspect`]).
+    pub fn for_inspection() -> IndexOptions {
+        IndexOptions {
+            cache_bytes: 4 << 20,
+            write_buffer_bytes: 4 << 20,
+            tail_bytes: 1 << 20,
+            ..IndexOptions::default()
+        }
+    }
+
     /// Checks the settings.
     ///
     /// Errors: `InvalidInput` naming the first setting out of range.
@@ -241,6 +254,9 @@ struct Inner {
     stop: AtomicBool,
     /// Set once a read found the store damaged.
     damaged: AtomicBool,
+    /// Opened by [`Index::open_if_sound`] to be looked at: damage a read
+    /// finds is reported, not marked (the marker is the owner's business).
+    inspecting: bool,
     options: IndexOptions,
     /// Why the last flush failed (the flusher retries).
     failure: Mutex<Option<(ErrorKind, String)>>,
@@ -279,6 +295,38 @@ impl Index {
     pub fn open(dir: &std::path::Path, identity: &[u8], options: IndexOptions) -> Result<Index> {
         options.validate()?;
         let (store, fresh) = Store::open_or_create(dir, identity, &options)?;
+        Index::over(store, fresh, dir, identity, options, false)
+    }
+
+    /// Opens the index in `dir` only if it is there and sound for the log
+    /// `identity`, changing nothing on disk otherwise (`None`: the index is
+    /// missing, or one [`Index::open`] would start afresh). For a check
+    /// that compares the index with its log without rebuilding it: a
+    /// damaged row a read meets is returned as `Corrupt` but not marked,
+    /// so the owner's next open still judges the index itself.
+    ///
+    /// Errors: `Locked` when another handle has it open; `InvalidInput`
+    /// for bad options; I/O kinds.
+    pub(super) fn open_if_sound(
+        dir: &std::path::Path,
+        identity: &[u8],
+        options: IndexOptions,
+    ) -> Result<Option<Index>> {
+        options.validate()?;
+        match Store::open_if_sound(dir, identity, &options)? {
+            Some(store) => Index::over(store, None, dir, identity, options, true).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn over(
+        store: Store,
+        fresh: Option<Fresh>,
+        dir: &std::path::Path,
+        identity: &[u8],
+        options: IndexOptions,
+        inspecting: bool,
+    ) -> Result<Index> {
         let meta = store.meta()?;
         let inner = Arc::new(Inner {
             state: RwLock::new(State {
@@ -294,6 +342,7 @@ impl Index {
             work_lock: Mutex::new(false),
             stop: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
+            inspecting,
             options,
             failure: Mutex::new(None),
         });
@@ -651,7 +700,32 @@ impl Index {
         if let Some(v) = self.read_state().tail.next_version(tag) {
             return Ok(v);
         }
-        Ok(self.read(|s| s.tag_row(tag))?.map_or(0, |r| r.next_version))
+        // The one row a writer numbers from: checked against the version
+        // rows, so a row that disagrees stops the append as `Corrupt` (and
+        // marks the index damaged, so the next open rebuilds it).
+        Ok(self
+            .read(|s| s.checked_tag_row(tag))?
+            .map_or(0, |r| r.next_version))
+    }
+
+    /// Compares the next version of each stream in `expected` (what the
+    /// log says) with this index's, one problem per stream that differs or
+    /// whose row is damaged: for a check of the index against its log.
+    ///
+    /// Errors: I/O kinds (damage is a problem, not an error).
+    pub fn version_problems(&self, expected: &[(LogTag, u64)]) -> Result<Vec<Error>> {
+        let mut problems = Vec::new();
+        for (tag, next) in expected {
+            match self.next_version(tag) {
+                Ok(ours) if ours == *next => {}
+                Ok(ours) => problems.push(Error::corrupt(format!(
+                    "the log index says stream {tag} continues at version {ours}, the log at {next}"
+                ))),
+                Err(e) if e.kind() == ErrorKind::Corrupt => problems.push(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(problems)
     }
 
     /// The nearest locator at or before `seqnum`: the seqnum it belongs to
@@ -849,6 +923,7 @@ impl Index {
                 .unwrap_or_else(|_| Err(Error::corrupt("the log index store panicked on a read")));
         if let Err(e) = &result
             && e.kind() == ErrorKind::Corrupt
+            && !self.inner.inspecting
             && !self.inner.damaged.swap(true, Ordering::AcqRel)
         {
             warn!(error = %e, "the log index is damaged; it will be rebuilt");

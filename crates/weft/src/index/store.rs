@@ -56,7 +56,7 @@ fn memtable_bytes(name: &str, write_buffer_bytes: usize) -> u64 {
 const JOURNAL_BYTES: u64 = 64 << 20;
 
 /// The subdirectory fjall keeps its files in.
-const STORE_DIR: &str = "store";
+pub(super) const STORE_DIR: &str = "store";
 
 /// A file whose presence says a read found the store damaged: the next
 /// open starts afresh.
@@ -241,6 +241,24 @@ impl Store {
         let store = Store::open_raw(dir, options)?;
         store.initialize(identity, 0, &[])?;
         Ok((store, Some(fresh)))
+    }
+
+    /// Opens the store in `dir` only if it is there and sound for the log
+    /// `identity` (`None` when [`Store::open_or_create`] would start it
+    /// afresh), removing and creating nothing.
+    pub(super) fn open_if_sound(
+        dir: &Path,
+        identity: &[u8],
+        options: &IndexOptions,
+    ) -> Result<Option<Store>> {
+        if !dir.join(STORE_DIR).is_dir() {
+            return Ok(None);
+        }
+        match Store::open_existing(dir, identity, options) {
+            Ok(store) => Ok(Some(store)),
+            Err(Refused::InUse(e)) => Err(e),
+            Err(Refused::Fresh(_)) => Ok(None),
+        }
     }
 
     fn open_existing(
@@ -483,6 +501,51 @@ impl Store {
             .map_err(|e| map_err("read the log index", e))?
             .map(|v| TagRow::decode(&v))
             .transpose()
+    }
+
+    /// `tag`'s row, checked against its version rows: a sequencer numbers
+    /// the stream's next entry from `next_version`, so a row the version
+    /// rows contradict (rewritten, or left behind by a lost batch) must not
+    /// be believed. The last version chunk ends at `next_version` and its
+    /// last seqnum is `last`; with no chunk (or one ending below it, after
+    /// a trim raised the floor) `next_version` is the floor.
+    ///
+    /// Errors: `Corrupt` on a mismatch; I/O kinds.
+    pub(super) fn checked_tag_row(&self, tag: &LogTag) -> Result<Option<TagRow>> {
+        let Some(row) = self.tag_row(tag)? else {
+            return Ok(None);
+        };
+        let last_chunk = match self
+            .versions
+            .range(pair_key(row.id, 0)..=pair_key(row.id, u64::MAX))
+            .next_back()
+        {
+            None => None,
+            Some(g) => {
+                let (key, value) = g
+                    .into_inner()
+                    .map_err(|e| map_err("read the log index", e))?;
+                let first = checked_pair(&key, row.id)?.1;
+                let seqnums = decode_chunk(&value)?;
+                Some((first + seqnums.len() as u64, seqnums.last().copied()))
+            }
+        };
+        let sound = match last_chunk {
+            Some((end, last)) if end == row.next_version => last == Some(row.last),
+            Some((end, _)) => end < row.next_version && row.next_version == row.floor,
+            None => row.next_version == row.floor,
+        };
+        if !sound {
+            return Err(Error::corrupt(format!(
+                "the log index's row of stream {tag} (next version {}, floor {}, last entry {}) \
+                 disagrees with its version rows (they end at {:?})",
+                row.next_version,
+                row.floor,
+                row.last,
+                last_chunk.map(|(end, _)| end)
+            )));
+        }
+        Ok(Some(row))
     }
 
     /// The chunks of `ks` for tag `id` from the one holding `from` (the

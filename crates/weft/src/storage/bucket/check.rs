@@ -89,3 +89,68 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
         Err(e) => Err(e),
     }
 }
+
+/// What [`check_cache`] found in a bucket log handle's cache directory.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CacheCheck {
+    /// The index there was compared with the log: one `Corrupt` error per
+    /// stream whose next version it gets wrong (a writer that meets such a
+    /// row stops that append with `Corrupt`; see
+    /// `docs/FAILURE_SEMANTICS.md`).
+    Compared(Vec<Error>),
+    /// Not compared: no index, one the next open rebuilds (damaged,
+    /// another log's), one covering another range than the log (the next
+    /// open brings it up to date), or one in use by a running handle.
+    Skipped(String),
+}
+
+/// Compares the log index in `cache_dir` (a bucket writer's or follower's
+/// [`cache_dir`](BucketOptions::cache_dir)) with the bucket log at
+/// `prefix` in `store`, reading the whole log as [`check`] does. Changes
+/// nothing in the directory (it opens a copy of the index).
+///
+/// Errors: the log's errors as [`check`] reads it (damage included:
+/// [`check`] reports that); I/O kinds for the directory.
+pub async fn check_cache(
+    store: Arc<dyn ObjectStore>,
+    prefix: &str,
+    cache_dir: &std::path::Path,
+) -> Result<CacheCheck> {
+    let layout = BucketLayout::new(prefix);
+    let options = BucketOptions::default();
+    let (numbers, _) =
+        read_numbers(&store, &layout, options.rebuild_prefetch, &options.retry).await?;
+    let expected = match numbers.next() {
+        0 => Vec::new(),
+        next => numbers.next_versions_through(next - 1),
+    };
+    let (first, next) = (numbers.first(), numbers.next());
+    let identity = super::numbers::identity(layout.manifest().as_ref());
+    let dir = cache_dir.join("index");
+    tokio::task::spawn_blocking(move || {
+        let inspected = crate::index::inspect(&dir, identity.as_bytes(), |index| {
+            if index.first() != first || index.next() != next {
+                return Ok(CacheCheck::Skipped(format!(
+                    "the log index covers entries {}..{}, the log {first}..{next}: the next \
+                     open brings it up to date",
+                    index.first(),
+                    index.next()
+                )));
+            }
+            index.version_problems(&expected).map(CacheCheck::Compared)
+        });
+        match inspected {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Ok(CacheCheck::Skipped(
+                "no sound log index there: the next open builds one".into(),
+            )),
+            Err(e) if e.kind() == ErrorKind::Locked => {
+                Ok(CacheCheck::Skipped("the log index is in use".into()))
+            }
+            Err(e) => Err(e),
+        }
+    })
+    .await
+    .map_err(|e| Error::internal(format!("cache check task failed: {e}")))?
+}

@@ -63,7 +63,7 @@ pub mod retention;
 mod states;
 pub mod writer;
 
-pub use check::{BucketCheck, check};
+pub use check::{BucketCheck, CacheCheck, check, check_cache};
 pub use follower::{BucketFollower, FollowerOptions};
 pub use kv::BucketKv;
 pub use retention::{gc, trim_unowned};

@@ -188,6 +188,9 @@ fn check_blocking(dir: &Path) -> Result<DirCheck> {
         Err(e) => return Err(e),
     };
     check_kv(dir, &mut report)?;
+    if report.refusal.is_none() {
+        super::index_check::compare(dir, &mut report)?;
+    }
     Ok(report)
 }
 

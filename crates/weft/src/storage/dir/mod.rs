@@ -91,6 +91,7 @@ mod check;
 mod follower;
 mod fsutil;
 mod ids;
+mod index_check;
 mod kv;
 mod lock;
 mod options;
