@@ -140,10 +140,21 @@ async fn sessions(ctx: &mut Ctx, backend: &str, clients: usize, d: Duration) -> 
             let mut out = Outcome::default();
             let mut last = start;
             loop {
-                let Some(msg) = source.next().await else {
-                    break;
+                // Never wait for an answer that cannot come: once the writer
+                // has passed the deadline, every answer is in when nothing
+                // is outstanding. (Waiting on the socket alone hung when the
+                // last answer arrived just before the deadline.)
+                let until = tokio::time::Instant::from_std(
+                    deadline.max(Instant::now()) + Duration::from_millis(200),
+                );
+                let msg = match tokio::time::timeout_at(until, source.next()).await {
+                    Ok(Some(msg)) => msg?,
+                    Ok(None) => break,
+                    Err(_) if Instant::now() >= deadline && sent.lock().await.is_empty() => {
+                        break;
+                    }
+                    Err(_) => continue,
                 };
-                let msg = msg?;
                 if !msg.is_text() {
                     continue;
                 }
