@@ -6,6 +6,7 @@
 #   scripts/postgres.sh restart   # stop (fast) and start again on the same data and port
 #   scripts/postgres.sh stop      # stop it by PID (bounded wait) and delete its data
 #   scripts/postgres.sh env       # print the env file path
+#   scripts/postgres.sh pid       # print the postmaster's PID now (a restart changes it)
 #
 # `start` writes $WEFT_PG_ENV_FILE (default .tmp/postgres/env), to be sourced
 # before `cargo test`:
@@ -257,5 +258,6 @@ case "${1:-}" in
   restart) cmd_restart ;;
   stop) cmd_stop ;;
   env) echo "$ENV_FILE" ;;
-  *) die "usage: $0 install|start|restart|stop|env" ;;
+  pid) load_conf; pid_of || die "not running" ;;
+  *) die "usage: $0 install|start|restart|stop|env|pid" ;;
 esac

@@ -90,7 +90,19 @@ fn every_command_on_a_paused_postgres_stops_when_told() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let pid: u32 = required("WEFT_TEST_PG_PID").trim().parse().unwrap();
+    // The postmaster's PID now: a test before this one may have restarted
+    // the server, which leaves $WEFT_TEST_PG_PID stale.
+    let script = required("WEFT_TEST_PG_RESTART");
+    let out = Command::new(&script)
+        .arg("pid")
+        .output()
+        .expect("run postgres.sh pid");
+    assert!(
+        out.status.success(),
+        "{script} pid: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     {
         signal(pid, "-STOP");
         let _paused = Paused(pid);
