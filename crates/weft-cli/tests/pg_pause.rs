@@ -11,8 +11,13 @@
 // clippy.toml are for library code.
 #![allow(clippy::disallowed_methods)]
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[path = "support/pause.rs"]
+mod pause;
+
+use pause::{Paused, signal, wait_bounded};
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft");
 
@@ -20,22 +25,6 @@ fn required(key: &str) -> String {
     match std::env::var(key) {
         Ok(v) if !v.is_empty() => v,
         _ => panic!("{key} is not set: run scripts/postgres.sh start and source its env file"),
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {sig} {pid} failed");
-}
-
-struct Paused(u32);
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        signal(self.0, "-CONT");
     }
 }
 
@@ -48,25 +37,6 @@ fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run weft")
-}
-
-/// Waits for `child` at most `limit`; kills it and fails if it runs on.
-fn wait_bounded(mut child: Child, what: &str, limit: Duration) -> Output {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what} did not end within {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -16,6 +16,11 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+#[path = "support/pause.rs"]
+mod pause;
+
+use pause::{Paused, signal, wait_bounded};
+
 const BIN: &str = env!("CARGO_BIN_EXE_weft");
 
 fn required(key: &str) -> String {
@@ -44,22 +49,6 @@ fn server_pid() -> u32 {
     let pid = std::fs::read_to_string(std::path::Path::new(&state).join("pid"))
         .unwrap_or_else(|_| required("WEFT_TEST_S3_PID"));
     pid.trim().parse().expect("the server pid is a number")
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {sig} {pid} failed");
-}
-
-struct Paused(u32);
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        signal(self.0, "-CONT");
-    }
 }
 
 #[test]
@@ -144,25 +133,6 @@ fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run weft")
-}
-
-/// Waits for `child` at most `limit`; kills it and fails if it runs on.
-fn wait_bounded(mut child: Child, what: &str, limit: Duration) -> Output {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what} did not end within {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// With the server paused: every command, stuck on the store, ends on
