@@ -792,7 +792,14 @@ fn read_prints_entries_as_json_lines_in_seqnum_order() {
     for line in out.lines() {
         assert_eq!(
             keys_in_order(line),
-            ["seqnum", "stream_version", "tags", "timestamp_ms", "data"],
+            [
+                "seqnum",
+                "stream_version",
+                "tags",
+                "timestamp_ms",
+                "id",
+                "data"
+            ],
             "{line}"
         );
     }
@@ -991,7 +998,14 @@ fn tail_follows_appends_from_other_processes() {
     for line in text.lines() {
         assert_eq!(
             keys_in_order(line),
-            ["seqnum", "stream_version", "tags", "timestamp_ms", "data"]
+            [
+                "seqnum",
+                "stream_version",
+                "tags",
+                "timestamp_ms",
+                "id",
+                "data"
+            ]
         );
     }
 }

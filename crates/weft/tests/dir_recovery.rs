@@ -296,6 +296,7 @@ fn frame_bytes(seqnum: u64, version: u64, group_offset: u32, end: bool, t: &str)
         tags: vec![tag(t)],
         data: Bytes::from(payload(seqnum)),
         timestamp_ms: 1,
+        append_id: None,
     };
     let mut out = Vec::new();
     frame::encode(&mut out, &entry, group_offset, end).unwrap();

@@ -141,6 +141,7 @@ fn frame_of(seqnum: u64, tags: &[&str], data: &[u8], offset: u32, end: bool) -> 
         tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
         data: bytes::Bytes::copy_from_slice(data),
         timestamp_ms: 1_700_000_000_000,
+        append_id: None,
     };
     let mut out = Vec::new();
     frame::encode(&mut out, &e, offset, end).unwrap();
@@ -155,6 +156,7 @@ fn frame_with_id(seqnum: u64, tags: &[&str], id: &str, data: &[u8]) -> Vec<u8> {
         tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
         data: bytes::Bytes::copy_from_slice(data),
         timestamp_ms: 1_700_000_000_000,
+        append_id: None,
     };
     let mut out = Vec::new();
     frame::encode_with_id(&mut out, &e, Some(id), 0, true).unwrap();

@@ -263,6 +263,7 @@ fn numbered(
             tags: entry.tags,
             data: entry.data,
             timestamp_ms,
+            append_id: entry.append_id,
         });
     }
     planned

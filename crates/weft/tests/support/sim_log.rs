@@ -1035,6 +1035,7 @@ mod checker_tests {
             tags: vec![tag(t)],
             data: Bytes::from(data.to_string()),
             timestamp_ms: 0,
+            append_id: None,
         }
     }
 

@@ -65,7 +65,7 @@ fn entry_bytes(e: &LogEntry) -> usize {
         .iter()
         .map(|t| t.namespace().len() + t.key().map_or(0, str::len) + 48)
         .sum();
-    e.data.len() + tags + 64
+    e.data.len() + tags + e.append_id.as_ref().map_or(0, String::len) + 64
 }
 
 impl Recent {
@@ -613,6 +613,7 @@ mod tests {
             tags: vec![tag(t)],
             data: bytes::Bytes::from(vec![0u8; 10]),
             timestamp_ms: 0,
+            append_id: None,
         }
     }
 
