@@ -288,7 +288,10 @@ async fn steps(page: &Client, api: &Api, url: &str) {
         "orders, orders:o-7"
     );
     // The append id it was appended with.
-    assert_eq!(text_of(page, "#entry [data-field=\"id\"]").await, "o-7/placed");
+    assert_eq!(
+        text_of(page, "#entry [data-field=\"id\"]").await,
+        "o-7/placed"
+    );
     wait_for(page, "#payload[data-format=\"json\"]").await;
     let shown: Value = serde_json::from_str(&text_of(page, "#payload").await).unwrap();
     assert_eq!(shown, serde_json::from_slice::<Value>(placed).unwrap());
