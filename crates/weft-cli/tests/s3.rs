@@ -762,3 +762,144 @@ fn a_cache_index_that_disagrees_with_the_log_is_reported_and_not_trusted() {
     let again = append(&url, &["-t", "a", "y", "--cache-dir", dir]);
     assert_eq!(again["stream_version"], 3, "{again}");
 }
+
+/// How the CLI's forged-checkpoint table rewrites the newest stream-state
+/// checkpoint (with a valid checksum), and the stream it appends to.
+#[derive(Debug, Clone, Copy)]
+enum Forged {
+    /// Stream a five versions ahead.
+    Ahead,
+    /// Stream a one version behind.
+    Behind,
+    /// Stream b left out; the append goes to b.
+    StreamMissing,
+    /// A stream the log does not have.
+    ExtraStream,
+}
+
+/// A one-shot `weft append --cache-dir none` opens from the newest
+/// stream-state checkpoint; one rewritten with another stream version (and
+/// valid checksums) makes it exit with `corrupt` before it writes
+/// anything, whatever the forgery, and `verify` reports the checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_refuses_a_forged_state_checkpoint_and_writes_nothing() {
+    use weft::format::{
+        LogState, StateCheckpoint, decode_state_checkpoint, encode_state_checkpoint,
+    };
+    use weft::storage::bucket::{BucketOptions, BucketStorage};
+    use weft::{AppendRequest, Log, LogTag};
+
+    let tag = |t: &str| LogTag::new(t).unwrap();
+    for forged in [
+        Forged::Ahead,
+        Forged::Behind,
+        Forged::StreamMissing,
+        Forged::ExtraStream,
+    ] {
+        let (settings, url) = bucket("forged_checkpoint");
+        let store = settings.build().unwrap();
+        let w = Log::new(
+            BucketStorage::open(
+                store.clone(),
+                "",
+                BucketOptions {
+                    state_checkpoint_entries: 10,
+                    ..BucketOptions::default()
+                },
+            )
+            .await
+            .unwrap(),
+        );
+        // a, b and c, then only d: the newest checkpoint is past every
+        // entry of a, b and c.
+        for i in 0..45usize {
+            let t = if i < 30 { ["a", "b", "c"][i % 3] } else { "d" };
+            w.append(AppendRequest::new(tag(t), format!("{t}{i}")))
+                .await
+                .unwrap();
+        }
+        w.close().await.unwrap();
+
+        let mut states: Vec<ObjectPath> = {
+            use futures::TryStreamExt;
+            store
+                .list(Some(&ObjectPath::from("states")))
+                .map_ok(|m| m.location)
+                .try_collect()
+                .await
+                .unwrap()
+        };
+        states.sort();
+        let newest = states.pop().expect("a state checkpoint");
+        let bytes = store.get(&newest).await.unwrap().bytes().await.unwrap();
+        let cp = decode_state_checkpoint(&bytes).unwrap();
+        assert!(
+            cp.state.through >= 29,
+            "{forged:?}: through {}",
+            cp.state.through
+        );
+        let last = cp.last_seqnums.clone().expect("a version 2 checkpoint");
+        let mut rows: Vec<(LogTag, u64, u64)> = cp
+            .state
+            .next_versions
+            .iter()
+            .zip(last)
+            .map(|((t, v), l)| (t.clone(), *v, l))
+            .collect();
+        let at = |rows: &[(LogTag, u64, u64)], t: &str| rows.iter().position(|r| r.0 == tag(t));
+        let a = at(&rows, "a").unwrap();
+        let mut stream = "a";
+        match forged {
+            Forged::Ahead => rows[a].1 += 5,
+            Forged::Behind => rows[a].1 -= 1,
+            Forged::StreamMissing => {
+                let b = at(&rows, "b").unwrap();
+                rows.remove(b);
+                stream = "b";
+            }
+            Forged::ExtraStream => rows.push((tag("zz"), 1, 0)),
+        }
+        rows.sort_by_key(|r| r.0.to_string());
+        let forgery = encode_state_checkpoint(&StateCheckpoint {
+            state: LogState::new(
+                cp.state.through,
+                rows.iter().map(|(t, v, _)| (t.clone(), *v)).collect(),
+            )
+            .unwrap(),
+            through_check: cp.through_check,
+            last_seqnums: Some(rows.iter().map(|r| r.2).collect()),
+        })
+        .unwrap();
+        store.put(&newest, forgery.into()).await.unwrap();
+
+        let out = tokio::task::spawn_blocking({
+            let url = url.clone();
+            move || weft(&["append", &url, "-t", stream, "wrong", "--cache-dir", "none"])
+        })
+        .await
+        .unwrap();
+        one_line_error(&out, 6, "corrupt");
+
+        let checked = weft::storage::bucket::check(store.clone(), "")
+            .await
+            .unwrap();
+        assert!(
+            checked.problem.is_none(),
+            "{forged:?}: {:?}",
+            checked.problem
+        );
+        assert_eq!(checked.next_seqnum, 45, "{forged:?}: nothing was appended");
+        let verified = tokio::task::spawn_blocking({
+            let url = url.clone();
+            move || weft(&["verify", &url, "--cache-dir", "none"])
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            verified.status.code(),
+            Some(1),
+            "{forged:?}: {}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
+    }
+}
