@@ -218,6 +218,23 @@ impl LocalState {
             .unwrap_or_default()
     }
 
+    /// Every stream with an entry at the live end, with the version of its
+    /// first entry there, while history is being filled in (empty
+    /// otherwise).
+    pub(crate) fn live_first_versions(&self) -> Vec<(LogTag, u64)> {
+        let Some(p) = &self.pending else {
+            return Vec::new();
+        };
+        p.index
+            .next_versions_through(u64::MAX)
+            .into_iter()
+            .filter_map(|(tag, _)| {
+                let first = p.index.next_version_at(&tag, p.from)?;
+                Some((tag, first))
+            })
+            .collect()
+    }
+
     /// Takes the numbers out, leaving an empty index behind.
     pub(crate) fn take_numbers(&mut self) -> Numbers {
         std::mem::replace(&mut self.index, Numbers::Memory(LogIndex::default()))
