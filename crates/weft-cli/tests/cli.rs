@@ -892,6 +892,57 @@ fn if_version_conflicts_write_nothing() {
 }
 
 #[test]
+fn expect_states_write_only_when_they_hold() {
+    let (_tmp, log) = tmp_log();
+    append_json(&log, &["-t", "written", "w"]);
+    // (stream, --expect, writes?) in order; each row sees the rows before.
+    let table = [
+        ("fresh", "stream-exists", false),
+        ("fresh", "no-stream", true),
+        ("fresh", "no-stream", false),
+        ("fresh", "stream-exists", true),
+        ("written", "no_stream", false),
+        ("written", "any", true),
+        ("written", "2", true),
+        ("written", "2", false),
+    ];
+    let mut written = 1;
+    for (stream, expect, writes) in table {
+        let args = ["append", &log, "-t", stream, "--expect", expect, "x"];
+        if writes {
+            ok(weft(&args));
+            written += 1;
+        } else {
+            let line = fails(weft(&args), 5, "conflict");
+            assert!(line.contains(stream), "{expect} on {stream}: {line}");
+        }
+        let lines = json_lines(&ok(weft(&["read", &log, "--json"])));
+        assert_eq!(lines.len(), written, "after {expect} on {stream}");
+    }
+    // A state it does not know, and both flags at once: refused before
+    // anything is written.
+    let bad = weft(&["append", &log, "-t", "fresh", "--expect", "maybe", "x"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("no-stream"), "{}", stderr(&bad));
+    let both = weft(&[
+        "append",
+        &log,
+        "-t",
+        "fresh",
+        "--expect",
+        "any",
+        "--if-version",
+        "2",
+        "x",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+    assert_eq!(
+        json_lines(&ok(weft(&["read", &log, "--json"]))).len(),
+        written
+    );
+}
+
+#[test]
 fn a_missing_log_is_a_one_line_not_found() {
     let (_tmp, log) = tmp_log();
     fails(weft(&["append", &log, "-t", "orders", "x"]), 3, "not_found");

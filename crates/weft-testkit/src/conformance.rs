@@ -31,7 +31,7 @@ use futures::StreamExt;
 
 use weft::error::{ErrorDetail, ErrorKind};
 use weft::log::{JsonCodec, Log};
-use weft::model::{AppendRequest, LogEntry, LogTag, Position};
+use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position};
 use weft::storage::feed::FEED_CAPACITY;
 
 /// A fresh log for one check, with whatever must outlive it.
@@ -70,6 +70,8 @@ macro_rules! conformance_suite {
                 reads_by_tag_and_position,
                 multi_tag_entries_are_visible_from_every_tag,
                 conditional_append_checks_primary_version,
+                expected_states_hold_on_every_kind_of_stream,
+                batch_conditions_apply_per_stream,
                 concurrent_conditional_appends_have_one_winner,
                 concurrent_appenders_get_dense_unique_numbers,
                 batches_are_atomic,
@@ -266,6 +268,159 @@ pub async fn conditional_append_checks_primary_version(f: Fixture) {
         .unwrap();
     assert_eq!(r.stream_version, 1);
     assert_eq!(log.read_all(&t).await.unwrap().len(), 2);
+}
+
+/// Every condition against every kind of stream: one that never had an
+/// entry, one with two live entries, and one whose two entries were both
+/// trimmed away (it still exists: its numbering continues at 2). Each
+/// condition runs on a stream of its own, so a success changes nothing
+/// the next row sees.
+pub async fn expected_states_hold_on_every_kind_of_stream(f: Fixture) {
+    let log = f.log;
+    // (condition, writes on fresh, on written, on trimmed)
+    let table = [
+        (Expected::Any, true, true, true),
+        (Expected::NoStream, true, false, false),
+        (Expected::StreamExists, false, true, true),
+        (Expected::Exact(0), true, false, false),
+        (Expected::Exact(2), false, true, true),
+        (Expected::Exact(3), false, false, false),
+    ];
+    let kinds = ["fresh", "written", "trimmed"];
+    for (i, _) in table.iter().enumerate() {
+        for kind in ["written", "trimmed"] {
+            for n in 0..2 {
+                log.append(AppendRequest::new(
+                    tag(&format!("{kind}:{i}")),
+                    format!("{n}"),
+                ))
+                .await
+                .unwrap();
+            }
+        }
+    }
+    // Trim every `trimmed:*` entry: the last one is the newest of them,
+    // so keep one later entry to trim below.
+    let last_trimmed = log
+        .read_all(&tag(&format!("trimmed:{}", table.len() - 1)))
+        .await
+        .unwrap()
+        .last()
+        .unwrap()
+        .seqnum;
+    log.append(AppendRequest::new(tag("keeper"), "k"))
+        .await
+        .unwrap();
+    log.trim(last_trimmed).await.unwrap();
+    for (i, (expected, fresh, written, trimmed)) in table.into_iter().enumerate() {
+        for (kind, writes) in kinds.into_iter().zip([fresh, written, trimmed]) {
+            let t = tag(&format!("{kind}:{i}"));
+            let next = if kind == "fresh" { 0 } else { 2 };
+            let got = log
+                .append_if(AppendRequest::new(t.clone(), "x"), expected)
+                .await;
+            match got {
+                Ok(r) => {
+                    assert!(writes, "{expected} on a {kind} stream wrote");
+                    assert_eq!(r.stream_version, next, "{expected} on {kind}");
+                    assert_eq!(log.latest_version(&t).await.unwrap(), Some(next));
+                }
+                Err(e) => {
+                    assert!(!writes, "{expected} on a {kind} stream failed: {e}");
+                    assert_eq!(e.kind(), ErrorKind::Conflict, "{expected} on {kind}");
+                    assert_eq!(
+                        e.conflict_next_version(),
+                        Some(next),
+                        "{expected} on {kind}"
+                    );
+                    let detail_names_it = match (expected, e.detail()) {
+                        (
+                            Expected::Exact(v),
+                            Some(ErrorDetail::VersionConflict { expected, next: n }),
+                        ) => *expected == v && *n == next,
+                        (state, Some(ErrorDetail::StreamStateConflict { expected, next: n })) => {
+                            *expected == state && *n == next
+                        }
+                        _ => false,
+                    };
+                    assert!(detail_names_it, "{expected} on {kind}: {:?}", e.detail());
+                    assert_eq!(
+                        log.latest_version(&t).await.unwrap(),
+                        next.checked_sub(1),
+                        "a failed {expected} on {kind} wrote nothing"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// An atomic batch with one condition per stream: every condition is
+/// checked, one failing state condition refuses the whole batch, and
+/// conditions on later entries of a stream see the earlier ones.
+pub async fn batch_conditions_apply_per_stream(f: Fixture) {
+    let log = f.log;
+    let (cart, user, audit) = (tag("cart:1"), tag("user:1"), tag("audit"));
+    log.append(AppendRequest::new(user.clone(), "signed up"))
+        .await
+        .unwrap();
+    let tip = log.tip().await.unwrap();
+    // `cart` must be new, `user` must exist, `audit` is unconditioned.
+    let ok = log
+        .append_batch_if(vec![
+            (
+                AppendRequest::new(cart.clone(), "created"),
+                Some(Expected::NoStream),
+            ),
+            (
+                AppendRequest::new(user.clone(), "has cart"),
+                Some(Expected::StreamExists),
+            ),
+            (AppendRequest::new(audit.clone(), "a"), Some(Expected::Any)),
+            (
+                AppendRequest::new(cart.clone(), "item"),
+                Some(Expected::StreamExists),
+            ),
+        ])
+        .await
+        .unwrap();
+    let nums: Vec<_> = ok.iter().map(|r| (r.seqnum, r.stream_version)).collect();
+    assert_eq!(
+        nums,
+        vec![
+            (tip.next, 0),
+            (tip.next + 1, 1),
+            (tip.next + 2, 0),
+            (tip.next + 3, 1)
+        ]
+    );
+    // Each failing member alone refuses the batch; nothing is written.
+    let failing = [
+        (Expected::NoStream, tag("cart:1"), 2),
+        (Expected::StreamExists, tag("cart:2"), 0),
+        (Expected::Exact(5), tag("user:1"), 2),
+    ];
+    for (bad, bad_tag, next) in failing {
+        let before = log.tip().await.unwrap();
+        let err = log
+            .append_batch_if(vec![
+                (
+                    AppendRequest::new(tag("other"), "fine"),
+                    Some(Expected::NoStream),
+                ),
+                (AppendRequest::new(bad_tag.clone(), "refused"), Some(bad)),
+            ])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Conflict, "{bad} on {bad_tag}");
+        assert_eq!(
+            err.conflict_next_version(),
+            Some(next),
+            "{bad} on {bad_tag}"
+        );
+        assert_eq!(log.tip().await.unwrap(), before, "{bad}: nothing written");
+        assert_eq!(log.latest_version(&tag("other")).await.unwrap(), None);
+    }
 }
 
 /// Of many concurrent `append_if` at the same version, exactly one wins.

@@ -86,7 +86,7 @@ pub use log::{
     Codec, EntryStream, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedEntries,
     TypedSubscription, TypedView,
 };
-pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
+pub use model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position};
 pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, Tip};
 
 /// The `tracing` target of the one warning a bucket writer or follower
