@@ -943,6 +943,61 @@ fn expect_states_write_only_when_they_hold() {
 }
 
 #[test]
+fn tail_filters_by_namespace_tags_and_key_prefix_and_marks_progress() {
+    let (_tmp, log) = tmp_log();
+    let names = [
+        "orders:eu-1",
+        "orders:us-1",
+        "orders",
+        "audit",
+        "noise",
+        "noise",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let args = [
+            "append",
+            log.as_str(),
+            "-t",
+            name,
+            "--create",
+            &i.to_string(),
+        ];
+        ok(weft(&args));
+    }
+    // (filter arguments, seqnums it selects)
+    let table: [(&[&str], &[u64]); 4] = [
+        (&["--namespace", "orders"], &[0, 1, 2]),
+        (&["--tag-prefix", "orders:eu-"], &[0]),
+        (&["-t", "audit", "-t", "orders:us-1"], &[1, 3]),
+        (&["--tag-prefix", "orders:"], &[0, 1]),
+    ];
+    for (filter, want) in table {
+        let mut args = vec![
+            "tail",
+            log.as_str(),
+            "--from",
+            "0",
+            "--json",
+            "--marks",
+            "--timeout",
+            "1",
+        ];
+        args.extend_from_slice(filter);
+        let lines = json_lines(&ok(weft(&args)));
+        let got: Vec<u64> = lines.iter().filter_map(|l| l["seqnum"].as_u64()).collect();
+        assert_eq!(got, want, "{filter:?}");
+        // The last line is the mark past the two unmatched entries at the end.
+        assert_eq!(
+            lines.last().unwrap()["passed"].as_u64(),
+            Some(6),
+            "{filter:?}: {lines:?}"
+        );
+    }
+    let bad = weft(&["tail", &log, "--tag-prefix", "no-colon", "--timeout", "1"]);
+    assert_eq!(bad.status.code(), Some(4), "{}", stderr(&bad));
+}
+
+#[test]
 fn a_missing_log_is_a_one_line_not_found() {
     let (_tmp, log) = tmp_log();
     fails(weft(&["append", &log, "-t", "orders", "x"]), 3, "not_found");

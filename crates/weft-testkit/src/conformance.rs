@@ -30,8 +30,9 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use weft::error::{ErrorDetail, ErrorKind};
+use weft::log::Delivery;
 use weft::log::{JsonCodec, Log};
-use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position};
+use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position, TagFilter};
 use weft::storage::feed::FEED_CAPACITY;
 
 /// A fresh log for one check, with whatever must outlive it.
@@ -78,6 +79,7 @@ macro_rules! conformance_suite {
                 trim_makes_old_reads_fail_clearly,
                 subscription_hands_over_from_backlog_to_live,
                 tail_subscription_sees_only_new_entries,
+                filtered_subscriptions_pass_sparse_stretches,
                 lagging_subscriber_never_blocks_appends,
                 views_scope_reads_and_appends,
                 typed_view_decode_failure_names_seqnum,
@@ -664,6 +666,123 @@ pub async fn subscription_hands_over_from_backlog_to_live(f: Fixture) {
     let want = log.read_all(&t).await.unwrap();
     assert_eq!(seqnums(&got), seqnums(&want));
     assert_eq!(got, want);
+}
+
+/// Filtered whole-log subscriptions (a namespace, a key prefix, a set of
+/// tags) deliver exactly the matching entries, backlog then live, and mark
+/// their progress through a long stretch of entries that do not match, so
+/// a subscriber resumed at the last mark reads nothing below it (the log
+/// is trimmed below the mark first, which a rescan would run into).
+pub async fn filtered_subscriptions_pass_sparse_stretches(f: Fixture) {
+    let log = f.log;
+    let names = [
+        "orders:eu-1",
+        "orders:us-1",
+        "orders",
+        "audit",
+        "user:7",
+        "user:8",
+    ];
+    for i in 0..30 {
+        let mut r = AppendRequest::new(tag(names[i % names.len()]), format!("{i}"));
+        if i % 7 == 0 {
+            r = r.with_tag(tag("audit"));
+        }
+        log.append(r).await.unwrap();
+    }
+    // A stretch longer than any one catch-up read, matching no filter.
+    for b in 0..7 {
+        let batch = (0..300)
+            .map(|i| AppendRequest::new(tag("noise"), format!("{b}/{i}")))
+            .collect();
+        log.append_batch(batch).await.unwrap();
+    }
+    let backlog_end = log.tip().await.unwrap().next;
+    type Pred = fn(&str) -> bool;
+    // (filter, the same set written as a test on a tag's text, a tag to
+    // append live that it matches)
+    let table: [(TagFilter, Pred, &str); 3] = [
+        (
+            TagFilter::namespace("orders").unwrap(),
+            |t| t == "orders" || t.starts_with("orders:"),
+            "orders:new",
+        ),
+        (
+            TagFilter::key_prefix("orders", "eu-").unwrap(),
+            |t| t.starts_with("orders:eu-"),
+            "orders:eu-9",
+        ),
+        (
+            TagFilter::tags([tag("audit"), tag("user:7")]).unwrap(),
+            |t| t == "audit" || t == "user:7",
+            "user:7",
+        ),
+    ];
+    let everything: Vec<LogEntry> = log
+        .stream_log(Position::Beginning)
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    let mut last_mark = 0;
+    for (filter, pred, live_tag) in table {
+        let want: Vec<u64> = everything
+            .iter()
+            .filter(|e| e.tags.iter().any(|t| pred(&t.to_string())))
+            .map(|e| e.seqnum)
+            .collect();
+        let mut sub = log.subscribe_filtered(filter.clone(), Position::Beginning);
+        let (mut got, mut resume) = (Vec::new(), 0);
+        loop {
+            let item = within("filtered backlog", sub.next())
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                item.resume_at() > resume,
+                "{filter}: {item:?} after {resume}"
+            );
+            resume = item.resume_at();
+            match item {
+                Delivery::Entry(e) => got.push(e.seqnum),
+                Delivery::Passed(n) if n >= backlog_end => {
+                    assert_eq!(n, log.tip().await.unwrap().next, "{filter}");
+                    break;
+                }
+                Delivery::Passed(_) => {}
+            }
+        }
+        assert_eq!(got, want, "{filter}");
+        // Live: a match, then a stretch of noise, which the mark covers.
+        let hit = log
+            .append(AppendRequest::new(tag(live_tag), "live"))
+            .await
+            .unwrap();
+        let miss = log
+            .append(AppendRequest::new(tag("noise"), "n"))
+            .await
+            .unwrap();
+        let a = within("filtered live", sub.next()).await.unwrap().unwrap();
+        assert!(
+            matches!(&a, Delivery::Entry(e) if e.seqnum == hit.seqnum),
+            "{filter}: {a:?}"
+        );
+        let b = within("filtered mark", sub.next()).await.unwrap().unwrap();
+        assert_eq!(b, Delivery::Passed(miss.seqnum + 1), "{filter}");
+        last_mark = miss.seqnum + 1;
+    }
+    // Resume at the last mark with everything below it trimmed away.
+    log.trim(last_mark - 1).await.unwrap();
+    let filter = TagFilter::key_prefix("orders", "eu-").unwrap();
+    let mut resumed = log.subscribe_filtered(filter, Position::At(last_mark));
+    let hit = log
+        .append(AppendRequest::new(tag("orders:eu-2"), "after"))
+        .await
+        .unwrap();
+    let first = within("resumed", resumed.next()).await.unwrap().unwrap();
+    assert!(
+        matches!(&first, Delivery::Entry(e) if e.seqnum == hit.seqnum),
+        "{first:?}"
+    );
 }
 
 /// A tail subscription sees only entries appended after it was made.

@@ -45,11 +45,11 @@ use futures::TryStreamExt;
 
 use crate::error::{Error, Result};
 use crate::kv::ViewKv;
-use crate::model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position};
+use crate::model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
 use crate::storage::{MemoryStorage, NewEntry, Storage, Tip};
 
 pub use paged::{EntryStream, PAGE_ENTRIES};
-pub use subscribe::Subscription;
+pub use subscribe::{Delivery, FilteredSubscription, Subscription};
 pub use typed::{Codec, JsonCodec, PostcardCodec, TypedEntries, TypedSubscription, TypedView};
 pub use view::LogView;
 
@@ -310,17 +310,52 @@ impl Log {
     /// Entries carrying `tag` from `position` on: first the backlog, then
     /// live entries, in seqnum order with no gap and no duplicate.
     pub fn subscribe(&self, tag: &LogTag, position: Position) -> Subscription {
-        Subscription::new(self.clone(), Some(tag.clone()), position)
+        Subscription::new(self.clone(), tag.clone().into(), position)
     }
 
     /// Only entries carrying `tag` appended from now on.
     pub fn subscribe_tail(&self, tag: &LogTag) -> Subscription {
-        Subscription::new(self.clone(), Some(tag.clone()), Position::End)
+        Subscription::new(self.clone(), tag.clone().into(), Position::End)
     }
 
     /// Every entry of the log from `position` on, backlog then live.
     pub fn subscribe_log(&self, position: Position) -> Subscription {
-        Subscription::new(self.clone(), None, position)
+        Subscription::new(self.clone(), TagFilter::All, position)
+    }
+
+    /// The entries of the whole log that `filter` matches (a namespace, a
+    /// set of tags, a key prefix), from `position` on, backlog then live,
+    /// with [`Delivery::Passed`] marks whenever the subscription moved past
+    /// entries that did not match. Store the last item's
+    /// [`Delivery::resume_at`] and resume with `Position::At(it)`: nothing
+    /// below it is read again, however sparse the matches were.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> weft::Result<()> {
+    /// use futures::StreamExt;
+    /// use weft::{AppendRequest, Delivery, Log, LogTag, Position, TagFilter};
+    ///
+    /// let log = Log::memory();
+    /// for key in ["us-1", "eu-1", "us-2"] {
+    ///     log.append(AppendRequest::new(LogTag::with_key("orders", key)?, "x")).await?;
+    /// }
+    /// let eu = TagFilter::key_prefix("orders", "eu-")?;
+    /// let mut sub = log.subscribe_filtered(eu, Position::Beginning);
+    /// let Some(Ok(Delivery::Entry(e))) = sub.next().await else { panic!() };
+    /// assert_eq!(e.seqnum, 1);
+    /// // The entry after it did not match: the cursor passed it anyway.
+    /// assert_eq!(sub.next().await.unwrap()?, Delivery::Passed(3));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors (as items): as [`Log::subscribe`].
+    pub fn subscribe_filtered(
+        &self,
+        filter: TagFilter,
+        position: Position,
+    ) -> FilteredSubscription {
+        FilteredSubscription::new(self.clone(), filter, position)
     }
 
     /// A view of the log scoped to `tag`.

@@ -4,6 +4,7 @@
 
 mod entry;
 mod expected;
+mod filter;
 mod tag;
 
 pub use entry::{
@@ -11,4 +12,5 @@ pub use entry::{
     MAX_TAGS_PER_ENTRY, Position,
 };
 pub use expected::Expected;
+pub use filter::TagFilter;
 pub use tag::{LogTag, MAX_TAG_PART_BYTES};
