@@ -163,7 +163,7 @@ async fn truncation_at_every_byte_of_the_last_entry_drops_only_it() {
             .append(vec![weft::storage::NewEntry {
                 tags: vec![tag("s1")],
                 data: Bytes::from(payload(5)),
-                expected_version: Some(2),
+                expected_version: Some(2.into()),
                 append_id: None,
             }])
             .await

@@ -55,7 +55,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::kv::KvStore;
-use crate::model::{AppendResult, LogEntry, LogTag};
+use crate::model::{AppendResult, Expected, LogEntry, LogTag};
 
 pub use dir::DirStorage;
 pub use feed::CommitFeed;
@@ -69,9 +69,11 @@ pub struct NewEntry {
     pub tags: Vec<LogTag>,
     /// The payload.
     pub data: Bytes,
-    /// When set, the append succeeds only if the primary tag's next version
-    /// equals this value (0 for an empty stream).
-    pub expected_version: Option<u64>,
+    /// When set, the append succeeds only if the primary tag's stream
+    /// satisfies this condition ([`Expected::admits`] its next version,
+    /// counting the batch's own earlier entries). `None` and
+    /// `Some(Expected::Any)` both mean no condition.
+    pub expected_version: Option<Expected>,
     /// The caller's append id (exactly-once appends), only for backends
     /// whose [`Storage::supports_append_ids`] is true.
     pub append_id: Option<String>,
@@ -134,8 +136,8 @@ pub struct Capabilities {
 ///
 /// Implementations must make [`append`](Storage::append) atomic (every entry
 /// of the batch or none, with contiguous seqnums), check every
-/// `expected_version` against versions that include the batch's own earlier
-/// entries, make an entry visible to reads only once it is durable (for the
+/// `expected_version` (with [`Expected::check`]) against versions that
+/// include the batch's own earlier entries, make an entry visible to reads only once it is durable (for the
 /// backend's notion of durable), and publish committed batches on the
 /// [`CommitFeed`] in seqnum order (every committed entry eventually, and
 /// none before it is readable).

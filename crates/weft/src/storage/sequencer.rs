@@ -269,13 +269,11 @@ fn numbered(
     planned
 }
 
-/// `Conflict` when `entry` expects another version than `next`.
+/// `Conflict` when `entry`'s condition does not admit a stream at `next`.
 fn check_expected(entry: &NewEntry, next: u64) -> Result<()> {
     match entry.expected_version {
-        Some(expected) if expected != next => {
-            Err(Error::version_conflict(&entry.tags[0], expected, next))
-        }
-        _ => Ok(()),
+        Some(expected) => expected.check(&entry.tags[0], next),
+        None => Ok(()),
     }
 }
 
@@ -288,7 +286,7 @@ mod tests {
         NewEntry {
             tags: vec![tag.parse().unwrap()],
             data: "x".into(),
-            expected_version: expected,
+            expected_version: expected.map(Into::into),
             append_id: None,
         }
     }

@@ -200,8 +200,8 @@ fn functions(schema: &str) -> String {
 -- outcome_of.
 --
 -- Arguments, per entry: primary tag, secondary tags joined by a newline
--- (tags hold no control characters) or NULL, payload, expected version or
--- NULL, append id or NULL; p_batch_len splits the entries into atomic
+-- (tags hold no control characters) or NULL, payload, expected version
+-- (-1 for: the stream exists, its next version is above 0) or NULL, append id or NULL; p_batch_len splits the entries into atomic
 -- batches (an id appears at most once per batch). Returns one row per
 -- entry, in order:
 --   status 0 written (seqnum, version, ts)
@@ -495,7 +495,11 @@ BEGIN
                     END IF;
                 END IF;
                 t := e_tix[j];
-                IF e_expected[j] IS NOT NULL AND e_expected[j] <> s_next[t] THEN
+                -- -1 means the stream exists (next version above 0), any
+                -- other value is the exact next version.
+                IF e_expected[j] IS NOT NULL
+                        AND ((e_expected[j] = -1 AND s_next[t] = 0)
+                          OR (e_expected[j] <> -1 AND e_expected[j] <> s_next[t])) THEN
                     ok := false;
                     r_status[j] := 2; r_ver[j] := e_expected[j]; r_next[j] := s_next[t];
                     EXIT;
