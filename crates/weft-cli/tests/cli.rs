@@ -1427,3 +1427,13 @@ fn dir_reads_keep_their_index_in_the_cache_named() {
     assert_eq!(second.lines().count(), 2);
     assert!(second.starts_with(first.trim_end()), "{second}");
 }
+
+#[path = "trim_cases/mod.rs"]
+mod trim_cases;
+
+#[test]
+fn trim_drops_entries_through_a_seqnum_on_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    trim_cases::trim_rows(&weft, log.to_str().unwrap());
+}

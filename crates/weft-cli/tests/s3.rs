@@ -1102,3 +1102,12 @@ async fn damaged_history_is_judged_alike_by_append_read_and_verify() {
         );
     }
 }
+
+#[path = "trim_cases/mod.rs"]
+mod trim_cases;
+
+#[test]
+fn trim_drops_entries_through_a_seqnum_on_a_bucket() {
+    let (_, url) = bucket("trim");
+    trim_cases::trim_rows(&weft, &url);
+}
