@@ -203,6 +203,8 @@ pub(super) struct Writer {
     /// The group's appends with their plans, then with their answers.
     planned: Vec<Answer>,
     answers: Vec<Answered>,
+    /// Zeros to extend the active segment with (empty until needed).
+    zeros: Vec<u8>,
     /// Relaxed mode: bytes were written since the last sync.
     dirty: bool,
     lock: Option<DirLock>,
@@ -272,6 +274,7 @@ impl Writer {
             group: Vec::new(),
             planned: Vec::new(),
             answers: Vec::new(),
+            zeros: Vec::new(),
             dirty: false,
             lock: Some(lock),
             failed: false,
@@ -623,10 +626,26 @@ impl Writer {
             // that passes this size do not change it. A failure costs only
             // that: the write below grows the file as it goes.
             let to = base + len + step;
-            match active.file.set_len(to) {
-                Ok(()) => active.allocated = to,
-                Err(e) => debug!(error = %e, "could not extend the active segment ahead"),
+            let grown = if len < ZERO_FILL_BELOW {
+                // Written zeros, not a hole: a small group written into a
+                // hole makes its sync allocate blocks too, which on ext4
+                // here costs more round trips to the disk than the data
+                // (64 appenders: 0.75-0.88 ms per sync against 1.3-2.1 ms;
+                // BENCHMARKS.md, "Issue 30: zero-filled preallocation").
+                // The zeros go to disk with this group's sync.
+                let from = active.allocated.max(base + len);
+                write_zeros(&active.file, &mut self.zeros, from, to)
+            } else {
+                // A large group's sync writes megabytes anyway: zeros
+                // would double its bytes for little gain.
+                active.file.set_len(to)
+            };
+            if let Err(e) = grown {
+                debug!(error = %e, "could not extend the active segment ahead");
             }
+            // Even after a failure: the zeros may be partly written, and
+            // the file must be cut back to its data when it is sealed.
+            active.allocated = to;
         }
         write_group_bytes(&active.file, base, &self.buf, &self.large)
             .map_err(|e| Error::io("write to the active segment", e))?;
@@ -792,6 +811,29 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// Groups smaller than this extend the active segment with written zeros,
+/// larger ones with a hole (see `Writer::write_group`).
+const ZERO_FILL_BELOW: u64 = 256 << 10;
+
+/// The largest piece of zeros written at once when extending a segment.
+const ZERO_CHUNK: usize = 1 << 20;
+
+/// Writes zeros over `from..to` of `file`, from `zeros` (sized here once).
+fn write_zeros(file: &File, zeros: &mut Vec<u8>, from: u64, to: u64) -> std::io::Result<()> {
+    let total = to.saturating_sub(from);
+    let chunk = usize::try_from(total).map_or(ZERO_CHUNK, |t| t.min(ZERO_CHUNK));
+    if zeros.len() < chunk {
+        zeros.resize(chunk, 0);
+    }
+    let mut at = from;
+    while at < to {
+        let n = usize::try_from(to - at).map_or(chunk, |r| r.min(chunk));
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Writes `buf` with the `large` payloads spliced in at their positions,
