@@ -513,9 +513,9 @@ async fn preallocated_space_is_only_ever_at_the_end_and_loses_nothing() {
     // (payload of entry i, segment bytes, entries): small groups, extended
     // with zeros; groups of 300 KiB, above the writer's 256 KiB limit for
     // zeros, extended with a hole.
-    let small: fn(u64) -> Vec<u8> = payload;
-    let large: fn(u64) -> Vec<u8> = |i| vec![(i % 251) as u8 + 1; 300 << 10];
-    let cases: [(&str, fn(u64) -> Vec<u8>, u64, u64); 2] = [
+    let small: Payloads = payload;
+    let large: Payloads = |i| vec![(i % 251) as u8 + 1; 300 << 10];
+    let cases: [(&str, Payloads, u64, u64); 2] = [
         ("small groups", small, 4096, 120),
         ("large groups", large, 1 << 20, 12),
     ];
@@ -524,7 +524,10 @@ async fn preallocated_space_is_only_ever_at_the_end_and_loses_nothing() {
     }
 }
 
-async fn preallocated_space_case(name: &str, make: fn(u64) -> Vec<u8>, segment_bytes: u64, n: u64) {
+/// The payload of entry `i`.
+type Payloads = fn(u64) -> Vec<u8>;
+
+async fn preallocated_space_case(name: &str, make: Payloads, segment_bytes: u64, n: u64) {
     let tmp = tempfile::tempdir().unwrap();
     let step = 64 << 10;
     let options = DirOptions {
