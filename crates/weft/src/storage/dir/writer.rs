@@ -61,6 +61,7 @@ use crate::model::{AppendResult, LogEntry, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
 use crate::storage::append_ids::{AppendIds, Planned, check_batch_ids};
 use crate::storage::core::Gate;
+use crate::storage::core::{result_of, single_result};
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
@@ -84,25 +85,152 @@ pub(super) fn payload_crcs(batch: &[NewEntry]) -> Vec<u32> {
 /// A reply channel for one command.
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
 
-/// What the writer thread is asked to do.
-pub(super) enum Command {
-    Append {
+/// An append's entries as the appender sent them.
+pub(super) enum Batch {
+    /// One entry (`Storage::append_one`): no vector either way.
+    One {
+        entry: NewEntry,
+        /// Its payload's CRC-32C when the payload has at least
+        /// [`LARGE_PAYLOAD`] bytes (computed by the appender).
+        data_crc: Option<u32>,
+    },
+    /// A batch.
+    Many {
         batch: Vec<NewEntry>,
         /// CRC-32C of each payload, computed by the appender when the batch
         /// holds a payload of at least [`LARGE_PAYLOAD`] bytes (else empty).
         data_crcs: Vec<u32>,
-        reply: Reply<Vec<AppendResult>>,
     },
-    Trim {
-        through: u64,
-        reply: Reply<()>,
-    },
-    Sync {
-        reply: Reply<()>,
-    },
-    Close {
-        reply: Reply<()>,
-    },
+}
+
+impl Batch {
+    /// The checksums of a lone entry's payload, in a batch's form.
+    fn crcs_of_one(data_crc: Option<u32>) -> Vec<u32> {
+        data_crc.into_iter().collect()
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Batch::One { .. } => 1,
+            Batch::Many { batch, .. } => batch.len(),
+        }
+    }
+
+    fn payload_bytes(&self) -> usize {
+        match self {
+            Batch::One { entry, .. } => entry.data.len(),
+            Batch::Many { batch, .. } => payload_bytes(batch),
+        }
+    }
+}
+
+/// Where an append's answer goes: one result for [`Batch::One`], a vector
+/// for [`Batch::Many`].
+pub(super) enum Replier {
+    One(Reply<AppendResult>),
+    Many(Reply<Vec<AppendResult>>),
+}
+
+impl Replier {
+    fn send(self, answer: Result<Results>) {
+        match self {
+            Replier::One(tx) => {
+                let _ = tx.send(answer.and_then(Results::into_one));
+            }
+            Replier::Many(tx) => {
+                let _ = tx.send(answer.map(Results::into_vec));
+            }
+        }
+    }
+}
+
+/// An append's results.
+enum Results {
+    One(AppendResult),
+    Many(Vec<AppendResult>),
+}
+
+impl Results {
+    fn into_one(self) -> Result<AppendResult> {
+        match self {
+            Results::One(r) => Ok(r),
+            Results::Many(v) => single_result(v),
+        }
+    }
+
+    fn into_vec(self) -> Vec<AppendResult> {
+        match self {
+            Results::One(r) => vec![r],
+            Results::Many(v) => v,
+        }
+    }
+}
+
+/// An append's plan: a lone entry without an append id is numbered
+/// without the vectors of a [`Planned`].
+enum Plan {
+    One(LogEntry, AppendResult),
+    Many(Planned),
+}
+
+impl Plan {
+    /// The entries to write.
+    fn entries(&self) -> &[LogEntry] {
+        match self {
+            Plan::One(entry, _) => std::slice::from_ref(entry),
+            Plan::Many(p) => &p.entries,
+        }
+    }
+
+    fn id(&self, i: usize) -> Option<&str> {
+        match self {
+            Plan::One(..) => None,
+            Plan::Many(p) => p.id(i),
+        }
+    }
+
+    fn writes_ids(&self) -> bool {
+        match self {
+            Plan::One(..) => false,
+            Plan::Many(p) => p.writes_ids(),
+        }
+    }
+
+    fn known_through(&self) -> Option<u64> {
+        match self {
+            Plan::One(..) => None,
+            Plan::Many(p) => p.known_through,
+        }
+    }
+
+    fn results(self) -> Results {
+        match self {
+            Plan::One(_, r) => Results::One(r),
+            Plan::Many(p) => Results::Many(p.results),
+        }
+    }
+
+    /// The results, and the entries moved into `committed`.
+    fn commit_into(self, committed: &mut Vec<LogEntry>) -> Results {
+        match self {
+            Plan::One(entry, r) => {
+                committed.push(entry);
+                Results::One(r)
+            }
+            Plan::Many(p) => {
+                committed.extend(p.entries);
+                Results::Many(p.results)
+            }
+        }
+    }
+}
+
+/// What the writer thread is asked to do.
+pub(super) enum Command {
+    Append { batch: Batch, reply: Replier },
+    Trim { through: u64, reply: Reply<()> },
+    Sync { reply: Reply<()> },
+    Close { reply: Reply<()> },
 }
 
 /// Counters behind [`DirStats`](super::DirStats).
@@ -161,15 +289,14 @@ struct Active {
 }
 
 /// An append's reply channel with its plan (or why it has none).
-type Answer = (Reply<Vec<AppendResult>>, Result<Planned>);
+type Answer = (Replier, Result<Plan>);
 
 /// An append's reply channel with what it will be told.
-type Answered = (Reply<Vec<AppendResult>>, Result<Vec<AppendResult>>);
+type Answered = (Replier, Result<Results>);
 
 struct Pending {
-    batch: Vec<NewEntry>,
-    data_crcs: Vec<u32>,
-    reply: Reply<Vec<AppendResult>>,
+    batch: Batch,
+    reply: Replier,
 }
 
 /// The writer thread's state.
@@ -299,17 +426,9 @@ impl Writer {
                 continue;
             };
             match cmd {
-                Command::Append {
-                    batch,
-                    data_crcs,
-                    reply,
-                } => {
+                Command::Append { batch, reply } => {
                     let mut group = std::mem::take(&mut self.group);
-                    group.push(Pending {
-                        batch,
-                        data_crcs,
-                        reply,
-                    });
+                    group.push(Pending { batch, reply });
                     self.gather(&mut group, answered, answered_at + linger);
                     answered = group.len();
                     self.commit(&mut group);
@@ -342,30 +461,21 @@ impl Writer {
     /// `expect` appends are in the group.
     fn gather(&mut self, group: &mut Vec<Pending>, expect: usize, deadline: Instant) {
         let mut entries: usize = group.iter().map(|p| p.batch.len()).sum();
-        let mut bytes: usize = group.iter().map(|p| payload_bytes(&p.batch)).sum();
+        let mut bytes: usize = group.iter().map(|p| p.batch.payload_bytes()).sum();
         loop {
             while let Some(Command::Append { batch, .. }) = self.inbox.front() {
-                let (n, b) = (batch.len(), payload_bytes(batch));
+                let (n, b) = (batch.len(), batch.payload_bytes());
                 if entries + n > self.options.max_batch_entries
                     || bytes + b > self.options.max_batch_bytes
                 {
                     return;
                 }
-                let Some(Command::Append {
-                    batch,
-                    data_crcs,
-                    reply,
-                }) = self.inbox.pop_front()
-                else {
+                let Some(Command::Append { batch, reply }) = self.inbox.pop_front() else {
                     return;
                 };
                 entries += n;
                 bytes += b;
-                group.push(Pending {
-                    batch,
-                    data_crcs,
-                    reply,
-                });
+                group.push(Pending { batch, reply });
             }
             if !self.inbox.is_empty()
                 || group.len() >= expect
@@ -415,7 +525,7 @@ impl Writer {
     fn commit(&mut self, group: &mut Vec<Pending>) {
         if let Err(e) = self.check_writable() {
             for p in group.drain(..) {
-                let _ = p.reply.send(Err(e.clone()));
+                p.reply.send(Err(e.clone()));
             }
             return;
         }
@@ -423,7 +533,7 @@ impl Writer {
         // the lock stops the writer with every appender told `Closed`.
         if let Err(e) = self.check_directory() {
             for p in group.drain(..) {
-                let _ = p.reply.send(Err(e.clone()));
+                p.reply.send(Err(e.clone()));
             }
             return;
         }
@@ -442,23 +552,42 @@ impl Writer {
             // Every id numbered before this group is committed (the writer
             // stops when a group fails), and an id numbered earlier in this
             // group is answered only if the group commits.
-            let outcome = self
-                .ids
-                .plan(&mut self.sequencer, p.batch, timestamp_ms, |_| Ok(None));
+            let (outcome, data_crcs) = match p.batch {
+                Batch::One { entry, data_crc } if entry.append_id.is_none() => {
+                    let planned = self.sequencer.plan_one(entry, timestamp_ms).map(|e| {
+                        let r = result_of(&e);
+                        Plan::One(e, r)
+                    });
+                    (planned, Batch::crcs_of_one(data_crc))
+                }
+                Batch::One { entry, data_crc } => (
+                    self.ids
+                        .plan(&mut self.sequencer, vec![entry], timestamp_ms, |_| Ok(None))
+                        .map(Plan::Many),
+                    Batch::crcs_of_one(data_crc),
+                ),
+                Batch::Many { batch, data_crcs } => (
+                    self.ids
+                        .plan(&mut self.sequencer, batch, timestamp_ms, |_| Ok(None))
+                        .map(Plan::Many),
+                    data_crcs,
+                ),
+            };
             if let Ok(plan) = &outcome {
                 writes_ids |= plan.writes_ids();
+                let entries = plan.entries();
                 // The appender's payload checksums are by batch position,
                 // which retried entries shifted: without them large
                 // payloads are copied instead.
-                let crcs: &[u32] = if p.data_crcs.len() == plan.entries.len() {
-                    &p.data_crcs
+                let crcs: &[u32] = if data_crcs.len() == entries.len() {
+                    &data_crcs
                 } else {
                     &[]
                 };
-                for (i, entry) in plan.entries.iter().enumerate() {
+                for (i, entry) in entries.iter().enumerate() {
                     frame_starts.push((self.buf.len() + referenced, self.buf.len()));
                     let offset = (entry.seqnum - group_first) as u32;
-                    let end = i + 1 == plan.entries.len();
+                    let end = i + 1 == entries.len();
                     let id = plan.id(i);
                     let encoded = match crcs.get(i) {
                         Some(&crc) if entry.data.len() >= LARGE_PAYLOAD => {
@@ -475,9 +604,9 @@ impl Writer {
                         // group whose numbering the sequencer already moved.
                         let e = Error::internal(format!("encoding a validated entry failed: {e}"));
                         self.stop(&e);
-                        let _ = p.reply.send(Err(e.clone()));
+                        p.reply.send(Err(e.clone()));
                         for (reply, _) in planned.drain(..) {
-                            let _ = reply.send(Err(e.clone()));
+                            reply.send(Err(e.clone()));
                         }
                         return;
                     }
@@ -489,7 +618,7 @@ impl Writer {
         if self.group_len == 0 {
             // Nothing to write: conflicts, and retries of committed appends.
             for (reply, outcome) in planned.drain(..) {
-                let _ = reply.send(outcome.map(|plan| plan.results));
+                reply.send(outcome.map(Plan::results));
             }
             return;
         }
@@ -503,10 +632,10 @@ impl Writer {
                         // A retry of an append committed before this group
                         // has its answer whatever became of the group.
                         Ok(plan)
-                            if plan.entries.is_empty()
-                                && plan.known_through.is_none_or(|s| s < group_first) =>
+                            if plan.entries().is_empty()
+                                && plan.known_through().is_none_or(|s| s < group_first) =>
                         {
-                            Ok(plan.results)
+                            Ok(plan.results())
                         }
                         Ok(_) => Err(Error::new(
                             ErrorKind::Indeterminate,
@@ -515,7 +644,7 @@ impl Writer {
                         .with_source(e.clone())),
                         Err(conflict) => Err(conflict),
                     };
-                    let _ = reply.send(answer);
+                    reply.send(answer);
                 }
                 return;
             }
@@ -530,8 +659,7 @@ impl Writer {
             match outcome {
                 Ok(plan) => {
                     appends += 1;
-                    answers.push((reply, Ok(plan.results)));
-                    committed.extend(plan.entries);
+                    answers.push((reply, Ok(plan.commit_into(&mut committed))));
                 }
                 Err(e) => answers.push((reply, Err(e))),
             }
@@ -588,7 +716,7 @@ impl Writer {
         c.groups.fetch_add(1, Ordering::Relaxed);
         c.bytes.fetch_add(self.group_len as u64, Ordering::Relaxed);
         for (reply, answer) in answers.drain(..) {
-            let _ = reply.send(answer);
+            reply.send(answer);
         }
         self.answers = answers;
         self.planned = planned;
