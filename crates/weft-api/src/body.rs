@@ -22,6 +22,10 @@ pub struct Entry {
     pub data: Bytes,
     /// When it was appended (milliseconds since the Unix epoch).
     pub timestamp_ms: u64,
+    /// The append id it was appended with, `null` for none (absent from
+    /// servers older than this field, which reads as none).
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 impl From<&LogEntry> for Entry {
@@ -32,6 +36,7 @@ impl From<&LogEntry> for Entry {
             tags: e.tags.iter().map(|t| t.to_string()).collect(),
             data: e.data.clone(),
             timestamp_ms: e.timestamp_ms,
+            id: e.append_id.clone(),
         }
     }
 }
@@ -47,6 +52,7 @@ impl Entry {
             tags: tags(&self.tags)?,
             data: self.data,
             timestamp_ms: self.timestamp_ms,
+            append_id: self.id,
         })
     }
 }

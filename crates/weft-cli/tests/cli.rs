@@ -792,7 +792,14 @@ fn read_prints_entries_as_json_lines_in_seqnum_order() {
     for line in out.lines() {
         assert_eq!(
             keys_in_order(line),
-            ["seqnum", "stream_version", "tags", "timestamp_ms", "data"],
+            [
+                "seqnum",
+                "stream_version",
+                "tags",
+                "timestamp_ms",
+                "id",
+                "data"
+            ],
             "{line}"
         );
     }
@@ -1140,7 +1147,14 @@ fn tail_follows_appends_from_other_processes() {
     for line in text.lines() {
         assert_eq!(
             keys_in_order(line),
-            ["seqnum", "stream_version", "tags", "timestamp_ms", "data"]
+            [
+                "seqnum",
+                "stream_version",
+                "tags",
+                "timestamp_ms",
+                "id",
+                "data"
+            ]
         );
     }
 }
@@ -1455,4 +1469,14 @@ fn dir_reads_keep_their_index_in_the_cache_named() {
     assert_eq!(first, off);
     assert_eq!(second.lines().count(), 2);
     assert!(second.starts_with(first.trim_end()), "{second}");
+}
+
+#[path = "trim_cases/mod.rs"]
+mod trim_cases;
+
+#[test]
+fn trim_drops_entries_through_a_seqnum_on_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    trim_cases::trim_rows(&weft, log.to_str().unwrap());
 }

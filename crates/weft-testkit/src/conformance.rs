@@ -88,6 +88,7 @@ macro_rules! conformance_suite {
                 kv_compare_and_set_is_atomic,
                 append_ids_make_retries_exactly_once,
                 concurrent_retries_of_one_id_write_it_once,
+                reads_return_append_ids,
                 closed_log_refuses_work,
             );
         }
@@ -1182,6 +1183,89 @@ pub async fn concurrent_retries_of_one_id_write_it_once(f: Fixture) {
     let once: Vec<_> = all.iter().filter(|e| e.data == "once").collect();
     assert_eq!(once.len(), 1);
     assert_eq!(once[0].seqnum, results[0].seqnum);
+}
+
+/// Every way of reading an entry returns the append id it was appended
+/// with (`None` for an entry appended without one): reads by tag, by
+/// position, by version, the previous entry, a subscription's backlog and
+/// its live part, and the entries of a batch and of a retry.
+pub async fn reads_return_append_ids(f: Fixture) {
+    let log = f.log;
+    let (t, u) = (tag("orders"), tag("orders:o-7"));
+    let ids_of = |entries: &[LogEntry]| -> Vec<Option<String>> {
+        entries.iter().map(|e| e.append_id.clone()).collect()
+    };
+    if !log.storage().supports_append_ids() {
+        log.append(AppendRequest::new(t.clone(), "plain"))
+            .await
+            .unwrap();
+        assert_eq!(ids_of(&log.read_all(&t).await.unwrap()), vec![None]);
+        return;
+    }
+    let mut live = log.subscribe_log(Position::Beginning);
+    log.append(
+        AppendRequest::new(t.clone(), "placed")
+            .with_id("o-7/placed")
+            .with_tag(u.clone()),
+    )
+    .await
+    .unwrap();
+    log.append(AppendRequest::new(t.clone(), "note"))
+        .await
+        .unwrap();
+    log.append_batch(vec![
+        AppendRequest::new(t.clone(), "paid").with_id("o-7/paid"),
+        AppendRequest::new(t.clone(), "packed"),
+        AppendRequest::new(u.clone(), "shipped").with_id("o-7/shipped"),
+    ])
+    .await
+    .unwrap();
+    // A retry writes nothing, and the original keeps its id.
+    log.append(AppendRequest::new(t.clone(), "placed").with_id("o-7/placed"))
+        .await
+        .unwrap();
+    let some = |s: &str| Some(s.to_owned());
+    let all = vec![
+        some("o-7/placed"),
+        None,
+        some("o-7/paid"),
+        None,
+        some("o-7/shipped"),
+    ];
+    assert_eq!(
+        ids_of(&log.read_log(Position::Beginning, 100).await.unwrap()),
+        all
+    );
+    assert_eq!(
+        ids_of(&log.read_log(Position::At(2), 2).await.unwrap()),
+        all[2..4].to_vec()
+    );
+    let prev = log.storage().read_prev(Some(&t), 3).await.unwrap();
+    assert_eq!(prev.and_then(|e| e.append_id), some("o-7/paid"));
+    assert_eq!(ids_of(&log.read_all(&t).await.unwrap()), all[..4].to_vec());
+    assert_eq!(
+        ids_of(&log.read_all(&u).await.unwrap()),
+        vec![some("o-7/placed"), some("o-7/shipped")]
+    );
+    assert_eq!(
+        ids_of(&log.read_after_version(&t, 1).await.unwrap()),
+        all[2..4].to_vec()
+    );
+    let got: Vec<LogEntry> = within("the subscription", async {
+        let mut got = Vec::new();
+        while got.len() < all.len() {
+            got.push(live.next().await.expect("open").expect("entry"));
+        }
+        got
+    })
+    .await;
+    assert_eq!(ids_of(&got), all);
+    let mut backlog = log.subscribe_log(Position::Beginning);
+    let first = within("the backlog", backlog.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.append_id, some("o-7/placed"));
 }
 
 /// After `close`, appends and reads fail with `Closed` and subscriptions end.

@@ -53,6 +53,7 @@ const MAX_BATCH_BYTES: usize = 8 << 20;
 pub async fn session(
     State(shared): State<Arc<Shared>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    slot: Option<axum::Extension<crate::limits::HeldSlot>>,
 ) -> Response {
     let ws = match ws {
         Ok(ws) => ws,
@@ -61,7 +62,11 @@ pub async fn session(
     let max = shared.options.limits.max_body_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| run(shared, socket))
+        .on_upgrade(move |socket| async move {
+            // The request slot stays taken while the session is open.
+            let _slot = slot;
+            run(shared, socket).await
+        })
 }
 
 struct Open(Arc<Shared>);

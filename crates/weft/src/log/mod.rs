@@ -115,7 +115,7 @@ impl Log {
     /// `Closed`, `Fenced`, and the backend's I/O kinds.
     pub async fn append(&self, request: AppendRequest) -> Result<AppendResult> {
         let entry = self.prepare(request, None)?;
-        single(self.storage.append(vec![entry]).await?)
+        self.storage.append_one(entry).await
     }
 
     /// Appends one entry only if its primary tag's stream satisfies
@@ -133,7 +133,7 @@ impl Log {
         expected: impl Into<Expected>,
     ) -> Result<AppendResult> {
         let entry = self.prepare(request, Some(expected.into()))?;
-        single(self.storage.append(vec![entry]).await?)
+        self.storage.append_one(entry).await
     }
 
     /// Appends several entries atomically: all of them, with contiguous
@@ -378,14 +378,5 @@ impl Log {
     /// Flushes and closes the backend; other handles then fail with `Closed`.
     pub async fn close(&self) -> Result<()> {
         self.storage.close().await
-    }
-}
-
-fn single(mut results: Vec<AppendResult>) -> Result<AppendResult> {
-    match (results.pop(), results.is_empty()) {
-        (Some(r), true) => Ok(r),
-        _ => Err(Error::internal(
-            "storage returned the wrong number of results",
-        )),
     }
 }

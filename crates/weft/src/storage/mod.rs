@@ -154,6 +154,16 @@ pub trait Storage: Send + Sync + 'static {
     /// `Closed`, and backend I/O kinds.
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>>;
 
+    /// Appends one entry: the same as [`append`](Storage::append) of a
+    /// batch of one, with its one result. The default does exactly that; a
+    /// backend whose appends cross threads may override it to spare the
+    /// batch's vector each way (the dir backend does).
+    ///
+    /// Errors: as [`append`](Storage::append).
+    async fn append_one(&self, entry: NewEntry) -> Result<AppendResult> {
+        core::single_result(self.append(vec![entry]).await?)
+    }
+
     /// Up to `max` entries with seqnum `>= from`, in seqnum order; only
     /// entries carrying `tag` when it is given.
     ///

@@ -348,6 +348,7 @@ fn written(batch: &[NewEntry], outcomes: &[Outcome]) -> Vec<LogEntry> {
                 tags: entry.tags.clone(),
                 data: entry.data.clone(),
                 timestamp_ms: u64::try_from(o.ts?).ok()?,
+                append_id: entry.append_id.clone(),
             })
         })
         .collect()
