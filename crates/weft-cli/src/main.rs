@@ -24,6 +24,7 @@ mod output;
 mod pg;
 mod remote;
 mod seconds;
+mod since;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -1005,6 +1005,49 @@ fn tail_filters_by_namespace_tags_and_key_prefix_and_marks_progress() {
 }
 
 #[test]
+fn read_and_tail_since_a_time_or_an_age() {
+    let (_tmp, log) = tmp_log();
+    for i in 0..4 {
+        ok(weft(&[
+            "append",
+            &log,
+            "-t",
+            "t",
+            "--create",
+            &i.to_string(),
+        ]));
+    }
+    // (--since, how many of the four entries it selects)
+    let table = [
+        ("1970-01-01T00:00:00Z", 4),
+        ("1h", 4),
+        ("2d", 4),
+        ("2999-01-01T00:00:00Z", 0),
+        ("2999-01-01T02:00:00+02:00", 0),
+    ];
+    for (since, want) in table {
+        let read = json_lines(&ok(weft(&["read", &log, "--json", "--since", since])));
+        assert_eq!(read.len(), want, "read --since {since}");
+        let tail = json_lines(&ok(weft(&[
+            "tail",
+            &log,
+            "--json",
+            "--since",
+            since,
+            "--timeout",
+            "1",
+        ])));
+        assert_eq!(tail.len(), want, "tail --since {since}");
+    }
+    for bad in ["yesterday", "2026-12-01", "1y"] {
+        let out = weft(&["read", &log, "--since", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+    }
+    let both = weft(&["read", &log, "--since", "1h", "--from", "0"]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+#[test]
 fn a_missing_log_is_a_one_line_not_found() {
     let (_tmp, log) = tmp_log();
     fails(weft(&["append", &log, "-t", "orders", "x"]), 3, "not_found");

@@ -80,6 +80,7 @@ macro_rules! conformance_suite {
                 subscription_hands_over_from_backlog_to_live,
                 tail_subscription_sees_only_new_entries,
                 filtered_subscriptions_pass_sparse_stretches,
+                reads_and_subscriptions_start_at_a_time,
                 lagging_subscriber_never_blocks_appends,
                 views_scope_reads_and_appends,
                 typed_view_decode_failure_names_seqnum,
@@ -784,6 +785,67 @@ pub async fn filtered_subscriptions_pass_sparse_stretches(f: Fixture) {
         matches!(&first, Delivery::Entry(e) if e.seqnum == hit.seqnum),
         "{first:?}"
     );
+}
+
+/// Timestamps never go down along the log, and `Position::Since(t)`
+/// (for reads, subscriptions and `seek_time`) starts at the first entry
+/// stamped `t` or later, for every stamp in the log and for times before
+/// the first and after the last entry. (The writer's clock is the system
+/// clock here; tests with a clock that goes back are per backend.)
+pub async fn reads_and_subscriptions_start_at_a_time(f: Fixture) {
+    let log = f.log;
+    for round in 0..6 {
+        let batch = (0..5)
+            .map(|i| {
+                AppendRequest::new(
+                    tag(if i % 2 == 0 { "a" } else { "b" }),
+                    format!("{round}/{i}"),
+                )
+            })
+            .collect();
+        log.append_batch(batch).await.unwrap();
+        // Bounded: a few distinct stamps for the search to tell apart.
+        weft::clock::sleep(Duration::from_millis(3)).await;
+    }
+    let entries: Vec<LogEntry> = log
+        .stream_log(Position::Beginning)
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    let stamps: Vec<u64> = entries.iter().map(|e| e.timestamp_ms).collect();
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+    let next = log.tip().await.unwrap().next;
+    let mut times: Vec<u64> = stamps.iter().flat_map(|&t| [t, t + 1]).collect();
+    times.extend([0, stamps[0].saturating_sub(1), u64::MAX]);
+    times.sort();
+    times.dedup();
+    for t in times {
+        let want = entries
+            .iter()
+            .find(|e| e.timestamp_ms >= t)
+            .map_or(next, |e| e.seqnum);
+        assert_eq!(log.storage().seek_time(t).await.unwrap(), want, "seek {t}");
+        let page = log.read_log(Position::Since(t), 2).await.unwrap();
+        assert_eq!(
+            page.first().map(|e| e.seqnum),
+            (want < next).then_some(want),
+            "read {t}"
+        );
+        let tagged = log
+            .read_from(&tag("b"), Position::Since(t), 1)
+            .await
+            .unwrap();
+        let want_b = entries
+            .iter()
+            .find(|e| e.seqnum >= want && e.has_tag(&tag("b")))
+            .map(|e| e.seqnum);
+        assert_eq!(tagged.first().map(|e| e.seqnum), want_b, "read b {t}");
+        if want < next {
+            let mut sub = log.subscribe_log(Position::Since(t));
+            let first = within("since", sub.next()).await.unwrap().unwrap();
+            assert_eq!(first.seqnum, want, "subscribe {t}");
+        }
+    }
 }
 
 /// A tail subscription sees only entries appended after it was made.

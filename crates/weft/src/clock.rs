@@ -51,6 +51,12 @@ impl ManualClock {
     pub fn advance(&self, ms: u64) {
         self.now.fetch_add(ms, Ordering::SeqCst);
     }
+
+    /// Sets the clock to `ms`, forward or back (a wall clock stepped back
+    /// by NTP or by hand, for tests of what a log does then).
+    pub fn set(&self, ms: u64) {
+        self.now.store(ms, Ordering::SeqCst);
+    }
 }
 
 impl Clock for ManualClock {

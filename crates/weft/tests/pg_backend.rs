@@ -582,3 +582,60 @@ async fn next_entry(sub: &mut weft::Subscription) -> weft::LogEntry {
         .unwrap()
         .unwrap()
 }
+
+/// Two appenders whose clocks disagree (one a second behind the other, as
+/// if stepped back): the log's timestamps still never go down, entries
+/// stamped while behind take the newest stamp, and reads from a time find
+/// the first entry at or after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamps_stay_monotonic_across_appenders_whose_clocks_disagree() {
+    use weft::clock::ManualClock;
+    let location = pg_support::fresh_location("clock");
+    let (ahead, behind) = (ManualClock::new(2_000_000), ManualClock::new(1_000_000));
+    let open = |clock: Arc<ManualClock>| {
+        let location = location.clone();
+        async move {
+            Log::new(
+                PgStorage::open_with_clock(location, pg_support::test_options(), clock)
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let (a, b) = (open(ahead.clone()).await, open(behind.clone()).await);
+    let t = LogTag::new("t").unwrap();
+    // (which appender, its clock then, the stamp the entry must get)
+    let steps = [
+        (&b, &behind, 1_000_000, 1_000_000),
+        (&a, &ahead, 2_000_000, 2_000_000),
+        (&b, &behind, 1_000_500, 2_000_000),
+        (&b, &behind, 2_000_100, 2_000_100),
+        (&a, &ahead, 2_000_050, 2_000_100),
+        (&a, &ahead, 2_000_200, 2_000_200),
+    ];
+    for (i, (log, clock, now, want)) in steps.into_iter().enumerate() {
+        clock.set(now);
+        let r = log
+            .append(AppendRequest::new(t.clone(), format!("{i}")))
+            .await
+            .unwrap();
+        assert_eq!(r.timestamp_ms, want, "step {i}");
+    }
+    let entries = a.read_log(Position::Beginning, 100).await.unwrap();
+    let stamps: Vec<u64> = entries.iter().map(|e| e.timestamp_ms).collect();
+    assert_eq!(stamps, steps.map(|s| s.3));
+    for (time, first) in [
+        (0, 0),
+        (1_000_001, 1),
+        (2_000_000, 1),
+        (2_000_100, 3),
+        (2_000_101, 5),
+        (2_000_201, 6),
+    ] {
+        assert_eq!(
+            a.storage().seek_time(time).await.unwrap(),
+            first,
+            "seek {time}"
+        );
+    }
+}

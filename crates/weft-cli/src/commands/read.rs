@@ -29,6 +29,14 @@ pub(crate) struct ReadArgs {
     #[arg(long, value_name = "SEQ")]
     from: Option<u64>,
 
+    /// Start at the first entry stamped at or after this time: an RFC 3339
+    /// time (`2026-12-01T10:00:00Z`) or an age (`1h`, `15m`, `90s`, `2d`).
+    /// Found by a binary search over the log's timestamps, which never go
+    /// down along a log.
+    #[arg(long, value_name = "TIME|AGE", conflicts_with = "from",
+          value_parser = crate::since::parse_since)]
+    since: Option<crate::since::Since>,
+
     /// Print at most this many entries.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -47,9 +55,13 @@ pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let followed =
         location::follow_arg(&args.log, store, std::time::Duration::from_secs(60)).await?;
     let log = &followed.log;
-    let mut cursor = match args.from {
-        Some(from) => from,
-        None => log.tip().await?.first,
+    let mut cursor = match (args.from, args.since) {
+        (Some(from), _) => from,
+        (None, Some(since)) => {
+            let t = since.at(weft::clock::system().now_ms());
+            log.storage().seek_time(t).await?
+        }
+        (None, None) => log.tip().await?.first,
     };
     let mut left = args.limit.unwrap_or(usize::MAX);
     let outcome = async {

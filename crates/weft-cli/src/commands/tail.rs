@@ -52,6 +52,12 @@ pub(crate) struct TailArgs {
     #[arg(long, value_name = "SEQ")]
     from: Option<u64>,
 
+    /// Start at the first entry stamped at or after this time: an RFC 3339
+    /// time (`2026-12-01T10:00:00Z`) or an age (`1h`, `15m`).
+    #[arg(long, value_name = "TIME|AGE", conflicts_with = "from",
+          value_parser = crate::since::parse_since)]
+    since: Option<crate::since::Since>,
+
     /// One JSON object per entry and line, as `weft read --json`.
     #[arg(long)]
     json: bool,
@@ -134,10 +140,15 @@ pub(crate) async fn run(args: &TailArgs, store: &StoreArgs) -> Result<ExitCode> 
                 output::line(&format!("passed {next}"))
             }
         };
+        let start = match (args.from, args.since) {
+            (Some(s), _) => Position::At(s),
+            (None, Some(since)) => Position::Since(since.at(weft::clock::system().now_ms())),
+            (None, None) => Position::End,
+        };
         let follow = follow(
             &followed.log,
             filter,
-            args.from,
+            start,
             &mut print,
             marks.then_some(&mut mark),
         );
@@ -198,11 +209,10 @@ fn filter_of(args: &TailArgs) -> Result<TagFilter> {
 async fn follow(
     log: &Log,
     filter: TagFilter,
-    from: Option<u64>,
+    position: Position,
     print: &mut impl FnMut(&LogEntry) -> Result<bool>,
     mut mark: Option<&mut impl FnMut(u64) -> Result<()>>,
 ) -> Result<Stop> {
-    let position = from.map_or(Position::End, Position::At);
     let mut sub = log.subscribe_filtered(filter, position);
     while let Some(item) = sub.next().await {
         match item? {

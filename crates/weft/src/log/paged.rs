@@ -109,6 +109,7 @@ pub(super) async fn resolve(storage: &dyn Storage, position: Position) -> Result
         Position::Beginning => storage.tip().await?.first,
         Position::End => storage.tip().await?.next,
         Position::At(s) => s,
+        Position::Since(t) => storage.seek_time(t).await?,
     })
 }
 

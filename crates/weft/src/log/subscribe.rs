@@ -12,7 +12,9 @@
 //! Positions: `At(s)` is `s`; `End` is the feed's announced tip when the
 //! subscription is made (so entries appended after `subscribe` returns are
 //! delivered even if it is first polled later); `Beginning` is the tip's
-//! first seqnum at the first poll.
+//! first seqnum at the first poll; `Since(t)` is what
+//! [`Storage::seek_time`](crate::Storage::seek_time) answers at the first
+//! poll.
 //!
 //! [`Storage::tip`]: crate::Storage::tip
 //!
@@ -107,6 +109,8 @@ struct State {
     cursor: Option<u64>,
     /// The resume position the items handed out so far imply.
     announced: u64,
+    /// For `Since`: the time the unresolved cursor stands for.
+    since: Option<u64>,
     buffer: VecDeque<Delivery>,
     feed: Option<broadcast::Receiver<CommittedBatch>>,
     /// True while storage may hold entries at or above `cursor` that the
@@ -186,7 +190,12 @@ impl State {
         // The tip before the read: if the read comes back short, everything
         // below it has been seen.
         let tip = self.log.storage.tip().await?;
-        let cursor = *self.cursor.get_or_insert(tip.first);
+        let cursor = match (self.cursor, self.since) {
+            (Some(c), _) => c,
+            (None, Some(t)) => self.log.storage.seek_time(t).await?,
+            (None, None) => tip.first,
+        };
+        self.cursor = Some(cursor);
         self.announced = self.announced.max(cursor);
         // One tag (or every entry) reads exactly the matches; any other
         // filter reads every entry and keeps the matching ones, so the
@@ -227,7 +236,7 @@ fn deliveries(
     let cursor = match position {
         Position::At(s) => Some(s),
         Position::End => Some(*log.storage.feed().watch_tip().borrow()),
-        Position::Beginning => None,
+        Position::Beginning | Position::Since(_) => None,
     };
     let state = State {
         log,
@@ -235,6 +244,10 @@ fn deliveries(
         marks,
         announced: cursor.unwrap_or(0),
         cursor,
+        since: match position {
+            Position::Since(t) => Some(t),
+            _ => None,
+        },
         buffer: VecDeque::new(),
         done: feed.is_none(),
         feed,

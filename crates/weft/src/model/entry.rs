@@ -234,4 +234,12 @@ pub enum Position {
     /// At this seqnum (inclusive). Below the trim point it is a
     /// [`Trimmed`](crate::ErrorKind::Trimmed) error.
     At(u64),
+    /// At the first live entry whose timestamp (milliseconds since the
+    /// Unix epoch, the writer's clock, monotonic within the log) is at or
+    /// after this time; after the last entry when none is. Found with
+    /// [`Storage::seek_time`](crate::Storage::seek_time): O(log n) reads.
+    /// A subscription resolves it once, when first polled: from then on it
+    /// delivers every later entry, so a time in the future acts as `End`
+    /// at that moment.
+    Since(u64),
 }

@@ -187,6 +187,39 @@ pub trait Storage: Send + Sync + 'static {
     /// The last entry with seqnum `< before` (carrying `tag` when given).
     async fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Result<Option<LogEntry>>;
 
+    /// The first live seqnum whose entry's timestamp is `>= time_ms`; the
+    /// tip's `next` when no live entry is that recent (a subscription from
+    /// there sees the next entry appended).
+    ///
+    /// Timestamps are monotonic within a log (each writer stamps an entry
+    /// with the larger of its clock and the newest entry's timestamp), so
+    /// the default binary-searches the live seqnums with one single-entry
+    /// [`read`](Storage::read) per step: O(log n) reads of the seqnum
+    /// index, never a scan. A backend with an index on time may answer
+    /// from it instead.
+    ///
+    /// Errors: as [`Storage::read`] and [`Storage::tip`]; `Trimmed` only
+    /// when a trim races the search (search again).
+    async fn seek_time(&self, time_ms: u64) -> Result<u64> {
+        let tip = self.tip().await?;
+        // Invariant: every live entry below `lo` is older than `time_ms`,
+        // and the entry at or after `hi` (if any) is not.
+        let (mut lo, mut hi) = (tip.first, tip.next);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.read(None, mid, 1).await?.into_iter().next() {
+                // The first entry at or after `mid` (seqnums may skip).
+                // (When seqnums skip, reading from the answer still
+                // starts at the right entry.)
+                Some(e) if e.seqnum < hi && e.timestamp_ms < time_ms => lo = e.seqnum + 1,
+                // Recent enough, or nothing live in `mid..hi`: the answer
+                // is at or below `mid`.
+                _ => hi = mid,
+            }
+        }
+        Ok(lo)
+    }
+
     /// The live range of the log: first readable and next seqnum, as fresh
     /// as [`Capabilities::freshness`] says. Entries below `next` are
     /// readable once this returns.

@@ -75,11 +75,19 @@ impl VersionTable for MemoryVersions {
 }
 
 /// The authoritative counters of one log: next seqnum and, per primary tag,
-/// next version.
+/// next version; and the timestamp of the newest entry, which no later
+/// entry goes below.
+///
+/// Timestamps are monotonic per log: an entry's timestamp is the larger of
+/// the clock and the previous entry's, so a clock that goes back repeats
+/// the newest timestamp until it catches up instead of writing an earlier
+/// one. That is what lets a read by time binary-search over seqnums
+/// ([`Storage::seek_time`](super::Storage::seek_time)).
 #[derive(Debug, Default, Clone)]
 pub struct Sequencer<V = MemoryVersions> {
     next_seqnum: u64,
     versions: V,
+    last_timestamp_ms: u64,
 }
 
 impl Sequencer<MemoryVersions> {
@@ -111,7 +119,19 @@ impl<V: VersionTable> Sequencer<V> {
         Sequencer {
             next_seqnum,
             versions,
+            last_timestamp_ms: 0,
         }
+    }
+
+    /// Accounts for an entry stamped `timestamp_ms` that is already in the
+    /// log (the newest one, on open): later entries get no earlier stamp.
+    pub fn note_timestamp(&mut self, timestamp_ms: u64) {
+        self.last_timestamp_ms = self.last_timestamp_ms.max(timestamp_ms);
+    }
+
+    /// The timestamp the next batch gets when the clock reads `now_ms`.
+    fn stamp(&self, now_ms: u64) -> u64 {
+        now_ms.max(self.last_timestamp_ms)
     }
 
     /// The seqnum the next entry gets.
@@ -152,6 +172,7 @@ impl<V: VersionTable> Sequencer<V> {
             )));
         }
         self.next_seqnum = entry.seqnum + 1;
+        self.note_timestamp(entry.timestamp_ms);
         self.versions
             .set_next_version(entry.primary_tag(), entry.stream_version + 1)
     }
@@ -162,8 +183,9 @@ impl<V: VersionTable> Sequencer<V> {
         self.next_seqnum = self.next_seqnum.max(next);
     }
 
-    /// Assigns numbers to `batch` at `timestamp_ms`, or returns a conflict
-    /// and changes nothing.
+    /// Assigns numbers to `batch` at `timestamp_ms` (raised to the newest
+    /// entry's timestamp when the clock is behind it), or returns a
+    /// conflict and changes nothing.
     ///
     /// Errors: `InvalidInput` for an empty batch; `Conflict` (with
     /// [`ErrorDetail::VersionConflict`](crate::ErrorDetail::VersionConflict))
@@ -180,6 +202,8 @@ impl<V: VersionTable> Sequencer<V> {
         // list of versions: one lookup, one check.
         if let [entry] = &batch[..] {
             let next = self.number_one(entry)?;
+            let timestamp_ms = self.stamp(timestamp_ms);
+            self.last_timestamp_ms = timestamp_ms;
             return Ok(numbered(batch, first, [next], timestamp_ms));
         }
         // First pass: number every entry and check every expectation
@@ -206,6 +230,8 @@ impl<V: VersionTable> Sequencer<V> {
             self.versions.set_next_version(tag, *next)?;
         }
         self.next_seqnum += batch.len() as u64;
+        let timestamp_ms = self.stamp(timestamp_ms);
+        self.last_timestamp_ms = timestamp_ms;
         Ok(numbered(batch, first, versions, timestamp_ms))
     }
 
@@ -216,6 +242,8 @@ impl<V: VersionTable> Sequencer<V> {
     pub fn plan_one(&mut self, entry: NewEntry, timestamp_ms: u64) -> Result<LogEntry> {
         let seqnum = self.next_seqnum;
         let version = self.number_one(&entry)?;
+        let timestamp_ms = self.stamp(timestamp_ms);
+        self.last_timestamp_ms = timestamp_ms;
         Ok(LogEntry {
             seqnum,
             stream_version: version,

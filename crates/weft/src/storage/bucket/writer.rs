@@ -499,7 +499,7 @@ impl BucketStorage {
             options.state_checkpoint_entries,
         );
         tokio::spawn(make_visible(shared.clone(), rx, checkpoints));
-        Ok(BucketStorage {
+        let storage = BucketStorage {
             producer,
             snapshots,
             trim_lock: tokio::sync::Mutex::new(()),
@@ -518,7 +518,19 @@ impl BucketStorage {
             ),
             clock,
             options,
-        })
+        };
+        // New entries are stamped no earlier than the newest one in the
+        // log, whatever this process's clock says.
+        if next > live_from
+            && let Some(newest) = storage.read_prev(None, next).await?
+        {
+            storage
+                .sequencer
+                .lock()
+                .await
+                .note_timestamp(newest.timestamp_ms);
+        }
+        Ok(storage)
     }
 
     /// The epoch this writer claimed the log with: a newer writer's is

@@ -273,6 +273,14 @@ impl DirStorage {
             .counters
             .replayed
             .store(opened.replayed, Ordering::Relaxed);
+        let mut sequencer = sequencer;
+        // New entries are stamped no earlier than the newest one in the
+        // log, whatever this process's clock says.
+        if let Some(seqnum) = shared.state.index().prev(None, next)?
+            && let Some(newest) = shared.state.fetch_blocking(&[seqnum])?.pop()
+        {
+            sequencer.note_timestamp(newest.timestamp_ms);
+        }
         let queue = Arc::new(Queue::new());
         let writer = Writer::new(
             Arc::clone(&shared),

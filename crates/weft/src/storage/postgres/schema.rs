@@ -389,6 +389,7 @@ DECLARE
     r_ts bigint[];
     r_tag text[];
     r_next bigint[];
+    last_ts bigint;
     d_ids text[] := '{{}}';
     d_seq bigint[];
     d_ver bigint[];
@@ -528,6 +529,18 @@ BEGIN
         END LOOP;
     END IF;
     IF v_next > v_start THEN
+        -- Timestamps are monotonic within the log: an entry written now
+        -- is stamped no earlier than the newest entry (the appenders'
+        -- clocks differ, and one may go back). Written entries are numbered
+        -- in array order, so one pass in that order suffices.
+        SELECT e.ts INTO last_ts FROM "{s}".entries e WHERE e.seqnum = v_start - 1;
+        last_ts := coalesce(last_ts, 0);
+        FOR j IN 1 .. n LOOP
+            IF r_status[j] = 0 THEN
+                r_ts[j] := greatest(r_ts[j], last_ts);
+                last_ts := r_ts[j];
+            END IF;
+        END LOOP;
         INSERT INTO "{s}".entries (seqnum, primary_tag, version, tags, data, ts, append_id)
         SELECT u.seq, u.prim, u.ver,
                CASE WHEN u.sec IS NULL THEN ARRAY[u.prim]
