@@ -1,0 +1,138 @@
+//! Logs written by earlier builds open and read with this one: a log as
+//! the last build of layout version 1 left it (entries numbered and copied
+//! by rounds, one group still staged, a KV row), restored from a dump kept
+//! in `tests/data`, is opened by this build, which numbers the staged group,
+//! reads every entry by seqnum, by tag and by version, keeps the append ids
+//! and the stream versions, and appends on after them.
+
+// Tests read real time and randomness (fresh log names).
+#![allow(clippy::disallowed_methods)]
+
+mod pg_support;
+
+use weft::storage::postgres::PgStorage;
+use weft::{AppendRequest, ErrorKind, Log, LogTag, Position};
+
+fn tag(s: &str) -> LogTag {
+    s.parse().unwrap()
+}
+
+/// (seqnum, version, tags, data) of every entry `read` returned.
+fn summary(entries: &[weft::LogEntry]) -> Vec<(u64, u64, Vec<String>, Vec<u8>)> {
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e.seqnum,
+                e.stream_version,
+                e.tags.iter().map(|t| t.to_string()).collect(),
+                e.data.to_vec(),
+            )
+        })
+        .collect()
+}
+
+fn entry(
+    seqnum: u64,
+    version: u64,
+    tags: &[&str],
+    data: &[u8],
+) -> (u64, u64, Vec<String>, Vec<u8>) {
+    (
+        seqnum,
+        version,
+        tags.iter().map(|t| t.to_string()).collect(),
+        data.to_vec(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_of_layout_1_with_a_staged_group_opens_and_reads() {
+    let location = pg_support::fresh_location("layout1");
+    let fixture = include_str!("data/pg_layout1_staged_rounds.sql");
+    pg_support::raw_client()
+        .await
+        .batch_execute(&fixture.replace("__LOG__", location.log()))
+        .await
+        .expect("restore the layout-1 log");
+    let log = Log::new(
+        PgStorage::open_with(location.clone(), pg_support::test_options())
+            .await
+            .expect("open a log of layout 1"),
+    );
+
+    // The staged group is numbered (by this handle's sweep, or by the
+    // round of the first append below, whichever comes first), after
+    // every entry numbered before it.
+    let next = log
+        .append(AppendRequest::new(tag("orders:1"), "shipped 1"))
+        .await
+        .expect("append to a log of layout 1");
+    assert_eq!((next.seqnum, next.stream_version), (6, 2));
+
+    let all = log
+        .read_log(Position::Beginning, 100)
+        .await
+        .expect("read the whole log");
+    let expected = vec![
+        entry(0, 0, &["orders:1", "customers:7"], b"placed 1"),
+        entry(1, 1, &["orders:1"], b"paid 1"),
+        entry(2, 0, &["orders:2"], b"placed 2"),
+        entry(3, 0, &["audit", "orders:2"], b"bin\x01ary"),
+        entry(4, 0, &["orders:3"], b"placed 3"),
+        entry(5, 1, &["orders:3", "audit", "customers:7"], b"paid 3"),
+        entry(6, 2, &["orders:1"], b"shipped 1"),
+    ];
+    assert_eq!(summary(&all), expected);
+    assert_eq!(
+        all[4].timestamp_ms, 1_764_790_000_000,
+        "the staged timestamp"
+    );
+
+    // By tag, primary and secondary.
+    let customers = log.read_all(&tag("customers:7")).await.unwrap();
+    assert_eq!(
+        customers.iter().map(|e| e.seqnum).collect::<Vec<_>>(),
+        vec![0, 5]
+    );
+    let orders2 = log.read_all(&tag("orders:2")).await.unwrap();
+    assert_eq!(
+        orders2.iter().map(|e| e.seqnum).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    // By version.
+    let versions = log.read_after_version(&tag("orders:1"), 0).await.unwrap();
+    assert_eq!(
+        versions.iter().map(|e| e.seqnum).collect::<Vec<_>>(),
+        vec![1, 6]
+    );
+    assert_eq!(log.latest_version(&tag("orders:3")).await.unwrap(), Some(1));
+
+    // Append ids of both kinds answer their originals.
+    for (id, seqnum) in [("order-1", 0), ("order-2", 2), ("order-3", 4)] {
+        let again = log
+            .append(AppendRequest::new(tag("orders:9"), "again").with_id(id))
+            .await
+            .unwrap();
+        assert_eq!(again.seqnum, seqnum, "{id} answers the original");
+    }
+    // Conditions see the versions written before.
+    let err = log
+        .append_if(AppendRequest::new(tag("orders:2"), "late"), 0)
+        .await
+        .expect_err("orders:2 is at version 1");
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    log.append_if(AppendRequest::new(tag("orders:2"), "shipped 2"), 1)
+        .await
+        .expect("the right version lands");
+
+    // The KV written before.
+    let kv = log.kv(tag("views:orders")).expect("kv");
+    assert_eq!(
+        kv.get("cursor").await.unwrap().as_deref(),
+        Some(&b"\x2a"[..])
+    );
+    assert_eq!(log.tip().await.unwrap().next, 8);
+    assert_eq!(pg_support::count_rows(&location, "staged").await, 0);
+    log.close().await.unwrap();
+}
