@@ -524,7 +524,11 @@ impl Storage for PgStorage {
                 .query(
                     Op::Write,
                     "delete trimmed entries",
-                    &self.shared.sql.delete_trimmed,
+                    if self.shared.installed.payloads {
+                        &self.shared.sql.delete_trimmed
+                    } else {
+                        &self.shared.sql.delete_trimmed_v1
+                    },
                     &[&first_i, &TRIM_CHUNK],
                 )
                 .await

@@ -194,7 +194,11 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
             .query(
                 Op::Write,
                 "append",
-                &shared.sql.append,
+                if shared.installed.payloads {
+                    &shared.sql.append_group
+                } else {
+                    &shared.sql.append
+                },
                 &[
                     &primary, &secondary, &data, &expected, &ids, &batch_len, &ts,
                 ],
