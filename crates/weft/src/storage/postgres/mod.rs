@@ -123,6 +123,11 @@ pub(crate) struct Shared {
     collector: collect::Collector,
     /// What the log's functions offer.
     installed: schema::Installed,
+    /// The tailer's connection LISTENs on the told channel now: only then
+    /// may a group be staged through `append_group`, whose outcome comes
+    /// only as a notification. (Otherwise groups are staged through
+    /// `append`, whose outcomes wait in `outcomes` to be collected.)
+    told_heard: AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -237,6 +242,7 @@ impl PgStorage {
             rounds: Arc::new(watch::Sender::new(0)),
             collector: collect::Collector::new(),
             installed,
+            told_heard: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         // Joined in this order at close: the writer's groups in flight may

@@ -114,6 +114,13 @@ pub(super) fn settled_channel(schema: &str) -> String {
     format!("weft_settled_{schema}")
 }
 
+/// The channel on which numbering rounds tell the appenders of groups
+/// staged by `append_group` their outcomes (`collect.rs` reads the
+/// payload).
+pub(super) fn told_channel(schema: &str) -> String {
+    format!("weft_told_{schema}")
+}
+
 /// The SQL expression of the log's numbering lock: a transaction-scoped
 /// advisory lock keyed by "weft" and the OID of the log's `head` table, so
 /// two logs never share it.
@@ -139,6 +146,7 @@ fn fill(sql: &str, schema: &str) -> String {
     sql.replace("__LOCK_KEY__", &lock_key(schema))
         .replace("__CHANNEL__", &channel(schema))
         .replace("__SETTLED__", &settled_channel(schema))
+        .replace("__TOLD__", &told_channel(schema))
         .replace("__ROUND_MAX_GROUPS__", &ROUND_MAX_GROUPS.to_string())
         .replace("__ROUND_MAX_BYTES__", &ROUND_MAX_BYTES.to_string())
         .replace("__LOG__", schema)
@@ -251,14 +259,12 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
         }
     }
     if !existing {
-        tx.batch_execute(&format!(
-            "{}{}{}",
-            tables(schema),
-            upgrade_to_2(schema),
-            functions(schema)
-        ))
-            .await
-            .map_err(|e| errors::classify(e, op, format!("create the log schema {schema:?}")))?;
+        // Three messages, so each part has the whole statement timeout.
+        for sql in [tables(schema), upgrade_to_2(schema), functions(schema)] {
+            tx.batch_execute(&sql).await.map_err(|e| {
+                errors::classify(e, op, format!("create the log schema {schema:?}"))
+            })?;
+        }
     }
     let layout: i32 = tx
         .query_one(

@@ -10,6 +10,15 @@ LANGUAGE sql IMMUTABLE AS $fn$
     SELECT p_expected IS NULL OR p_expected = p_next
 $fn$;
 
+-- The staged groups a round of this transaction told on the told channel
+-- (number, below): their outcome is on its way to their appenders.
+CREATE OR REPLACE FUNCTION "__LOG__".told_now()
+RETURNS bigint[]
+LANGUAGE sql STABLE AS $fn$
+    SELECT coalesce(string_to_array(nullif(current_setting('weft.told', true), ''), ',')::bigint[],
+                    '{}')
+$fn$;
+
 -- The append of this build: as append (below), except that a group it
 -- stages has its payloads written into `payloads`, once, by this
 -- transaction (committed without waiting for its flush, like a staged
@@ -135,6 +144,7 @@ BEGIN
         IF NOT FOUND THEN
             -- Still staged: the bounded round left it for the next one.
             RETURN QUERY SELECT CASE WHEN EXISTS (SELECT 1 FROM "__LOG__".staged g WHERE g.id = p_id)
+                                          OR p_id = ANY ("__LOG__".told_now())
                                      THEN 6::smallint ELSE 5::smallint END,
                                 p_id, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint;
             RETURN;
@@ -186,7 +196,8 @@ BEGIN
     -- A group the round left staged (rounds are bounded) is pending, not
     -- unknown: the round's notification says more are staged, and the
     -- waiters ask again.
-    RETURN QUERY SELECT x, CASE WHEN v_status = 5 AND EXISTS (SELECT 1 FROM "__LOG__".staged g WHERE g.id = x)
+    RETURN QUERY SELECT x, CASE WHEN v_status = 5 AND (EXISTS (SELECT 1 FROM "__LOG__".staged g WHERE g.id = x)
+                                     OR x = ANY ("__LOG__".told_now()))
                                 THEN 6::smallint ELSE v_status END,
                         NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint
         FROM unnest(v_left) AS x;
@@ -268,6 +279,9 @@ DECLARE
     b_end integer;
     seq bigint;
     ok boolean;
+    v_told bigint[] := '{}';
+    v_msg text := '';
+    v_item record;
 BEGIN
     SELECT h.next_seqnum INTO v_next FROM "__LOG__".head h WHERE h.id = 1 FOR UPDATE;
     v_start := v_next;
@@ -436,6 +450,49 @@ BEGIN
     -- asking, that this round did not settle it.
     -- A trailing '+' says the round left staged groups behind (it is
     -- bounded): everybody waiting asks at once, so the next round starts.
+    -- Groups staged by append_group all of whose entries were written are
+    -- told on the log's told channel instead of getting an outcomes row
+    -- their appender would have to fetch. An item is "id:first
+    -- seqnum:versions", the versions being those of the group's first
+    -- entry of each primary tag, in the order those tags first appear in
+    -- the group: the appender, which knows its entries, derives every
+    -- entry's numbers from it. A notification holds at most 8000 bytes, so
+    -- the items go in as many as they need, all before the settled
+    -- notification (one transaction's notifications arrive in order); a
+    -- group whose item alone is too long gets an outcomes row instead.
+    -- weft.told keeps the told ids until this transaction ends, so
+    -- outcomes_of, when it ran this round, answers them "pending" (the
+    -- notification is on its way) rather than "unknown".
+    IF n_staged > 0 AND array_remove(e_gid, NULL) <> '{}' THEN
+        FOR v_item IN
+            SELECT y.gid, y.item FROM (
+                SELECT x.gid, x.gid || ':' || min(x.seq) || ':'
+                              || string_agg(x.ver::text, ',' ORDER BY x.o) FILTER (WHERE x.lead)
+                              AS item
+                  FROM (SELECT u.gid, u.o, u.st, u.seq, u.ver,
+                               row_number() OVER (PARTITION BY u.gid, u.prim ORDER BY u.o) = 1
+                               AS lead
+                          FROM unnest(e_gid, e_ord, r_status, r_seq, r_ver, e_primary)
+                               AS u(gid, o, st, seq, ver, prim)
+                         WHERE u.gid IS NOT NULL) x
+                 GROUP BY x.gid HAVING bool_and(x.st = 0)) y
+             WHERE octet_length(y.item) <= 7000
+             ORDER BY y.gid
+        LOOP
+            IF octet_length(v_msg) + octet_length(v_item.item) > 7000 THEN
+                PERFORM pg_notify('__TOLD__', v_msg);
+                v_msg := '';
+            END IF;
+            v_msg := v_msg || CASE WHEN v_msg = '' THEN '' ELSE ' ' END || v_item.item;
+            v_told := v_told || v_item.gid;
+        END LOOP;
+        IF v_msg <> '' THEN
+            PERFORM pg_notify('__TOLD__', v_msg);
+        END IF;
+        PERFORM set_config('weft.told',
+            concat_ws(',', nullif(current_setting('weft.told', true), ''),
+                      nullif(array_to_string(v_told, ','), '')), true);
+    END IF;
     PERFORM pg_notify('__SETTLED__', coalesce(g_id[cardinality(g_id)]::text, '')
         || CASE WHEN EXISTS (SELECT 1 FROM "__LOG__".staged) THEN '+' ELSE '' END);
     IF n_staged > 0 THEN
@@ -445,7 +502,8 @@ BEGIN
                (extract(epoch FROM clock_timestamp()) * 1000)::bigint
           FROM (SELECT u.id, u.len, sum(u.len) OVER (ORDER BY u.o) - u.len + 1 AS lo,
                        sum(u.len) OVER (ORDER BY u.o) AS hi
-                  FROM unnest(g_id, g_len) WITH ORDINALITY AS u(id, len, o)) g;
+                  FROM unnest(g_id, g_len) WITH ORDINALITY AS u(id, len, o)) g
+         WHERE NOT (g.id = ANY (v_told));
     END IF;
     RETURN QUERY
         SELECT u.st, u.seq, u.ver, u.ts, u.tag, u.nx
