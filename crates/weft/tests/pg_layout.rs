@@ -10,6 +10,7 @@
 
 mod pg_support;
 
+use futures::StreamExt;
 use weft::storage::postgres::PgStorage;
 use weft::{AppendRequest, ErrorKind, Log, LogTag, Position};
 
@@ -135,4 +136,106 @@ async fn a_log_of_layout_1_with_a_staged_group_opens_and_reads() {
     assert_eq!(log.tip().await.unwrap().next, 8);
     assert_eq!(pg_support::count_rows(&location, "staged").await, 0);
     log.close().await.unwrap();
+}
+
+/// The current layout's own promises: a group staged while another round
+/// holds the lock has its payloads on disk before any round numbers it;
+/// the round writes each entry's numbers with a reference to the payload,
+/// never a copy; a group whose condition fails is never visible, and its
+/// payload rows go with the round that refused it; trimming deletes the
+/// payloads of the trimmed entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_payloads_are_written_once_and_refused_ones_reclaimed() {
+    let location = pg_support::fresh_location("written_once");
+    let log = Log::new(pg_support::open(&location).await);
+    let other = Log::new(pg_support::open(&location).await);
+    // Once the handle's subscription sees another handle's entry, its
+    // tailer listens: its staged groups are told their outcomes.
+    let warm = tag("warm");
+    let mut sub = log.subscribe(&warm, Position::Beginning);
+    other
+        .append(AppendRequest::new(warm.clone(), "w"))
+        .await
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(20), sub.next())
+        .await
+        .expect("the tailer hears the log")
+        .unwrap()
+        .unwrap();
+
+    let holder = pg_support::HeldLock::take(&location).await;
+    let refused = tokio::spawn({
+        let log = log.clone();
+        async move {
+            log.append_if(AppendRequest::new(tag("c"), vec![1u8; 1000]), 5)
+                .await
+        }
+    });
+    pg_support::until_staged(&location, 1).await;
+    let kept = tokio::spawn({
+        let log = log.clone();
+        async move {
+            log.append_batch(vec![
+                AppendRequest::new(tag("c"), vec![2u8; 1000]),
+                AppendRequest::new(tag("d"), vec![3u8; 1000]).with_tag(tag("c")),
+            ])
+            .await
+        }
+    });
+    pg_support::until_staged(&location, 2).await;
+    assert_eq!(
+        pg_support::count_rows(&location, "payloads").await,
+        3,
+        "payloads are written by the appenders, before any round"
+    );
+    holder.release().await;
+
+    let err = refused
+        .await
+        .unwrap()
+        .expect_err("version 5 of c is not next");
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    let kept = kept.await.unwrap().expect("the second group lands");
+    assert_eq!(
+        kept.iter()
+            .map(|r| (r.seqnum, r.stream_version))
+            .collect::<Vec<_>>(),
+        vec![(1, 0), (2, 0)]
+    );
+    assert_eq!(
+        pg_support::count_rows(&location, "payloads").await,
+        2,
+        "the refused group's payload went with its round"
+    );
+    let raw = pg_support::raw_client().await;
+    let s = location.log();
+    let row = raw
+        .query_one(
+            &format!(
+                r#"SELECT count(*) FILTER (WHERE data IS NULL AND group_id IS NOT NULL),
+                          count(*) FILTER (WHERE data IS NOT NULL)
+                     FROM "{s}".numbered"#
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, i64>(1)),
+        (2, 1),
+        "the staged entries point at their payloads; the first was numbered by its own call"
+    );
+    let c = other.read_all(&tag("c")).await.unwrap();
+    let data: Vec<Vec<u8>> = c.iter().map(|e| e.data.to_vec()).collect();
+    assert_eq!(data, vec![vec![2u8; 1000], vec![3u8; 1000]]);
+    assert_eq!(other.tip().await.unwrap().next, 3);
+
+    log.trim(1).await.unwrap();
+    assert_eq!(pg_support::count_rows(&location, "payloads").await, 1);
+    assert_eq!(pg_support::count_rows(&location, "entries").await, 1);
+    let rest = other.read_all(&tag("d")).await.unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(&rest[0].data[..], &[3u8; 1000][..]);
+    log.close().await.unwrap();
+    other.close().await.unwrap();
 }
