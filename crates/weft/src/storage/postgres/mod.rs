@@ -40,6 +40,13 @@
 //! server-side function per step (`schema.rs`), so no lock is ever held
 //! across a client round trip. The layout is drawn in `docs/FORMATS.md`.
 //!
+//! Since layout 2 a staged group's payloads are written once, by the
+//! appender's own call (`append_group`), into `payloads`; the round writes
+//! each entry's numbers with a reference to its payload row and never
+//! copies it, and tells the appenders of the groups it wrote whole their
+//! outcome on the told channel (`collect.rs`), so the staging call is the
+//! only statement on the appender's connection.
+//!
 //! Failure cases of the two steps (`docs/FAILURE_SEMANTICS.md` has the
 //! table): a group staged by a process that then dies is numbered by the
 //! next round, or by the *sweep* every handle's tailer runs at each poll

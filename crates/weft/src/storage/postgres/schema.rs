@@ -8,19 +8,36 @@
 //!   version. Only a numbering round (and a trim) locks and updates it.
 //! * `streams` — per primary tag, the next version. Only numbering rounds
 //!   write it, one at a time, so stream rows are never contended.
-//! * `entries` — one row per entry, keyed by seqnum, with a unique
+//! * `numbered` (layout 1 called it `entries`; `entries` is now a view of
+//!   it joined with `payloads`, with layout 1's columns, which every read
+//!   uses) — one row per entry, keyed by seqnum, with a unique
 //!   `(primary_tag, version)` index for version reads, a `(primary_tag,
 //!   seqnum)` index for tag reads, and a partial unique index on the
 //!   optional append id (exactly-once appends).
 //! * `entry_tags` — one row per *secondary* tag of an entry, keyed by
 //!   `(tag, seqnum)`, so a tag read covers entries where it is not primary.
+//!   An entry of a group staged by `append_group` has no `data` here but a
+//!   reference `(group_id, ord)` to its `payloads` row.
+//! * `payloads` — the payloads of groups staged by `append_group`, one row
+//!   per entry, written by the appender's own transaction; rounds never
+//!   read or copy them (layout 2).
 //! * `staged` — append groups waiting for a round: one row per group, its
-//!   entries as arrays.
+//!   entries as arrays (layout 2: without the payloads when
+//!   `payload_bytes` is set).
 //! * `outcomes` — what a round decided for each staged group (per entry:
 //!   status, seqnum, version, ...), until its appender collects it.
 //! * `kv` — the per-view KV: `(scope, key) -> value`.
 //!
-//! Functions (one call each, so no lock is held across a round trip):
+//! Functions (one call each, so no lock is held across a round trip; their
+//! text is in `layout/functions.sql`, the tables' in `layout/tables.sql`
+//! and `layout/layout2.sql`):
+//!
+//! * `append_group(...)` — as `append` below, but a group it stages has
+//!   its payloads written into `payloads` (layout 2); its outcome is told
+//!   on the told channel by the round that numbers it, when every entry
+//!   was written (otherwise it gets an `outcomes` row as below).
+//! * `condition_holds(expected, next)` — the one place a condition is
+//!   decided.
 //!
 //! * `append(...)` — tries the numbering lock (a transaction-scoped
 //!   advisory lock keyed by the OID of `head`) without waiting: when it
