@@ -225,7 +225,7 @@ async fn admin(env: &PgEnv) -> Result<tokio_postgres::Client> {
 struct Rounds {
     /// Entries in the log.
     entries: f64,
-    /// Append groups sent (calls of `append`).
+    /// Append groups sent (calls of `append` and `append_group`).
     groups: f64,
     /// Groups staged, i.e. not numbered by their own call.
     staged: f64,
@@ -284,7 +284,7 @@ async fn rounds_of(env: &PgEnv, url: &str) -> Result<Rounds> {
     let query = format!(
         r#"SELECT (SELECT next_seqnum::float8 FROM "{schema}".head),
              coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
-                        WHERE schemaname = $1 AND funcname = 'append'), 0),
+                        WHERE schemaname = $1 AND funcname IN ('append', 'append_group')), 0),
              coalesce((SELECT n_tup_ins::float8 FROM pg_stat_user_tables
                         WHERE schemaname = $1 AND relname = 'staged'), 0),
              coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
