@@ -1,13 +1,15 @@
 -- Whether an entry's condition holds: p_expected is what its appender
--- asked for (NULL: no condition; otherwise the version the entry must
--- get), p_next the version its stream would give it now (0 for a stream
--- with no entry). Every condition of every round is decided here and
--- nowhere else; a new kind of condition is a new spelling of p_expected
--- and a new case here.
+-- asked for, p_next the version its stream would give it now (0 for a
+-- stream with no entry). p_expected: NULL, no condition; -1, the stream
+-- exists (its next version is above 0); otherwise the exact version the
+-- entry must get (0: the stream does not exist yet). Every condition of
+-- every round is decided here and nowhere else; a new kind of condition is
+-- a new spelling of p_expected and a new case here.
 CREATE OR REPLACE FUNCTION "__LOG__".condition_holds(p_expected bigint, p_next bigint)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $fn$
-    SELECT p_expected IS NULL OR p_expected = p_next
+    SELECT p_expected IS NULL
+        OR CASE WHEN p_expected = -1 THEN p_next > 0 ELSE p_expected = p_next END
 $fn$;
 
 -- The staged groups a round of this transaction told on the told channel
