@@ -147,7 +147,16 @@ async fn a_log_of_layout_1_with_a_staged_group_opens_and_reads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn staged_payloads_are_written_once_and_refused_ones_reclaimed() {
     let location = pg_support::fresh_location("written_once");
-    let log = Log::new(pg_support::open(&location).await);
+    // Two groups in flight at once, so both stage while the lock is held.
+    let options = weft::storage::postgres::PgOptions {
+        max_in_flight: 4,
+        ..pg_support::test_options()
+    };
+    let log = Log::new(
+        PgStorage::open_with(location.clone(), options)
+            .await
+            .unwrap(),
+    );
     let other = Log::new(pg_support::open(&location).await);
     // Once the handle's subscription sees another handle's entry, its
     // tailer listens: its staged groups are told their outcomes.
