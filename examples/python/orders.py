@@ -76,7 +76,8 @@ def main():
         seqnums=[e.seqnum for e in entries], next_version=nxt)
 
     first = log.entry(placed.seqnum)
-    say("entry", seqnum=first.seqnum, tags=list(first.tags), data=first.data.decode())
+    say("entry", seqnum=first.seqnum, tags=list(first.tags), data=first.data.decode(),
+        id=first.append_id)
 
     # Subscribe from the first order: the backlog arrives, then o-3, which is
     # appended only once the subscriber has caught up.
@@ -108,7 +109,8 @@ def main():
     # Everything, as a check against the log itself.
     say("entries", entries=[
         {"seqnum": e.seqnum, "stream_version": e.stream_version, "tags": list(e.tags),
-         "timestamp_ms": e.timestamp_ms, "data": base64.b64encode(e.data).decode()}
+         "timestamp_ms": e.timestamp_ms, "id": e.append_id,
+         "data": base64.b64encode(e.data).decode()}
         for e in log.read_all(0)
     ])
     say("done")

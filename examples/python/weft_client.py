@@ -55,6 +55,7 @@ class Entry:
     tags: Tuple[str, ...]
     data: bytes
     timestamp_ms: int
+    append_id: Optional[str] = None  # the id it was appended with, if any
 
     @staticmethod
     def from_json(obj: dict) -> "Entry":
@@ -64,6 +65,7 @@ class Entry:
             tags=tuple(obj["tags"]),
             data=base64.b64decode(obj["data"]),
             timestamp_ms=obj["timestamp_ms"],
+            append_id=obj.get("id"),
         )
 
 

@@ -22,6 +22,10 @@ pub struct Entry {
     pub data: Bytes,
     /// When it was appended (milliseconds since the Unix epoch).
     pub timestamp_ms: u64,
+    /// The append id it was appended with, `null` for none (absent from
+    /// servers older than this field, which reads as none).
+    #[serde(default)]
+    pub id: Option<String>,
 }
 
 impl From<&LogEntry> for Entry {
@@ -32,6 +36,7 @@ impl From<&LogEntry> for Entry {
             tags: e.tags.iter().map(|t| t.to_string()).collect(),
             data: e.data.clone(),
             timestamp_ms: e.timestamp_ms,
+            id: e.append_id.clone(),
         }
     }
 }
@@ -47,6 +52,7 @@ impl Entry {
             tags: tags(&self.tags)?,
             data: self.data,
             timestamp_ms: self.timestamp_ms,
+            append_id: self.id,
         })
     }
 }
@@ -84,10 +90,64 @@ pub struct NewEntry {
     /// This entry's append id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// Append only if this entry's primary tag is at this version (counting
-    /// the batch's earlier entries).
+    /// Append only if this entry's primary tag's stream satisfies this
+    /// (counting the batch's earlier entries): a version number, or one of
+    /// the strings `"any"`, `"no_stream"`, `"stream_exists"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_version: Option<u64>,
+    pub expected_version: Option<ExpectedWire>,
+}
+
+/// A condition on an entry's stream on the wire: a number for an exact
+/// next version (what older clients send), a string for a state. A server
+/// that predates the states refuses the string as a bad body rather than
+/// appending without the condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ExpectedWire {
+    /// The stream's next version is exactly this.
+    Version(u64),
+    /// The stream is in this state.
+    State(StreamState),
+}
+
+/// The stream states a condition can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamState {
+    /// No condition.
+    Any,
+    /// The stream never had an entry.
+    NoStream,
+    /// The stream has had an entry.
+    StreamExists,
+}
+
+impl From<weft::Expected> for ExpectedWire {
+    fn from(e: weft::Expected) -> Self {
+        match e {
+            weft::Expected::Exact(v) => ExpectedWire::Version(v),
+            weft::Expected::Any => ExpectedWire::State(StreamState::Any),
+            weft::Expected::NoStream => ExpectedWire::State(StreamState::NoStream),
+            weft::Expected::StreamExists => ExpectedWire::State(StreamState::StreamExists),
+        }
+    }
+}
+
+impl From<ExpectedWire> for weft::Expected {
+    fn from(e: ExpectedWire) -> Self {
+        match e {
+            ExpectedWire::Version(v) => weft::Expected::Exact(v),
+            ExpectedWire::State(StreamState::Any) => weft::Expected::Any,
+            ExpectedWire::State(StreamState::NoStream) => weft::Expected::NoStream,
+            ExpectedWire::State(StreamState::StreamExists) => weft::Expected::StreamExists,
+        }
+    }
+}
+
+impl From<u64> for ExpectedWire {
+    fn from(v: u64) -> Self {
+        ExpectedWire::Version(v)
+    }
 }
 
 /// A condition on a stream's next version.

@@ -113,6 +113,14 @@ pub enum Detail {
         /// The stream's next version now.
         next: u64,
     },
+    /// A conditional append's state condition failed.
+    StreamStateConflict {
+        /// The condition, as on the wire (`"no_stream"`, `"stream_exists"`,
+        /// `"any"`).
+        expected: crate::body::StreamState,
+        /// The stream's next version now (0: it never had an entry).
+        next: u64,
+    },
     /// A read below the trim point.
     Trimmed {
         /// The position asked for.
@@ -140,6 +148,17 @@ impl ErrorBody {
         let detail = err.detail().and_then(|d| match *d {
             ErrorDetail::VersionConflict { expected, next } => {
                 Some(Detail::VersionConflict { expected, next })
+            }
+            ErrorDetail::StreamStateConflict { expected, next } => {
+                match crate::body::ExpectedWire::from(expected) {
+                    crate::body::ExpectedWire::State(state) => Some(Detail::StreamStateConflict {
+                        expected: state,
+                        next,
+                    }),
+                    crate::body::ExpectedWire::Version(v) => {
+                        Some(Detail::VersionConflict { expected: v, next })
+                    }
+                }
             }
             ErrorDetail::Trimmed {
                 requested,
@@ -182,6 +201,12 @@ impl ErrorBody {
         match detail {
             Some(Detail::VersionConflict { expected, next }) => {
                 err.with_detail(ErrorDetail::VersionConflict { expected, next })
+            }
+            Some(Detail::StreamStateConflict { expected, next }) => {
+                err.with_detail(ErrorDetail::StreamStateConflict {
+                    expected: crate::body::ExpectedWire::State(expected).into(),
+                    next,
+                })
             }
             Some(Detail::Trimmed {
                 requested,

@@ -66,14 +66,35 @@ pub(crate) fn one_line(err: &Error) -> String {
         cause = c.source();
     }
     let flat: Vec<&str> = text.split_whitespace().collect();
-    format!("{} ({})", flat.join(" "), err.kind())
+    format!("{} ({})", flat.join(" "), kind_of(err))
+}
+
+/// The kind a command reports for `err`: its own, except that a handle
+/// stopped by damaged data (`Closed`, with a `Corrupt` cause) is reported
+/// as `Corrupt`. A command never closes its handle while it still uses
+/// it, so its `Closed` always has such a cause, and the damage is what
+/// the user has to act on (exit 6, as `read` and `verify` judge it).
+pub(crate) fn kind_of(err: &Error) -> ErrorKind {
+    if err.kind() != ErrorKind::Closed {
+        return err.kind();
+    }
+    let mut cause = std::error::Error::source(err);
+    while let Some(c) = cause {
+        if let Some(e) = c.downcast_ref::<Error>()
+            && e.kind() == ErrorKind::Corrupt
+        {
+            return ErrorKind::Corrupt;
+        }
+        cause = c.source();
+    }
+    err.kind()
 }
 
 /// Prints `weft: <error>` on stderr and returns the error's exit code.
 pub(crate) fn report(err: &Error) -> ExitCode {
     tracing::debug!(error = ?err, "command failed");
     let _ = writeln!(std::io::stderr(), "weft: {}", one_line(err));
-    ExitCode::from(code_for(err.kind()))
+    ExitCode::from(code_for(kind_of(err)))
 }
 
 #[cfg(test)]
@@ -90,6 +111,16 @@ mod tests {
         let long = std::io::Error::other("x".repeat(1000));
         let err = Error::new(ErrorKind::Unavailable, "get").with_source(long);
         assert!(one_line(&err).len() < 300);
+    }
+
+    #[test]
+    fn a_handle_stopped_by_damage_reports_the_damage() {
+        let stopped = Error::corrupt("history page: crc32c mismatch").after_stop("the writer");
+        assert_eq!(stopped.kind(), ErrorKind::Closed);
+        assert_eq!(kind_of(&stopped), ErrorKind::Corrupt);
+        assert!(one_line(&stopped).ends_with("(corrupt)"));
+        let other = Error::new(ErrorKind::Unavailable, "down").after_stop("the writer");
+        assert_eq!(kind_of(&other), ErrorKind::Closed);
     }
 
     #[test]

@@ -90,6 +90,8 @@ enum Command {
     Gc(commands::admin::GcArgs),
     /// Trim a bucket log through a seqnum: store its state as the snapshot, drop what it supersedes.
     Snapshot(commands::admin::SnapshotArgs),
+    /// Drop every entry through a seqnum, on every backend; streams keep their numbering.
+    Trim(commands::trim::TrimArgs),
     /// Serve a log over HTTP: JSON API, subscriptions, pipelined appends, web console.
     Serve(commands::serve::ServeArgs),
 }
@@ -126,7 +128,11 @@ async fn run(cli: Cli) -> weft::Result<ExitCode> {
     };
     let writes = match &cli_command {
         Command::Tail(args) => return commands::tail::run(args, &store).await,
-        Command::Append(_) | Command::Gc(_) | Command::Snapshot(_) | Command::Demo(_) => true,
+        Command::Append(_)
+        | Command::Gc(_)
+        | Command::Snapshot(_)
+        | Command::Trim(_)
+        | Command::Demo(_) => true,
         _ => false,
     };
     tokio::select! {
@@ -155,6 +161,7 @@ async fn command(command: Command, store: &StoreArgs) -> weft::Result<ExitCode> 
         Command::Verify(args) => commands::verify::run(args, store).await,
         Command::Gc(args) => commands::admin::gc(args, store).await,
         Command::Snapshot(args) => commands::admin::snapshot(args, store).await,
+        Command::Trim(args) => commands::trim::run(args, store).await,
         Command::Serve(args) => commands::serve::run(args, store).await,
     }
 }

@@ -22,6 +22,9 @@ pub(crate) struct EntryLine {
     stream_version: u64,
     tags: Vec<String>,
     timestamp_ms: u64,
+    /// The append id, `null` without one (after `timestamp_ms`, before
+    /// `data`: the order is part of the format).
+    id: Option<String>,
     data: String,
 }
 
@@ -32,6 +35,7 @@ impl From<&LogEntry> for EntryLine {
             stream_version: e.stream_version,
             tags: e.tags.iter().map(ToString::to_string).collect(),
             timestamp_ms: e.timestamp_ms,
+            id: e.append_id.clone(),
             data: base64(&e.data),
         }
     }
@@ -48,8 +52,12 @@ pub(crate) fn entry_text(e: &LogEntry) -> String {
     } else {
         format!(" [{}]", others.join(", "))
     };
+    let id = e
+        .append_id
+        .as_deref()
+        .map_or(String::new(), |id| format!(" id={id:?}"));
     format!(
-        "#{:<6} {primary} v{}{others}  {}",
+        "#{:<6} {primary} v{}{others}{id}  {}",
         e.seqnum,
         e.stream_version,
         payload_text(&e.data)
@@ -140,10 +148,11 @@ mod tests {
             ],
             data: Bytes::from_static(b"hi"),
             timestamp_ms: 1700,
+            append_id: Some("o-1/placed".into()),
         };
         assert_eq!(
             json_line(&EntryLine::from(&entry)).unwrap(),
-            r#"{"seqnum":7,"stream_version":2,"tags":["orders","orders:o-1"],"timestamp_ms":1700,"data":"aGk="}"#
+            r#"{"seqnum":7,"stream_version":2,"tags":["orders","orders:o-1"],"timestamp_ms":1700,"id":"o-1/placed","data":"aGk="}"#
         );
     }
 

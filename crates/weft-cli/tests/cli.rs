@@ -792,7 +792,14 @@ fn read_prints_entries_as_json_lines_in_seqnum_order() {
     for line in out.lines() {
         assert_eq!(
             keys_in_order(line),
-            ["seqnum", "stream_version", "tags", "timestamp_ms", "data"],
+            [
+                "seqnum",
+                "stream_version",
+                "tags",
+                "timestamp_ms",
+                "id",
+                "data"
+            ],
             "{line}"
         );
     }
@@ -889,6 +896,112 @@ fn if_version_conflicts_write_nothing() {
         (next["seqnum"].as_u64(), next["stream_version"].as_u64()),
         (Some(1), Some(1))
     );
+}
+
+#[test]
+fn expect_states_write_only_when_they_hold() {
+    let (_tmp, log) = tmp_log();
+    append_json(&log, &["-t", "written", "w"]);
+    // (stream, --expect, writes?) in order; each row sees the rows before.
+    let table = [
+        ("fresh", "stream-exists", false),
+        ("fresh", "no-stream", true),
+        ("fresh", "no-stream", false),
+        ("fresh", "stream-exists", true),
+        ("written", "no_stream", false),
+        ("written", "any", true),
+        ("written", "2", true),
+        ("written", "2", false),
+    ];
+    let mut written = 1;
+    for (stream, expect, writes) in table {
+        let args = ["append", &log, "-t", stream, "--expect", expect, "x"];
+        if writes {
+            ok(weft(&args));
+            written += 1;
+        } else {
+            let line = fails(weft(&args), 5, "conflict");
+            assert!(line.contains(stream), "{expect} on {stream}: {line}");
+        }
+        let lines = json_lines(&ok(weft(&["read", &log, "--json"])));
+        assert_eq!(lines.len(), written, "after {expect} on {stream}");
+    }
+    // A state it does not know, and both flags at once: refused before
+    // anything is written.
+    let bad = weft(&["append", &log, "-t", "fresh", "--expect", "maybe", "x"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("no-stream"), "{}", stderr(&bad));
+    let both = weft(&[
+        "append",
+        &log,
+        "-t",
+        "fresh",
+        "--expect",
+        "any",
+        "--if-version",
+        "2",
+        "x",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+    assert_eq!(
+        json_lines(&ok(weft(&["read", &log, "--json"]))).len(),
+        written
+    );
+}
+
+#[test]
+fn tail_filters_by_namespace_tags_and_key_prefix_and_marks_progress() {
+    let (_tmp, log) = tmp_log();
+    let names = [
+        "orders:eu-1",
+        "orders:us-1",
+        "orders",
+        "audit",
+        "noise",
+        "noise",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let args = [
+            "append",
+            log.as_str(),
+            "-t",
+            name,
+            "--create",
+            &i.to_string(),
+        ];
+        ok(weft(&args));
+    }
+    // (filter arguments, seqnums it selects)
+    let table: [(&[&str], &[u64]); 4] = [
+        (&["--namespace", "orders"], &[0, 1, 2]),
+        (&["--tag-prefix", "orders:eu-"], &[0]),
+        (&["-t", "audit", "-t", "orders:us-1"], &[1, 3]),
+        (&["--tag-prefix", "orders:"], &[0, 1]),
+    ];
+    for (filter, want) in table {
+        let mut args = vec![
+            "tail",
+            log.as_str(),
+            "--from",
+            "0",
+            "--json",
+            "--marks",
+            "--timeout",
+            "1",
+        ];
+        args.extend_from_slice(filter);
+        let lines = json_lines(&ok(weft(&args)));
+        let got: Vec<u64> = lines.iter().filter_map(|l| l["seqnum"].as_u64()).collect();
+        assert_eq!(got, want, "{filter:?}");
+        // The last line is the mark past the two unmatched entries at the end.
+        assert_eq!(
+            lines.last().unwrap()["passed"].as_u64(),
+            Some(6),
+            "{filter:?}: {lines:?}"
+        );
+    }
+    let bad = weft(&["tail", &log, "--tag-prefix", "no-colon", "--timeout", "1"]);
+    assert_eq!(bad.status.code(), Some(4), "{}", stderr(&bad));
 }
 
 #[test]
@@ -991,7 +1104,14 @@ fn tail_follows_appends_from_other_processes() {
     for line in text.lines() {
         assert_eq!(
             keys_in_order(line),
-            ["seqnum", "stream_version", "tags", "timestamp_ms", "data"]
+            [
+                "seqnum",
+                "stream_version",
+                "tags",
+                "timestamp_ms",
+                "id",
+                "data"
+            ]
         );
     }
 }
@@ -1306,4 +1426,14 @@ fn dir_reads_keep_their_index_in_the_cache_named() {
     assert_eq!(first, off);
     assert_eq!(second.lines().count(), 2);
     assert!(second.starts_with(first.trim_end()), "{second}");
+}
+
+#[path = "trim_cases/mod.rs"]
+mod trim_cases;
+
+#[test]
+fn trim_drops_entries_through_a_seqnum_on_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    trim_cases::trim_rows(&weft, log.to_str().unwrap());
 }

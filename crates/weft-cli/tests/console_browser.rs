@@ -287,6 +287,11 @@ async fn steps(page: &Client, api: &Api, url: &str) {
         text_of(page, "#entry [data-field=\"tags\"]").await,
         "orders, orders:o-7"
     );
+    // The append id it was appended with.
+    assert_eq!(
+        text_of(page, "#entry [data-field=\"id\"]").await,
+        "o-7/placed"
+    );
     wait_for(page, "#payload[data-format=\"json\"]").await;
     let shown: Value = serde_json::from_str(&text_of(page, "#payload").await).unwrap();
     assert_eq!(shown, serde_json::from_slice::<Value>(placed).unwrap());
@@ -306,6 +311,8 @@ async fn steps(page: &Client, api: &Api, url: &str) {
     type_into(page, "#jump-seqnum-input", &binary_seqnum.to_string()).await;
     click(page, "#jump-seqnum button").await;
     wait_for(page, &format!("#entry[data-seqnum=\"{binary_seqnum}\"]")).await;
+    // Appended without an id: the field says so.
+    assert_eq!(text_of(page, "#entry [data-field=\"id\"]").await, "–");
     wait_for(page, "#payload[data-format=\"hex\"]").await;
     assert!(
         text_of(page, "#payload")

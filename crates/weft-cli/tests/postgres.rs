@@ -175,3 +175,11 @@ fn demo_splits_its_executors_across_two_processes_and_resumes() {
     assert_eq!(reserved, shipped, "each reserved order shipped once");
     assert!(shipped.values().all(|&n| n == 1));
 }
+
+#[path = "trim_cases/mod.rs"]
+mod trim_cases;
+
+#[test]
+fn trim_drops_entries_through_a_seqnum_on_postgres() {
+    trim_cases::trim_rows(&weft, &location());
+}

@@ -141,6 +141,10 @@ async fn python_client_appends_reads_and_subscribes_against_a_server() {
     assert_eq!(versions, (0..versions.len() as u64).collect::<Vec<_>>());
 
     assert_eq!(steps["entry"]["seqnum"], steps["append"]["seqnum"]);
+    // The entry read back carries the id it was appended with, as the log
+    // itself has it.
+    assert_eq!(steps["entry"]["id"], "o-1/placed");
+    assert_eq!(entry["id"], "o-1/placed");
     assert_eq!(
         serde_json::from_str::<Value>(steps["entry"]["data"].as_str().unwrap()).unwrap(),
         payload(entry)

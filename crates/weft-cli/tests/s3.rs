@@ -762,3 +762,352 @@ fn a_cache_index_that_disagrees_with_the_log_is_reported_and_not_trusted() {
     let again = append(&url, &["-t", "a", "y", "--cache-dir", dir]);
     assert_eq!(again["stream_version"], 3, "{again}");
 }
+
+/// How the CLI's forged-checkpoint table rewrites the newest stream-state
+/// checkpoint (with a valid checksum), and the stream it appends to.
+#[derive(Debug, Clone, Copy)]
+enum Forged {
+    /// Stream a five versions ahead.
+    Ahead,
+    /// Stream a one version behind.
+    Behind,
+    /// Stream b left out; the append goes to b.
+    StreamMissing,
+    /// A stream the log does not have.
+    ExtraStream,
+}
+
+/// A one-shot `weft append --cache-dir none` opens from the newest
+/// stream-state checkpoint; one rewritten with another stream version (and
+/// valid checksums) makes it exit with `corrupt` before it writes
+/// anything, whatever the forgery, and `verify` reports the checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_refuses_a_forged_state_checkpoint_and_writes_nothing() {
+    use weft::format::{
+        LogState, StateCheckpoint, decode_state_checkpoint, encode_state_checkpoint,
+    };
+    use weft::storage::bucket::{BucketOptions, BucketStorage};
+    use weft::{AppendRequest, Log, LogTag};
+
+    let tag = |t: &str| LogTag::new(t).unwrap();
+    for forged in [
+        Forged::Ahead,
+        Forged::Behind,
+        Forged::StreamMissing,
+        Forged::ExtraStream,
+    ] {
+        let (settings, url) = bucket("forged_checkpoint");
+        let store = settings.build().unwrap();
+        let w = Log::new(
+            BucketStorage::open(
+                store.clone(),
+                "",
+                BucketOptions {
+                    state_checkpoint_entries: 10,
+                    ..BucketOptions::default()
+                },
+            )
+            .await
+            .unwrap(),
+        );
+        // a, b and c, then only d: the newest checkpoint is past every
+        // entry of a, b and c.
+        for i in 0..45usize {
+            let t = if i < 30 { ["a", "b", "c"][i % 3] } else { "d" };
+            w.append(AppendRequest::new(tag(t), format!("{t}{i}")))
+                .await
+                .unwrap();
+        }
+        w.close().await.unwrap();
+
+        let mut states: Vec<ObjectPath> = {
+            use futures::TryStreamExt;
+            store
+                .list(Some(&ObjectPath::from("states")))
+                .map_ok(|m| m.location)
+                .try_collect()
+                .await
+                .unwrap()
+        };
+        states.sort();
+        let newest = states.pop().expect("a state checkpoint");
+        let bytes = store.get(&newest).await.unwrap().bytes().await.unwrap();
+        let cp = decode_state_checkpoint(&bytes).unwrap();
+        assert!(
+            cp.state.through >= 29,
+            "{forged:?}: through {}",
+            cp.state.through
+        );
+        let last = cp.last_seqnums.clone().expect("a version 2 checkpoint");
+        let mut rows: Vec<(LogTag, u64, u64)> = cp
+            .state
+            .next_versions
+            .iter()
+            .zip(last)
+            .map(|((t, v), l)| (t.clone(), *v, l))
+            .collect();
+        let at = |rows: &[(LogTag, u64, u64)], t: &str| rows.iter().position(|r| r.0 == tag(t));
+        let a = at(&rows, "a").unwrap();
+        let mut stream = "a";
+        match forged {
+            Forged::Ahead => rows[a].1 += 5,
+            Forged::Behind => rows[a].1 -= 1,
+            Forged::StreamMissing => {
+                let b = at(&rows, "b").unwrap();
+                rows.remove(b);
+                stream = "b";
+            }
+            Forged::ExtraStream => rows.push((tag("zz"), 1, 0)),
+        }
+        rows.sort_by_key(|r| r.0.to_string());
+        let forgery = encode_state_checkpoint(&StateCheckpoint {
+            state: LogState::new(
+                cp.state.through,
+                rows.iter().map(|(t, v, _)| (t.clone(), *v)).collect(),
+            )
+            .unwrap(),
+            through_check: cp.through_check,
+            last_seqnums: Some(rows.iter().map(|r| r.2).collect()),
+        })
+        .unwrap();
+        store.put(&newest, forgery.into()).await.unwrap();
+
+        let out = tokio::task::spawn_blocking({
+            let url = url.clone();
+            move || weft(&["append", &url, "-t", stream, "wrong", "--cache-dir", "none"])
+        })
+        .await
+        .unwrap();
+        one_line_error(&out, 6, "corrupt");
+
+        let checked = weft::storage::bucket::check(store.clone(), "")
+            .await
+            .unwrap();
+        assert!(
+            checked.problem.is_none(),
+            "{forged:?}: {:?}",
+            checked.problem
+        );
+        assert_eq!(checked.next_seqnum, 45, "{forged:?}: nothing was appended");
+        let verified = tokio::task::spawn_blocking({
+            let url = url.clone();
+            move || weft(&["verify", &url, "--cache-dir", "none"])
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            verified.status.code(),
+            Some(1),
+            "{forged:?}: {}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
+    }
+}
+
+/// Damage to the history a one-shot writer does not read at open (it opens
+/// from the newest stream-state checkpoint, past the damage).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum HistoryDamage {
+    Untouched,
+    FlippedSegment,
+    FlippedPage,
+    MissingPage,
+}
+
+/// The damaged-history rows of the damage table, on the real server and
+/// writable: `verify` reports the damage (exit 1), `read` refuses it (exit
+/// 6), a one-shot `weft append --cache-dir none` to a stream the
+/// checkpoint does not know waits for the history and refuses it (exit 6,
+/// nothing written), and one to a known stream either is refused the same
+/// way or is acknowledged (it is numbered from a checked row before the
+/// history was read, as `verify` says). Nothing is lost: with the damaged
+/// object put back, `read` prints every entry written before and every
+/// acknowledged append, and `verify` is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_history_is_judged_alike_by_append_read_and_verify() {
+    use futures::TryStreamExt;
+    use weft::storage::bucket::{BucketOptions, BucketStorage};
+    use weft::wal::CheckpointPolicy;
+    use weft::{AppendRequest, Log, LogTag};
+
+    let run = |args: Vec<String>| async move {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            weft(&args)
+        })
+        .await
+        .unwrap()
+    };
+    let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for damage in [
+        HistoryDamage::Untouched,
+        HistoryDamage::FlippedSegment,
+        HistoryDamage::FlippedPage,
+        HistoryDamage::MissingPage,
+    ] {
+        let (settings, url) = bucket("damaged_history");
+        let store = settings.build().unwrap();
+        let w = Log::new(
+            BucketStorage::open(
+                store.clone(),
+                "",
+                BucketOptions {
+                    flush_interval: Duration::from_millis(2),
+                    state_checkpoint_entries: 10,
+                    // Small history pages, so that the sample has some.
+                    checkpoint: CheckpointPolicy {
+                        max_recent_entries: 6,
+                        max_recent_bytes: 1 << 20,
+                        leaf_entries: 4,
+                        leaf_bytes: 1 << 19,
+                        fanout: 3,
+                        max_pages_per_commit: 4,
+                    },
+                    ..BucketOptions::default()
+                },
+            )
+            .await
+            .unwrap(),
+        );
+        for i in 0..45usize {
+            let t = if i < 30 { ["a", "b", "c"][i % 3] } else { "d" };
+            w.append(AppendRequest::new(
+                LogTag::new(t).unwrap(),
+                format!("{t}{i}"),
+            ))
+            .await
+            .unwrap();
+        }
+        w.close().await.unwrap();
+        let under = |dir: &'static str| {
+            let store = store.clone();
+            async move {
+                let mut found: Vec<ObjectPath> = store
+                    .list(Some(&ObjectPath::from(dir)))
+                    .map_ok(|m| m.location)
+                    .try_collect()
+                    .await
+                    .unwrap();
+                found.sort();
+                found
+            }
+        };
+        assert!(
+            !under("states").await.is_empty(),
+            "the sample has checkpoints"
+        );
+        let victim = match damage {
+            HistoryDamage::Untouched => None,
+            HistoryDamage::FlippedSegment => Some(under("segments").await[0].clone()),
+            HistoryDamage::FlippedPage | HistoryDamage::MissingPage => {
+                let pages = under("history").await;
+                assert!(!pages.is_empty(), "the sample has history pages");
+                Some(pages[0].clone())
+            }
+        };
+        let original = match &victim {
+            Some(v) => Some(store.get(v).await.unwrap().bytes().await.unwrap()),
+            None => None,
+        };
+        if let (Some(v), Some(bytes)) = (&victim, &original) {
+            if damage == HistoryDamage::MissingPage {
+                store.delete(v).await.unwrap();
+            } else {
+                let mut b = bytes.to_vec();
+                let at = b.len() / 2;
+                b[at] ^= 0x40;
+                store.put(v, b.into()).await.unwrap();
+            }
+        }
+        let damaged = damage != HistoryDamage::Untouched;
+
+        let verify = run(args(&["verify", &url, "--cache-dir", "none"])).await;
+        assert_eq!(
+            verify.status.code(),
+            Some(if damaged { 1 } else { 0 }),
+            "{damage:?}: verify {}",
+            String::from_utf8_lossy(&verify.stdout)
+        );
+        let read = run(args(&["read", &url, "--json", "--cache-dir", "none"])).await;
+        if damaged {
+            one_line_error(&read, 6, "corrupt");
+        } else {
+            assert_eq!(ok(read).lines().count(), 45, "{damage:?}");
+        }
+        // A stream the checkpoint does not name: the append waits for the
+        // history, which is damaged.
+        let new_stream = run(args(&[
+            "append",
+            &url,
+            "--json",
+            "-t",
+            "fresh",
+            "n",
+            "--cache-dir",
+            "none",
+        ]))
+        .await;
+        let mut acknowledged: Vec<String> = Vec::new();
+        if damaged {
+            one_line_error(&new_stream, 6, "corrupt");
+        } else {
+            ok(new_stream);
+            acknowledged.push("n".into());
+        }
+        // A stream it names: checked by its last entry, then taken or
+        // refused, never anything else.
+        let known = run(args(&[
+            "append",
+            &url,
+            "--json",
+            "-t",
+            "a",
+            "k",
+            "--cache-dir",
+            "none",
+        ]))
+        .await;
+        match known.status.code() {
+            Some(0) => acknowledged.push("k".into()),
+            Some(6) if damaged => one_line_error(&known, 6, "corrupt"),
+            other => panic!(
+                "{damage:?}: append to a known stream exited {other:?}: {}",
+                String::from_utf8_lossy(&known.stderr)
+            ),
+        }
+
+        // Put the damaged object back: nothing was lost.
+        if let (Some(v), Some(bytes)) = (&victim, original) {
+            store.put(v, bytes.into()).await.unwrap();
+        }
+        let read = run(args(&["read", &url, "--json", "--cache-dir", "none"])).await;
+        let lines: Vec<Value> = ok(read)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 45 + acknowledged.len(), "{damage:?}");
+        for (i, line) in lines.iter().enumerate() {
+            assert_eq!(
+                line["seqnum"].as_u64(),
+                Some(i as u64),
+                "{damage:?}: {line}"
+            );
+        }
+        let verify = run(args(&["verify", &url, "--cache-dir", "none"])).await;
+        assert_eq!(
+            verify.status.code(),
+            Some(0),
+            "{damage:?}: verify after the repair {}",
+            String::from_utf8_lossy(&verify.stdout)
+        );
+    }
+}
+
+#[path = "trim_cases/mod.rs"]
+mod trim_cases;
+
+#[test]
+fn trim_drops_entries_through_a_seqnum_on_a_bucket() {
+    let (_, url) = bucket("trim");
+    trim_cases::trim_rows(&weft, &url);
+}

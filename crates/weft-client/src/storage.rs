@@ -146,7 +146,7 @@ fn wire_entry(e: NewEntry) -> body::NewEntry {
         tags: e.tags.iter().map(|t| t.to_string()).collect(),
         data: e.data,
         id: e.append_id,
-        expected_version: e.expected_version,
+        expected_version: e.expected_version.map(Into::into),
     }
 }
 

@@ -32,16 +32,56 @@ pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Ne
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let retry_ms = u64::try_from(shared.options.limits.retry_after.as_millis()).unwrap_or(100);
-    let response = match admit(&shared, &request) {
+    let over_connections = request
+        .extensions()
+        .get::<crate::run::OverConnectionLimit>()
+        .is_some();
+    let admitted = if over_connections {
+        Err("too many open connections")
+    } else {
+        admit(&shared, &request)
+    };
+    let response = match admitted {
         Err(why) => {
             shared.counters.shed.fetch_add(1, Ordering::Relaxed);
-            ApiError::new(Error::new(ErrorKind::Unavailable, why))
+            let mut response = ApiError::new(Error::new(ErrorKind::Unavailable, why))
                 .retry_after(retry_ms)
-                .into_response()
+                .into_response();
+            if over_connections {
+                // The connection's slot is for refusing, not serving:
+                // hand it back once this answer is written.
+                response.headers_mut().insert(
+                    header::CONNECTION,
+                    axum::http::HeaderValue::from_static("close"),
+                );
+            }
+            response
         }
         Ok(permits) => {
             let response = if long_lived(&path) {
-                next.run(request).await
+                // A subscription or session holds its request slot for as
+                // long as it is open, not just until its answer starts: the
+                // session's socket task takes the slot from the request,
+                // the subscription's body keeps it until the stream ends.
+                let held = HeldSlot(Arc::new(permits));
+                let mut request = request;
+                request.extensions_mut().insert(held.clone());
+                let response = next.run(request).await;
+                return finish(
+                    &shared,
+                    &method,
+                    &path,
+                    started,
+                    response.map(|body| {
+                        axum::body::Body::from_stream(futures::StreamExt::map(
+                            body.into_data_stream(),
+                            move |chunk| {
+                                let _slot = &held;
+                                chunk
+                            },
+                        ))
+                    }),
+                );
             } else {
                 let deadline = shared.options.limits.request_timeout;
                 match tokio::time::timeout(deadline, next.run(request)).await {
@@ -53,6 +93,17 @@ pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Ne
             response
         }
     };
+    finish(&shared, &method, &path, started, response)
+}
+
+/// Counts and logs an answered request.
+fn finish(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    started: tokio::time::Instant,
+    response: Response,
+) -> Response {
     shared.counters.requests.fetch_add(1, Ordering::Relaxed);
     let kind = response.extensions().get::<ErrorKind>().copied();
     if let Some(kind) = kind {
@@ -85,6 +136,11 @@ fn past_deadline(method: &Method) -> ApiError {
         ))
     }
 }
+
+/// The request slot of an open subscription or session; dropping the last
+/// clone frees it.
+#[derive(Clone)]
+pub struct HeldSlot(#[allow(dead_code)] Arc<Permits>);
 
 /// The permits a request holds while it is served.
 struct Permits {

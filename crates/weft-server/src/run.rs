@@ -2,7 +2,12 @@
 //!
 //! axum-server serves both plain HTTP and TLS (rustls, from PEM files)
 //! with one graceful-shutdown handle; the connection limit is an acceptor
-//! wrapper that refuses a connection over the limit at once.
+//! wrapper. A connection over the limit is still accepted, up to as many
+//! again, and each of its requests is answered `503 unavailable` with a
+//! retry hint and `Connection: close` (see [`OverConnectionLimit`]), so a
+//! client learns to come back later instead of meeting a reset it cannot
+//! tell from a crash; past twice the limit a connection is closed at once,
+//! which keeps the number of sockets the server holds bounded.
 
 use std::future::Future;
 use std::io;
@@ -92,7 +97,7 @@ pub async fn serve(shared: Arc<Shared>) -> Result<Running> {
         .map_err(|e| Error::io("read the listener's address", e))?;
     let handle = Handle::new();
     let app = router(shared.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    let connections = Arc::new(Semaphore::new(options.limits.max_connections.max(1)));
+    let connections = Slots::new(options.limits.max_connections.max(1));
     let task = match &options.tls {
         None => {
             let acceptor = Limited::new(DefaultAcceptor::new(), connections, shared.clone());
@@ -131,16 +136,40 @@ pub async fn serve(shared: Arc<Shared>) -> Result<Running> {
     })
 }
 
-/// An acceptor that admits at most a fixed number of open connections.
+/// The connection slots: `served` for connections whose requests are
+/// served, `shed` for those over the limit, whose requests are refused
+/// with a retry hint.
+#[derive(Clone)]
+struct Slots {
+    served: Arc<Semaphore>,
+    shed: Arc<Semaphore>,
+}
+
+impl Slots {
+    fn new(limit: usize) -> Self {
+        Slots {
+            served: Arc::new(Semaphore::new(limit)),
+            shed: Arc::new(Semaphore::new(limit)),
+        }
+    }
+}
+
+/// Marks the requests of a connection accepted over the connection limit:
+/// the request guard answers them `503 unavailable` with a retry hint and
+/// closes the connection.
+#[derive(Clone, Copy, Debug)]
+pub struct OverConnectionLimit;
+
+/// An acceptor that serves at most a fixed number of open connections.
 #[derive(Clone)]
 struct Limited<A> {
     inner: A,
-    slots: Arc<Semaphore>,
+    slots: Slots,
     shared: Arc<Shared>,
 }
 
 impl<A> Limited<A> {
-    fn new(inner: A, slots: Arc<Semaphore>, shared: Arc<Shared>) -> Self {
+    fn new(inner: A, slots: Slots, shared: Arc<Shared>) -> Self {
         Limited {
             inner,
             slots,
@@ -152,15 +181,19 @@ impl<A> Limited<A> {
 /// Held by a connection's service for as long as the connection lives.
 struct Slot {
     _permit: OwnedSemaphorePermit,
+    /// Counted in the connections gauge (a served connection).
+    counted: bool,
     shared: Arc<Shared>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.shared
-            .counters
-            .connections
-            .fetch_sub(1, Ordering::Relaxed);
+        if self.counted {
+            self.shared
+                .counters
+                .connections
+                .fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -168,12 +201,12 @@ impl Drop for Slot {
 #[derive(Clone)]
 struct Slotted<S> {
     inner: S,
-    _slot: Arc<Slot>,
+    slot: Arc<Slot>,
 }
 
-impl<S, R> tower::Service<R> for Slotted<S>
+impl<S, B> tower::Service<axum::http::Request<B>> for Slotted<S>
 where
-    S: tower::Service<R>,
+    S: tower::Service<axum::http::Request<B>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -183,7 +216,10 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: R) -> Self::Future {
+    fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
+        if !self.slot.counted {
+            request.extensions_mut().insert(OverConnectionLimit);
+        }
         self.inner.call(request)
     }
 }
@@ -201,20 +237,30 @@ where
         Pin<Box<dyn Future<Output = io::Result<(Self::Stream, Self::Service)>> + Send + 'static>>;
 
     fn accept(&self, stream: I, service: S) -> Self::Future {
-        let permit = Arc::clone(&self.slots).try_acquire_owned();
+        let permit = match Arc::clone(&self.slots.served).try_acquire_owned() {
+            Ok(p) => Ok((p, true)),
+            Err(_) => Arc::clone(&self.slots.shed)
+                .try_acquire_owned()
+                .map(|p| (p, false)),
+        };
         let shared = self.shared.clone();
         let accepted = permit.map(|p| (p, self.inner.accept(stream, service)));
         Box::pin(async move {
-            let Ok((permit, accepting)) = accepted else {
-                return Err(io::Error::other("connection limit reached"));
+            let Ok(((permit, counted), accepting)) = accepted else {
+                return Err(io::Error::other(
+                    "connection limit reached twice over: closed",
+                ));
             };
-            shared.counters.connections.fetch_add(1, Ordering::Relaxed);
+            if counted {
+                shared.counters.connections.fetch_add(1, Ordering::Relaxed);
+            }
             let slot = Arc::new(Slot {
                 _permit: permit,
+                counted,
                 shared,
             });
             let (stream, inner) = accepting.await?;
-            Ok((stream, Slotted { inner, _slot: slot }))
+            Ok((stream, Slotted { inner, slot }))
         })
     }
 }

@@ -55,6 +55,8 @@ pub struct Shared {
     pub counters: Counters,
     /// Streams seen, for `/v1/streams`.
     pub streams: StreamTable,
+    /// Encoded subscription events of recent entries.
+    pub events: crate::routes::subscribe::EventCache,
     /// Requests in flight.
     pub requests: Arc<Semaphore>,
     /// Request body bytes in flight.
@@ -90,6 +92,7 @@ impl Shared {
             options,
             counters: Counters::default(),
             streams: StreamTable::default(),
+            events: Default::default(),
             requests,
             body_bytes,
             shutdown: watch::Sender::new(false),

@@ -176,7 +176,11 @@ async fn sse_ids(response: reqwest::Response, n: usize) -> Vec<u64> {
             .expect("the stream goes on")
             .unwrap();
         text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = text.find("\n\n") {
+        // One chunk may carry many events: take only the first `n` (the
+        // client stops there, as if it disconnected after the nth).
+        while ids.len() < n
+            && let Some(end) = text.find("\n\n")
+        {
             let event: String = text.drain(..end + 2).collect();
             if let Some(id) = event.lines().find_map(|l| l.strip_prefix("id: ")) {
                 ids.push(id.trim().parse().unwrap());

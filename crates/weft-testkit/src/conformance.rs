@@ -30,8 +30,9 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use weft::error::{ErrorDetail, ErrorKind};
+use weft::log::Delivery;
 use weft::log::{JsonCodec, Log};
-use weft::model::{AppendRequest, LogEntry, LogTag, Position};
+use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position, TagFilter};
 use weft::storage::feed::FEED_CAPACITY;
 
 /// A fresh log for one check, with whatever must outlive it.
@@ -70,12 +71,15 @@ macro_rules! conformance_suite {
                 reads_by_tag_and_position,
                 multi_tag_entries_are_visible_from_every_tag,
                 conditional_append_checks_primary_version,
+                expected_states_hold_on_every_kind_of_stream,
+                batch_conditions_apply_per_stream,
                 concurrent_conditional_appends_have_one_winner,
                 concurrent_appenders_get_dense_unique_numbers,
                 batches_are_atomic,
                 trim_makes_old_reads_fail_clearly,
                 subscription_hands_over_from_backlog_to_live,
                 tail_subscription_sees_only_new_entries,
+                filtered_subscriptions_pass_sparse_stretches,
                 lagging_subscriber_never_blocks_appends,
                 views_scope_reads_and_appends,
                 typed_view_decode_failure_names_seqnum,
@@ -83,6 +87,7 @@ macro_rules! conformance_suite {
                 kv_compare_and_set_is_atomic,
                 append_ids_make_retries_exactly_once,
                 concurrent_retries_of_one_id_write_it_once,
+                reads_return_append_ids,
                 closed_log_refuses_work,
             );
         }
@@ -266,6 +271,159 @@ pub async fn conditional_append_checks_primary_version(f: Fixture) {
         .unwrap();
     assert_eq!(r.stream_version, 1);
     assert_eq!(log.read_all(&t).await.unwrap().len(), 2);
+}
+
+/// Every condition against every kind of stream: one that never had an
+/// entry, one with two live entries, and one whose two entries were both
+/// trimmed away (it still exists: its numbering continues at 2). Each
+/// condition runs on a stream of its own, so a success changes nothing
+/// the next row sees.
+pub async fn expected_states_hold_on_every_kind_of_stream(f: Fixture) {
+    let log = f.log;
+    // (condition, writes on fresh, on written, on trimmed)
+    let table = [
+        (Expected::Any, true, true, true),
+        (Expected::NoStream, true, false, false),
+        (Expected::StreamExists, false, true, true),
+        (Expected::Exact(0), true, false, false),
+        (Expected::Exact(2), false, true, true),
+        (Expected::Exact(3), false, false, false),
+    ];
+    let kinds = ["fresh", "written", "trimmed"];
+    for (i, _) in table.iter().enumerate() {
+        for kind in ["written", "trimmed"] {
+            for n in 0..2 {
+                log.append(AppendRequest::new(
+                    tag(&format!("{kind}:{i}")),
+                    format!("{n}"),
+                ))
+                .await
+                .unwrap();
+            }
+        }
+    }
+    // Trim every `trimmed:*` entry: the last one is the newest of them,
+    // so keep one later entry to trim below.
+    let last_trimmed = log
+        .read_all(&tag(&format!("trimmed:{}", table.len() - 1)))
+        .await
+        .unwrap()
+        .last()
+        .unwrap()
+        .seqnum;
+    log.append(AppendRequest::new(tag("keeper"), "k"))
+        .await
+        .unwrap();
+    log.trim(last_trimmed).await.unwrap();
+    for (i, (expected, fresh, written, trimmed)) in table.into_iter().enumerate() {
+        for (kind, writes) in kinds.into_iter().zip([fresh, written, trimmed]) {
+            let t = tag(&format!("{kind}:{i}"));
+            let next = if kind == "fresh" { 0 } else { 2 };
+            let got = log
+                .append_if(AppendRequest::new(t.clone(), "x"), expected)
+                .await;
+            match got {
+                Ok(r) => {
+                    assert!(writes, "{expected} on a {kind} stream wrote");
+                    assert_eq!(r.stream_version, next, "{expected} on {kind}");
+                    assert_eq!(log.latest_version(&t).await.unwrap(), Some(next));
+                }
+                Err(e) => {
+                    assert!(!writes, "{expected} on a {kind} stream failed: {e}");
+                    assert_eq!(e.kind(), ErrorKind::Conflict, "{expected} on {kind}");
+                    assert_eq!(
+                        e.conflict_next_version(),
+                        Some(next),
+                        "{expected} on {kind}"
+                    );
+                    let detail_names_it = match (expected, e.detail()) {
+                        (
+                            Expected::Exact(v),
+                            Some(ErrorDetail::VersionConflict { expected, next: n }),
+                        ) => *expected == v && *n == next,
+                        (state, Some(ErrorDetail::StreamStateConflict { expected, next: n })) => {
+                            *expected == state && *n == next
+                        }
+                        _ => false,
+                    };
+                    assert!(detail_names_it, "{expected} on {kind}: {:?}", e.detail());
+                    assert_eq!(
+                        log.latest_version(&t).await.unwrap(),
+                        next.checked_sub(1),
+                        "a failed {expected} on {kind} wrote nothing"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// An atomic batch with one condition per stream: every condition is
+/// checked, one failing state condition refuses the whole batch, and
+/// conditions on later entries of a stream see the earlier ones.
+pub async fn batch_conditions_apply_per_stream(f: Fixture) {
+    let log = f.log;
+    let (cart, user, audit) = (tag("cart:1"), tag("user:1"), tag("audit"));
+    log.append(AppendRequest::new(user.clone(), "signed up"))
+        .await
+        .unwrap();
+    let tip = log.tip().await.unwrap();
+    // `cart` must be new, `user` must exist, `audit` is unconditioned.
+    let ok = log
+        .append_batch_if(vec![
+            (
+                AppendRequest::new(cart.clone(), "created"),
+                Some(Expected::NoStream),
+            ),
+            (
+                AppendRequest::new(user.clone(), "has cart"),
+                Some(Expected::StreamExists),
+            ),
+            (AppendRequest::new(audit.clone(), "a"), Some(Expected::Any)),
+            (
+                AppendRequest::new(cart.clone(), "item"),
+                Some(Expected::StreamExists),
+            ),
+        ])
+        .await
+        .unwrap();
+    let nums: Vec<_> = ok.iter().map(|r| (r.seqnum, r.stream_version)).collect();
+    assert_eq!(
+        nums,
+        vec![
+            (tip.next, 0),
+            (tip.next + 1, 1),
+            (tip.next + 2, 0),
+            (tip.next + 3, 1)
+        ]
+    );
+    // Each failing member alone refuses the batch; nothing is written.
+    let failing = [
+        (Expected::NoStream, tag("cart:1"), 2),
+        (Expected::StreamExists, tag("cart:2"), 0),
+        (Expected::Exact(5), tag("user:1"), 2),
+    ];
+    for (bad, bad_tag, next) in failing {
+        let before = log.tip().await.unwrap();
+        let err = log
+            .append_batch_if(vec![
+                (
+                    AppendRequest::new(tag("other"), "fine"),
+                    Some(Expected::NoStream),
+                ),
+                (AppendRequest::new(bad_tag.clone(), "refused"), Some(bad)),
+            ])
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Conflict, "{bad} on {bad_tag}");
+        assert_eq!(
+            err.conflict_next_version(),
+            Some(next),
+            "{bad} on {bad_tag}"
+        );
+        assert_eq!(log.tip().await.unwrap(), before, "{bad}: nothing written");
+        assert_eq!(log.latest_version(&tag("other")).await.unwrap(), None);
+    }
 }
 
 /// Of many concurrent `append_if` at the same version, exactly one wins.
@@ -509,6 +667,123 @@ pub async fn subscription_hands_over_from_backlog_to_live(f: Fixture) {
     let want = log.read_all(&t).await.unwrap();
     assert_eq!(seqnums(&got), seqnums(&want));
     assert_eq!(got, want);
+}
+
+/// Filtered whole-log subscriptions (a namespace, a key prefix, a set of
+/// tags) deliver exactly the matching entries, backlog then live, and mark
+/// their progress through a long stretch of entries that do not match, so
+/// a subscriber resumed at the last mark reads nothing below it (the log
+/// is trimmed below the mark first, which a rescan would run into).
+pub async fn filtered_subscriptions_pass_sparse_stretches(f: Fixture) {
+    let log = f.log;
+    let names = [
+        "orders:eu-1",
+        "orders:us-1",
+        "orders",
+        "audit",
+        "user:7",
+        "user:8",
+    ];
+    for i in 0..30 {
+        let mut r = AppendRequest::new(tag(names[i % names.len()]), format!("{i}"));
+        if i % 7 == 0 {
+            r = r.with_tag(tag("audit"));
+        }
+        log.append(r).await.unwrap();
+    }
+    // A stretch longer than any one catch-up read, matching no filter.
+    for b in 0..7 {
+        let batch = (0..300)
+            .map(|i| AppendRequest::new(tag("noise"), format!("{b}/{i}")))
+            .collect();
+        log.append_batch(batch).await.unwrap();
+    }
+    let backlog_end = log.tip().await.unwrap().next;
+    type Pred = fn(&str) -> bool;
+    // (filter, the same set written as a test on a tag's text, a tag to
+    // append live that it matches)
+    let table: [(TagFilter, Pred, &str); 3] = [
+        (
+            TagFilter::namespace("orders").unwrap(),
+            |t| t == "orders" || t.starts_with("orders:"),
+            "orders:new",
+        ),
+        (
+            TagFilter::key_prefix("orders", "eu-").unwrap(),
+            |t| t.starts_with("orders:eu-"),
+            "orders:eu-9",
+        ),
+        (
+            TagFilter::tags([tag("audit"), tag("user:7")]).unwrap(),
+            |t| t == "audit" || t == "user:7",
+            "user:7",
+        ),
+    ];
+    let everything: Vec<LogEntry> = log
+        .stream_log(Position::Beginning)
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    let mut last_mark = 0;
+    for (filter, pred, live_tag) in table {
+        let want: Vec<u64> = everything
+            .iter()
+            .filter(|e| e.tags.iter().any(|t| pred(&t.to_string())))
+            .map(|e| e.seqnum)
+            .collect();
+        let mut sub = log.subscribe_filtered(filter.clone(), Position::Beginning);
+        let (mut got, mut resume) = (Vec::new(), 0);
+        loop {
+            let item = within("filtered backlog", sub.next())
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                item.resume_at() > resume,
+                "{filter}: {item:?} after {resume}"
+            );
+            resume = item.resume_at();
+            match item {
+                Delivery::Entry(e) => got.push(e.seqnum),
+                Delivery::Passed(n) if n >= backlog_end => {
+                    assert_eq!(n, log.tip().await.unwrap().next, "{filter}");
+                    break;
+                }
+                Delivery::Passed(_) => {}
+            }
+        }
+        assert_eq!(got, want, "{filter}");
+        // Live: a match, then a stretch of noise, which the mark covers.
+        let hit = log
+            .append(AppendRequest::new(tag(live_tag), "live"))
+            .await
+            .unwrap();
+        let miss = log
+            .append(AppendRequest::new(tag("noise"), "n"))
+            .await
+            .unwrap();
+        let a = within("filtered live", sub.next()).await.unwrap().unwrap();
+        assert!(
+            matches!(&a, Delivery::Entry(e) if e.seqnum == hit.seqnum),
+            "{filter}: {a:?}"
+        );
+        let b = within("filtered mark", sub.next()).await.unwrap().unwrap();
+        assert_eq!(b, Delivery::Passed(miss.seqnum + 1), "{filter}");
+        last_mark = miss.seqnum + 1;
+    }
+    // Resume at the last mark with everything below it trimmed away.
+    log.trim(last_mark - 1).await.unwrap();
+    let filter = TagFilter::key_prefix("orders", "eu-").unwrap();
+    let mut resumed = log.subscribe_filtered(filter, Position::At(last_mark));
+    let hit = log
+        .append(AppendRequest::new(tag("orders:eu-2"), "after"))
+        .await
+        .unwrap();
+    let first = within("resumed", resumed.next()).await.unwrap().unwrap();
+    assert!(
+        matches!(&first, Delivery::Entry(e) if e.seqnum == hit.seqnum),
+        "{first:?}"
+    );
 }
 
 /// A tail subscription sees only entries appended after it was made.
@@ -846,6 +1121,89 @@ pub async fn concurrent_retries_of_one_id_write_it_once(f: Fixture) {
     let once: Vec<_> = all.iter().filter(|e| e.data == "once").collect();
     assert_eq!(once.len(), 1);
     assert_eq!(once[0].seqnum, results[0].seqnum);
+}
+
+/// Every way of reading an entry returns the append id it was appended
+/// with (`None` for an entry appended without one): reads by tag, by
+/// position, by version, the previous entry, a subscription's backlog and
+/// its live part, and the entries of a batch and of a retry.
+pub async fn reads_return_append_ids(f: Fixture) {
+    let log = f.log;
+    let (t, u) = (tag("orders"), tag("orders:o-7"));
+    let ids_of = |entries: &[LogEntry]| -> Vec<Option<String>> {
+        entries.iter().map(|e| e.append_id.clone()).collect()
+    };
+    if !log.storage().supports_append_ids() {
+        log.append(AppendRequest::new(t.clone(), "plain"))
+            .await
+            .unwrap();
+        assert_eq!(ids_of(&log.read_all(&t).await.unwrap()), vec![None]);
+        return;
+    }
+    let mut live = log.subscribe_log(Position::Beginning);
+    log.append(
+        AppendRequest::new(t.clone(), "placed")
+            .with_id("o-7/placed")
+            .with_tag(u.clone()),
+    )
+    .await
+    .unwrap();
+    log.append(AppendRequest::new(t.clone(), "note"))
+        .await
+        .unwrap();
+    log.append_batch(vec![
+        AppendRequest::new(t.clone(), "paid").with_id("o-7/paid"),
+        AppendRequest::new(t.clone(), "packed"),
+        AppendRequest::new(u.clone(), "shipped").with_id("o-7/shipped"),
+    ])
+    .await
+    .unwrap();
+    // A retry writes nothing, and the original keeps its id.
+    log.append(AppendRequest::new(t.clone(), "placed").with_id("o-7/placed"))
+        .await
+        .unwrap();
+    let some = |s: &str| Some(s.to_owned());
+    let all = vec![
+        some("o-7/placed"),
+        None,
+        some("o-7/paid"),
+        None,
+        some("o-7/shipped"),
+    ];
+    assert_eq!(
+        ids_of(&log.read_log(Position::Beginning, 100).await.unwrap()),
+        all
+    );
+    assert_eq!(
+        ids_of(&log.read_log(Position::At(2), 2).await.unwrap()),
+        all[2..4].to_vec()
+    );
+    let prev = log.storage().read_prev(Some(&t), 3).await.unwrap();
+    assert_eq!(prev.and_then(|e| e.append_id), some("o-7/paid"));
+    assert_eq!(ids_of(&log.read_all(&t).await.unwrap()), all[..4].to_vec());
+    assert_eq!(
+        ids_of(&log.read_all(&u).await.unwrap()),
+        vec![some("o-7/placed"), some("o-7/shipped")]
+    );
+    assert_eq!(
+        ids_of(&log.read_after_version(&t, 1).await.unwrap()),
+        all[2..4].to_vec()
+    );
+    let got: Vec<LogEntry> = within("the subscription", async {
+        let mut got = Vec::new();
+        while got.len() < all.len() {
+            got.push(live.next().await.expect("open").expect("entry"));
+        }
+        got
+    })
+    .await;
+    assert_eq!(ids_of(&got), all);
+    let mut backlog = log.subscribe_log(Position::Beginning);
+    let first = within("the backlog", backlog.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.append_id, some("o-7/placed"));
 }
 
 /// After `close`, appends and reads fail with `Closed` and subscriptions end.

@@ -30,7 +30,9 @@
 //!    used as a log, 100-byte appends each durable before it is
 //!    acknowledged, at the same appender counts as section 1, against the
 //!    log and the smallest group commit; weft ÷ the better peer and
-//!    weft ÷ bare group commit as medians of back-to-back runs.
+//!    weft ÷ bare group commit as medians of back-to-back runs;
+//!    `WEFT_BENCH_SYSTEMS=weft,group,okaywal,fjall` runs only those named
+//!    (to count one system's system calls with `strace -f -c`).
 //!
 //! The data lives under the workspace's `target/` (the repo's filesystem).
 //! `WEFT_BENCH_QUICK=1` shrinks everything to a smoke run of a few seconds.
@@ -42,9 +44,12 @@
 //! `WEFT_BENCH_PREALLOCATE=BYTES` the log's `preallocate_bytes` (default
 //! its default), to compare with it off (0) in one build;
 //! `WEFT_BENCH_SPIN_MICROS` the log's `spin_micros` (default its default,
-//! in section 5 0); `WEFT_BENCH_WORKERS` the tokio runtime's worker
-//! threads (default 2); `WEFT_BENCH_ZERO_AHEAD=1` makes the bare loops
-//! write zeros ahead instead of extending their files with a hole.
+//! in section 5 0); `WEFT_BENCH_LINGER_MICROS` its `linger_micros`;
+//! `WEFT_BENCH_WORKERS` the tokio runtime's worker
+//! threads (default 2); the bare loops extend their files ahead as the log
+//! does (zeros ahead of small writes, a hole ahead of large ones), or
+//! always with zeros (`WEFT_BENCH_ZERO_AHEAD=1`) or always with a hole
+//! (`WEFT_BENCH_HOLE_AHEAD=1`, the log's way before issue 30).
 //!
 //! The bare loops' files, like the log's active segment, are extended as
 //! far ahead of their data as the log's default `preallocate_bytes`,
@@ -157,6 +162,9 @@ fn log_options() -> DirOptions {
     if let Some(micros) = env_number("WEFT_BENCH_SPIN_MICROS") {
         options.spin_micros = micros;
     }
+    if let Some(micros) = env_number("WEFT_BENCH_LINGER_MICROS") {
+        options.linger_micros = micros;
+    }
     options
 }
 
@@ -179,12 +187,24 @@ fn ahead_bytes() -> u64 {
     DirOptions::default().preallocate_bytes
 }
 
-/// `WEFT_BENCH_ZERO_AHEAD=1`: the bare loops extend their files ahead by
-/// writing zeros (as okaywal preallocates its segments) instead of leaving
-/// a hole, to see what that does to the syncs that follow.
-fn zero_ahead() -> bool {
-    std::env::var_os("WEFT_BENCH_ZERO_AHEAD").is_some()
+/// How the bare loops below extend their files ahead: as the log extends
+/// its active segment (written zeros ahead of a write smaller than
+/// [`ZERO_FILL_BELOW`], a hole ahead of a larger one), unless
+/// `WEFT_BENCH_HOLE_AHEAD=1` (always a hole, what the log did before
+/// issue 30) or `WEFT_BENCH_ZERO_AHEAD=1` (always zeros).
+fn zero_ahead(write_len: usize) -> bool {
+    if std::env::var_os("WEFT_BENCH_ZERO_AHEAD").is_some() {
+        return true;
+    }
+    if std::env::var_os("WEFT_BENCH_HOLE_AHEAD").is_some() {
+        return false;
+    }
+    (write_len as u64) < ZERO_FILL_BELOW
 }
+
+/// The log writer's limit below which a group extends the segment with
+/// zeros (`ZERO_FILL_BELOW` in `storage/dir/writer.rs`).
+const ZERO_FILL_BELOW: u64 = 256 << 10;
 
 /// A file written at its end, extended [`ahead_bytes`] at a time beforehand
 /// when `ahead` (so most syncs leave its size alone, as the log's active
@@ -212,7 +232,7 @@ impl Sink {
         if self.ahead && to > self.allocated {
             let from = self.allocated.max(self.end);
             self.allocated = to + ahead_bytes();
-            if zero_ahead() {
+            if zero_ahead(bytes.len()) {
                 // Written zeros: later syncs overwrite allocated blocks.
                 let zeros = vec![0u8; (self.allocated - from) as usize];
                 self.file.write_all_at(&zeros, from).expect("zero ahead");
@@ -815,21 +835,47 @@ fn section_peers(rt: &tokio::runtime::Runtime, cfg: &Config) {
     );
     let names: Vec<&str> = peers::Peer::ALL.iter().map(|p| p.name()).collect();
     println!(
-        "{:>9} {:>12} {:>16} {:>16} {:>13} {:>12} {:>11}",
-        "appenders", "weft/s", names[0], names[1], "bare group/s", "weft÷peer", "weft÷bare"
+        "{:>9} {:>12} {:>16} {:>16} {:>13} {:>12} {:>11} {:>14}",
+        "appenders",
+        "weft/s",
+        names[0],
+        names[1],
+        "bare group/s",
+        "weft÷peer",
+        "weft÷bare",
+        "weft per sync"
     );
     let record = [0x42u8; 100];
     for writers in appender_counts() {
         let mut wefts = Vec::new();
+        let mut per_sync = Vec::new();
         let mut peer_rates = vec![Vec::new(); peers::Peer::ALL.len()];
         let mut groups = Vec::new();
         let mut of_peer = Vec::new();
         let mut of_group = Vec::new();
         for _ in 0..cfg.runs {
-            let group = rt.block_on(bare_group_rate(writers, cfg));
-            let weft = rt.block_on(append_rate(writers, cfg)).rate;
+            // A system left out by `WEFT_BENCH_SYSTEMS` counts as 0/s (its
+            // ratios then say nothing), so one system can run alone under
+            // `strace` or `perf`.
+            let group = if system_wanted("group") {
+                rt.block_on(bare_group_rate(writers, cfg))
+            } else {
+                0.0
+            };
+            let weft = if system_wanted("weft") {
+                let run = rt.block_on(append_rate(writers, cfg));
+                per_sync.push(run.per_sync);
+                run.rate
+            } else {
+                per_sync.push(0.0);
+                0.0
+            };
             let mut best = 0f64;
             for (k, peer) in peers::Peer::ALL.into_iter().enumerate() {
+                if !system_wanted(peer.key()) {
+                    peer_rates[k].push(0.0);
+                    continue;
+                }
                 let dir = scratch();
                 let run =
                     peers::closed_loop(peer, dir.path(), writers, &record, cfg.warmup, cfg.window)
@@ -844,12 +890,22 @@ fn section_peers(rt: &tokio::runtime::Runtime, cfg: &Config) {
         }
         let [okaywal, fjall] = [&peer_rates[0], &peer_rates[1]].map(|r| median(r.clone()));
         println!(
-            "{writers:>9} {:>12.0} {okaywal:>16.0} {fjall:>16.0} {:>13.0} {:>11.2}x {:>10.2}x",
+            "{writers:>9} {:>12.0} {okaywal:>16.0} {fjall:>16.0} {:>13.0} {:>11.2}x {:>10.2}x {:>14.1}",
             median(wefts),
             median(groups),
             median(of_peer),
-            median(of_group)
+            median(of_group),
+            median(per_sync)
         );
+    }
+}
+
+/// Whether section 6 runs `system` (`weft`, `group`, `okaywal`, `fjall`):
+/// all of them unless `WEFT_BENCH_SYSTEMS` names some.
+fn system_wanted(system: &str) -> bool {
+    match std::env::var("WEFT_BENCH_SYSTEMS") {
+        Ok(only) => only.split(',').any(|s| s.trim() == system),
+        Err(_) => true,
     }
 }
 

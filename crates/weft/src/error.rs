@@ -116,6 +116,16 @@ pub enum ErrorDetail {
         /// (0 for an empty stream). Pass this to retry.
         next: u64,
     },
+    /// A conditional append expected its stream to be in a state
+    /// ([`Expected::NoStream`](crate::Expected::NoStream) or
+    /// [`Expected::StreamExists`](crate::Expected::StreamExists)) it was not in.
+    StreamStateConflict {
+        /// The condition that failed.
+        expected: crate::Expected,
+        /// The version the next entry of the stream would get now (0 for a
+        /// stream that never had an entry).
+        next: u64,
+    },
     /// A read asked for a position below the trim point. For seqnum-keyed
     /// reads both fields are seqnums; for version-keyed reads (of one
     /// stream) both are versions of that stream.
@@ -196,7 +206,8 @@ impl Error {
     /// get now.
     pub fn conflict_next_version(&self) -> Option<u64> {
         match self.detail {
-            Some(ErrorDetail::VersionConflict { next, .. }) => Some(next),
+            Some(ErrorDetail::VersionConflict { next, .. })
+            | Some(ErrorDetail::StreamStateConflict { next, .. }) => Some(next),
             _ => None,
         }
     }
@@ -272,6 +283,25 @@ impl Error {
             format!("stream {tag} is at version {next}, the append expected {expected}"),
         )
         .with_detail(ErrorDetail::VersionConflict { expected, next })
+    }
+
+    /// A conditional append on `tag` whose state condition `expected` failed
+    /// with the stream at next version `next`.
+    pub fn stream_state_conflict(
+        tag: impl fmt::Display,
+        expected: crate::Expected,
+        next: u64,
+    ) -> Self {
+        let found = if next == 0 {
+            "has never had an entry".to_owned()
+        } else {
+            format!("exists (next version {next})")
+        };
+        Error::new(
+            ErrorKind::Conflict,
+            format!("stream {tag} {found}, the append expected {expected}"),
+        )
+        .with_detail(ErrorDetail::StreamStateConflict { expected, next })
     }
 
     /// A version-keyed read of `tag` below its first live version.

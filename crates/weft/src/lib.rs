@@ -83,10 +83,10 @@ pub mod wal;
 pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use kv::ViewKv;
 pub use log::{
-    Codec, EntryStream, JsonCodec, Log, LogView, PostcardCodec, Subscription, TypedEntries,
-    TypedSubscription, TypedView,
+    Codec, Delivery, EntryStream, FilteredSubscription, JsonCodec, Log, LogView, PostcardCodec,
+    Subscription, TypedEntries, TypedSubscription, TypedView,
 };
-pub use model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
+pub use model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
 pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, Tip};
 
 /// The `tracing` target of the one warning a bucket writer or follower

@@ -29,6 +29,7 @@ fn entry(seqnum: u64, tags: &[&str], data: &[u8]) -> LogEntry {
         tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
         data: Bytes::copy_from_slice(data),
         timestamp_ms: 1_700_000_000_000 + seqnum,
+        append_id: None,
     }
 }
 

@@ -234,3 +234,34 @@ async fn an_abandoned_append_does_not_hide_the_appends_after_it() {
         .collect();
     assert_eq!(all, [b"first".to_vec(), b"second".to_vec()]);
 }
+
+/// Append ids come back with the entries read from the bucket's objects
+/// (after a reopen, nothing cached) and through a follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_ids_read_back_after_a_reopen_and_on_a_follower() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let first = writer(store.clone()).await;
+    let t: LogTag = "orders".parse().unwrap();
+    first
+        .append(AppendRequest::new(t.clone(), "placed").with_id("o-1/placed"))
+        .await
+        .unwrap();
+    first
+        .append(AppendRequest::new(t.clone(), "plain"))
+        .await
+        .unwrap();
+    first.close().await.unwrap();
+    let want = vec![Some("o-1/placed".to_owned()), None];
+    let ids = |entries: Vec<weft::LogEntry>| -> Vec<Option<String>> {
+        entries.into_iter().map(|e| e.append_id).collect()
+    };
+    let second = writer(store.clone()).await;
+    assert_eq!(ids(everything(&second).await), want);
+    let follower = Log::new(
+        weft::storage::bucket::BucketFollower::open(store.clone(), "log", follower_options())
+            .await
+            .unwrap(),
+    );
+    wait_caught_up(&follower, 2).await;
+    assert_eq!(ids(everything(&follower).await), want);
+}

@@ -38,6 +38,16 @@ async fn ids_are_remembered_across_a_reopen() {
         first
     };
     let (_, log) = open(tmp.path()).await;
+    // Entries read from the segment files carry their ids.
+    let ids: Vec<Option<String>> = log
+        .read_log(Position::Beginning, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.append_id)
+        .collect();
+    let id = |s: &str| Some(s.to_owned());
+    assert_eq!(ids, [id("order-1"), None, id("order-2")]);
     assert_eq!(log.append(placed(1)).await.unwrap(), first);
     // The retried conditional append is stale now, and still answered.
     let again = log.append_if(placed(2), 2).await.unwrap();
@@ -182,6 +192,7 @@ fn write_old_log(dir: &std::path::Path, n: u64) {
             tags: vec![tag("orders")],
             data: Bytes::from(format!("old {i}")),
             timestamp_ms: 1_600_000_000_000,
+            append_id: None,
         };
         frame::encode(&mut bytes, &entry, 0, true).unwrap();
     }
@@ -222,6 +233,15 @@ async fn a_log_from_before_append_ids_reads_and_takes_ids_in_a_new_segment() {
         .map(|e| String::from_utf8_lossy(&e.data).into_owned())
         .collect();
     assert_eq!(data, ["old 0", "old 1", "old 2", "plain", "placed 7"]);
+    // Read back from the files: the old frames have no id, the new one its own.
+    let ids: Vec<Option<String>> = log
+        .read_log(Position::Beginning, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.append_id)
+        .collect();
+    assert_eq!(ids, [None, None, None, None, Some("order-7".to_owned())]);
 }
 
 #[tokio::test]

@@ -534,3 +534,109 @@ async fn kv_is_available_and_scoped() {
     storage.close().await.unwrap();
     assert_eq!(log.kv(tag("view:a")).unwrap_err().kind(), ErrorKind::Closed);
 }
+
+/// `Storage::append_one` (what `Log::append` uses; the dir backend sends a
+/// lone entry to its writer without a vector either way) answers, refuses
+/// and stores exactly as `append` of a batch of one: each case runs the
+/// same sequence against two fresh logs, one per path, and compares every
+/// answer and then the stored entries.
+#[tokio::test]
+async fn append_one_is_append_of_a_batch_of_one() {
+    let entry = |t: &str, data: Vec<u8>, expected: Option<u64>, id: Option<&str>| NewEntry {
+        tags: vec![tag(t)],
+        data: data.into(),
+        expected_version: expected,
+        append_id: id.map(str::to_owned),
+    };
+    let large = vec![7u8; 100 << 10];
+    let cases: Vec<(&str, Vec<NewEntry>)> = vec![
+        (
+            "plain",
+            vec![
+                entry("a", payload(1), None, None),
+                entry("b", payload(2), None, None),
+            ],
+        ),
+        (
+            "expected version met",
+            vec![
+                entry("a", payload(1), None, None),
+                entry("a", payload(2), Some(1), None),
+            ],
+        ),
+        (
+            "expected version missed",
+            vec![
+                entry("a", payload(1), None, None),
+                entry("a", payload(2), Some(5), None),
+            ],
+        ),
+        (
+            "append id, then its retry",
+            vec![
+                entry("a", payload(1), None, Some("x")),
+                entry("a", payload(1), None, Some("x")),
+            ],
+        ),
+        (
+            "large payload (checksummed by the appender)",
+            vec![
+                entry("a", large.clone(), None, None),
+                entry("a", large, Some(1), None),
+            ],
+        ),
+        (
+            "no tags",
+            vec![NewEntry {
+                tags: Vec::new(),
+                ..entry("a", payload(1), None, None)
+            }],
+        ),
+        (
+            "too large",
+            vec![entry("a", vec![0u8; (16 << 20) + 1], None, None)],
+        ),
+    ];
+    for (name, entries) in cases {
+        let (one_dir, batch_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = DirStorage::open(one_dir.path()).await.unwrap();
+        let batch = DirStorage::open(batch_dir.path()).await.unwrap();
+        for (i, e) in entries.into_iter().enumerate() {
+            let by_one = one.append_one(e.clone()).await;
+            let by_batch = batch.append(vec![e]).await;
+            match (by_one, by_batch) {
+                (Ok(o), Ok(mut b)) => {
+                    assert_eq!(b.len(), 1, "{name}, append {i}");
+                    let b = b.pop().unwrap();
+                    // Everything but the time each log stamped.
+                    assert_eq!(
+                        (o.seqnum, o.stream_version, &o.primary_tag),
+                        (b.seqnum, b.stream_version, &b.primary_tag),
+                        "{name}, append {i}"
+                    );
+                }
+                (Err(o), Err(b)) => {
+                    assert_eq!(o.kind(), b.kind(), "{name}, append {i}");
+                    assert_eq!(
+                        o.conflict_next_version(),
+                        b.conflict_next_version(),
+                        "{name}, append {i}"
+                    );
+                }
+                (o, b) => panic!("{name}, append {i}: append_one {o:?}, append {b:?}"),
+            }
+        }
+        let stored_one = one.read(None, 0, 100).await.unwrap();
+        let stored_batch = batch.read(None, 0, 100).await.unwrap();
+        assert_eq!(stored_one.len(), stored_batch.len(), "{name}");
+        for (o, b) in stored_one.iter().zip(&stored_batch) {
+            assert_eq!(
+                (o.seqnum, o.stream_version, &o.tags, &o.data),
+                (b.seqnum, b.stream_version, &b.tags, &b.data),
+                "{name}"
+            );
+        }
+        one.close().await.unwrap();
+        batch.close().await.unwrap();
+    }
+}

@@ -167,6 +167,7 @@ fn frame_of(i: u64) -> Vec<u8> {
         tags: vec![tag(&format!("s{}", i % 3))],
         data: Bytes::from(payload(i)),
         timestamp_ms: 1,
+        append_id: None,
     };
     let mut out = Vec::new();
     frame::encode(&mut out, &entry, 0, true).unwrap();

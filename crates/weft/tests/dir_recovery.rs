@@ -163,7 +163,7 @@ async fn truncation_at_every_byte_of_the_last_entry_drops_only_it() {
             .append(vec![weft::storage::NewEntry {
                 tags: vec![tag("s1")],
                 data: Bytes::from(payload(5)),
-                expected_version: Some(2),
+                expected_version: Some(2.into()),
                 append_id: None,
             }])
             .await
@@ -296,6 +296,7 @@ fn frame_bytes(seqnum: u64, version: u64, group_offset: u32, end: bool, t: &str)
         tags: vec![tag(t)],
         data: Bytes::from(payload(seqnum)),
         timestamp_ms: 1,
+        append_id: None,
     };
     let mut out = Vec::new();
     frame::encode(&mut out, &entry, group_offset, end).unwrap();
@@ -502,25 +503,47 @@ async fn random_damage_never_yields_anything_but_a_prefix_or_corrupt() {
     );
 }
 
-/// The writer sets space aside ahead of its data (`preallocate_bytes`):
-/// while it runs only the last segment is longer than its data, a copy
-/// taken then (what a crash leaves) is judged whole by `check` (a note,
-/// no problem) and opens with every entry, the space cut; closing cuts it
-/// too; with the setting at 0 the file never outgrows its data.
+/// The writer sets space aside ahead of its data (`preallocate_bytes`),
+/// as written zeros after a small group and as a hole after a large one:
+/// for each, while it runs only the last segment is longer than its data,
+/// a copy taken then (what a crash leaves) is judged whole by `check` (a
+/// note, no problem) and opens with every entry, the space cut; closing
+/// cuts it too; with the setting at 0 the file never outgrows its data.
 #[tokio::test]
 async fn preallocated_space_is_only_ever_at_the_end_and_loses_nothing() {
+    // (payload of entry i, segment bytes, entries): small groups, extended
+    // with zeros; groups of 300 KiB, above the writer's 256 KiB limit for
+    // zeros, extended with a hole.
+    let small: Payloads = payload;
+    let large: Payloads = |i| vec![(i % 251) as u8 + 1; 300 << 10];
+    let cases: [(&str, Payloads, u64, u64); 2] = [
+        ("small groups", small, 4096, 120),
+        ("large groups", large, 1 << 20, 12),
+    ];
+    for (name, make, segment_bytes, n) in cases {
+        preallocated_space_case(name, make, segment_bytes, n).await;
+    }
+}
+
+/// The payload of entry `i`.
+type Payloads = fn(u64) -> Vec<u8>;
+
+async fn preallocated_space_case(name: &str, make: Payloads, segment_bytes: u64, n: u64) {
     let tmp = tempfile::tempdir().unwrap();
     let step = 64 << 10;
     let options = DirOptions {
         preallocate_bytes: step,
-        ..small_segments()
+        segment_bytes,
+        ..DirOptions::default()
     };
+    let frame_len =
+        |i: u64| frame::encoded_len(&[tag(&format!("s{}", i % 2))], make(i).len()) as u64;
     let (s, log) = open_with(tmp.path(), options.clone()).await;
     let mut data_end = SEGMENT_HEADER_LEN as u64;
     let mut rolls = 0;
     let mut ahead = false;
-    for i in 0..120u64 {
-        log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), payload(i)))
+    for i in 0..n {
+        log.append(AppendRequest::new(tag(&format!("s{}", i % 2)), make(i)))
             .await
             .unwrap();
         let segs = segments(tmp.path());
@@ -528,44 +551,62 @@ async fn preallocated_space_is_only_ever_at_the_end_and_loses_nothing() {
             rolls += 1;
             data_end = SEGMENT_HEADER_LEN as u64;
         }
-        data_end += frame_len_of(i);
+        data_end += frame_len(i);
         let (last, sealed) = segs.split_last().unwrap();
         let len = file_len(last);
         assert!(
             (data_end..=data_end + step).contains(&len),
-            "entry {i}: {len} bytes for {data_end} of data"
+            "{name}, entry {i}: {len} bytes for {data_end} of data"
         );
         ahead |= len > data_end;
         // Sealed segments hold their data and nothing else.
         let report = check(tmp.path()).await.unwrap();
-        assert!(report.is_ok(), "entry {i}: {:?}", report.problems);
-        assert_eq!(report.entries, i + 1);
+        assert!(report.is_ok(), "{name}, entry {i}: {:?}", report.problems);
+        assert_eq!(report.entries, i + 1, "{name}");
         assert!(
             sealed
                 .iter()
-                .all(|p| file_len(p) < options.segment_bytes + 300)
+                .all(|p| file_len(p) < options.segment_bytes + (310 << 10)),
+            "{name}: a sealed segment kept space past its data"
         );
     }
-    assert!(rolls >= 3, "the test rolled {rolls} segments");
-    assert!(ahead, "space was set aside");
+    assert!(rolls >= 3, "{name}: the test rolled {rolls} segments");
+    assert!(ahead, "{name}: space was set aside");
 
     let crashed = copy_dir(tmp.path());
     let report = check(crashed.path()).await.unwrap();
-    assert!(report.is_ok(), "{:?}", report.problems);
+    assert!(report.is_ok(), "{name}: {:?}", report.problems);
     assert!(
         report.notes.iter().any(|n| n.contains("never written")),
-        "{:?}",
+        "{name}: {:?}",
         report.notes
     );
-    let reopened = assert_holds(crashed.path(), 120).await;
+    let reopened = DirStorage::open(crashed.path()).await.expect("reopen");
+    let entries = reopened.read(None, 0, n as usize + 1).await.unwrap();
+    assert_eq!(
+        entries.len() as u64,
+        n,
+        "{name}: every entry after the crash"
+    );
+    for (i, e) in entries.iter().enumerate() {
+        assert_eq!(&e.data[..], &make(i as u64)[..], "{name}: entry {i}");
+    }
     let last = segments(crashed.path()).pop().unwrap();
-    assert_eq!(file_len(&last), data_end, "the open cut the space");
+    assert_eq!(file_len(&last), data_end, "{name}: the open cut the space");
     reopened.close().await.unwrap();
 
     s.close().await.unwrap();
-    assert_eq!(file_len(&segments(tmp.path()).pop().unwrap()), data_end);
+    assert_eq!(
+        file_len(&segments(tmp.path()).pop().unwrap()),
+        data_end,
+        "{name}: closing cut the space"
+    );
+}
 
-    // Off: the file holds its data and nothing else at every step.
+/// With `preallocate_bytes` at 0 the file holds its data and nothing else
+/// at every step, and a setting above the limit is refused.
+#[tokio::test]
+async fn no_preallocation_writes_exactly_the_data() {
     let plain = tempfile::tempdir().unwrap();
     let (s, log) = open_with(
         plain.path(),

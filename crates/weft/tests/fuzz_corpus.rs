@@ -141,6 +141,7 @@ fn frame_of(seqnum: u64, tags: &[&str], data: &[u8], offset: u32, end: bool) -> 
         tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
         data: bytes::Bytes::copy_from_slice(data),
         timestamp_ms: 1_700_000_000_000,
+        append_id: None,
     };
     let mut out = Vec::new();
     frame::encode(&mut out, &e, offset, end).unwrap();
@@ -155,6 +156,7 @@ fn frame_with_id(seqnum: u64, tags: &[&str], id: &str, data: &[u8]) -> Vec<u8> {
         tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
         data: bytes::Bytes::copy_from_slice(data),
         timestamp_ms: 1_700_000_000_000,
+        append_id: None,
     };
     let mut out = Vec::new();
     frame::encode_with_id(&mut out, &e, Some(id), 0, true).unwrap();
@@ -450,15 +452,29 @@ fn state_checkpoint_seeds() -> Seeds {
     let empty = encode_state_checkpoint(&StateCheckpoint {
         state: LogState::new(0, vec![]).unwrap(),
         through_check: 0,
+        last_seqnums: None,
     })
     .unwrap()
     .to_vec();
     let streams = encode_state_checkpoint(&StateCheckpoint {
         state: log_state(),
         through_check: 0xdead_beef,
+        last_seqnums: None,
     })
     .unwrap()
     .to_vec();
+    // Version 2: each stream's last entry too.
+    let state = log_state();
+    let last: Vec<u64> = (0..state.next_versions.len() as u64).collect();
+    let v2 = encode_state_checkpoint(&StateCheckpoint {
+        state,
+        through_check: 0xdead_beef,
+        last_seqnums: Some(last),
+    })
+    .unwrap()
+    .to_vec();
+    // One last seqnum short: the count says one less than the streams.
+    let short = v2[..v2.len() - 4 - 8].to_vec();
     // Magic, version and check value: the log state starts at byte 14.
     let body = streams[..streams.len() - 4].to_vec();
     let mut version = body.clone();
@@ -485,6 +501,12 @@ fn state_checkpoint_seeds() -> Seeds {
                 .to_vec(),
         ),
         ("bad_checkpoint_zeros.bin", vec![0; 32]),
+        ("checkpoint_v2_streams.bin", v2.clone()),
+        ("bad_checkpoint_v2_short.bin", sealed(short)),
+        (
+            "bad_checkpoint_v2_truncated.bin",
+            v2[..v2.len() - 3].to_vec(),
+        ),
     ]
 }
 

@@ -32,6 +32,14 @@ pub(crate) struct AppendArgs {
     #[arg(long, value_name = "N")]
     if_version: Option<u64>,
 
+    /// Append only if the primary stream is in this state: `no-stream`
+    /// (it never had an entry; a stream whose entries were all trimmed
+    /// still exists), `stream-exists`, `any`, or a version number (as
+    /// --if-version). Otherwise fail with a conflict (exit 5) and write
+    /// nothing.
+    #[arg(long, value_name = "STATE", conflicts_with = "if_version", value_parser = parse_expected)]
+    expect: Option<weft::Expected>,
+
     /// An append id (exactly-once appends, on backends that keep ids):
     /// when an entry with this id is already in the log, nothing is
     /// written, and the command says so and prints the original seqnum
@@ -154,8 +162,8 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
     };
     let appended = match &before {
         Some(Err(e)) => Err(e.clone()),
-        _ => match args.if_version {
-            Some(v) => log.append_if(request, v).await,
+        _ => match args.expect.or(args.if_version.map(weft::Expected::Exact)) {
+            Some(expected) => log.append_if(request, expected).await,
             None => log.append(request).await,
         },
     };
@@ -186,4 +194,9 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
         ))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--expect`'s value, read as [`weft::Expected`] reads it.
+fn parse_expected(s: &str) -> Result<weft::Expected, String> {
+    s.parse().map_err(|e: weft::Error| e.message().to_owned())
 }

@@ -7,5 +7,6 @@ pub(crate) mod inspect;
 pub(crate) mod read;
 pub(crate) mod serve;
 pub(crate) mod tail;
+pub(crate) mod trim;
 pub(crate) mod verify;
 pub(crate) mod wal;

@@ -34,7 +34,8 @@ pub(crate) struct ReadArgs {
     limit: Option<usize>,
 
     /// One JSON object per entry and line: {"seqnum", "stream_version",
-    /// "tags", "timestamp_ms", "data" (standard base64)}.
+    /// "tags", "timestamp_ms", "id" (the append id or null), "data"
+    /// (standard base64)}.
     #[arg(long)]
     json: bool,
 }

@@ -55,7 +55,8 @@ read, append, admin) every route but /, /console, /healthz and /readyz needs `Au
 
 Limits: bodies (--max-body-bytes), open connections (--max-connections), requests in flight
 (--max-requests) and request bytes in flight (--max-in-flight-bytes); over a limit a request gets 503
-`unavailable` with a retry hint. Each request has a deadline (--request-timeout).
+`unavailable` with a retry hint (a body over --max-body-bytes is 400 `invalid_input`). Each request has a
+deadline (--request-timeout).
 
 Failover (bucket logs): start `weft serve s3://...` on two hosts; one takes the writer lease and appends,
 the other serves reads and takes over when the lease lapses (--lease-renew-secs sets the period; the

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 use futures::StreamExt;
-use weft::{Error, ErrorKind, Log, LogEntry, LogTag, Position, Result};
+use weft::{Delivery, Error, ErrorKind, Log, LogEntry, LogTag, Position, Result, TagFilter};
 
 use crate::commands::append::parse_tag;
 use crate::interrupt;
@@ -28,9 +28,25 @@ pub(crate) struct TailArgs {
     /// file:///path (followed read-only, so writers keep writing).
     log: String,
 
-    /// Only entries carrying this tag (`ns` or `ns:key`).
+    /// Only entries carrying this tag (`ns` or `ns:key`); repeat it for
+    /// entries carrying any of several tags.
     #[arg(long, short = 't', value_name = "NS[:KEY]")]
-    tag: Option<String>,
+    tag: Vec<String>,
+
+    /// Only entries carrying a tag of this namespace (`ns` or any `ns:key`).
+    #[arg(long, value_name = "NS", conflicts_with_all = ["tag", "tag_prefix"])]
+    namespace: Option<String>,
+
+    /// Only entries carrying a tag `ns:key` whose key starts with PREFIX
+    /// (`orders:eu-`; `orders:` for any keyed `orders` tag).
+    #[arg(long, value_name = "NS:PREFIX", conflicts_with = "tag")]
+    tag_prefix: Option<String>,
+
+    /// Also print how far the tail has looked while nothing matches: a
+    /// line `passed N` (with --json, `{"passed":N}`) says every entry
+    /// below seqnum N was examined; resume with `--from N`.
+    #[arg(long)]
+    marks: bool,
 
     /// Start at this seqnum instead of at the end (only new entries).
     #[arg(long, value_name = "SEQ")]
@@ -73,7 +89,7 @@ enum Stop {
 /// `--timeout` and a signal bound the whole command, opening the log
 /// included: a store that does not answer (a paused server) delays neither.
 pub(crate) async fn run(args: &TailArgs, store: &StoreArgs) -> Result<ExitCode> {
-    let tag = args.tag.as_deref().map(parse_tag).transpose()?;
+    let filter = filter_of(args)?;
     if let Some(addr) = args.metrics_addr {
         observe::serve_metrics(addr)?;
     }
@@ -109,7 +125,22 @@ pub(crate) async fn run(args: &TailArgs, store: &StoreArgs) -> Result<ExitCode> 
             printed += 1;
             Ok(args.max.is_some_and(|max| printed >= max))
         };
-        let follow = follow(&followed.log, tag.as_ref(), args.from, &mut print);
+        let marks = args.marks;
+        let json = args.json;
+        let mut mark = |next: u64| -> Result<()> {
+            if json {
+                output::json(&serde_json::json!({ "passed": next }))
+            } else {
+                output::line(&format!("passed {next}"))
+            }
+        };
+        let follow = follow(
+            &followed.log,
+            filter,
+            args.from,
+            &mut print,
+            marks.then_some(&mut mark),
+        );
         tokio::select! {
             r = follow => r?,
             () = &mut signal => Stop::Interrupted,
@@ -143,20 +174,48 @@ fn stopped(printed: u64, stop: Stop) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The entries `--tag`, `--namespace` and `--tag-prefix` select.
+///
+/// Errors: `InvalidInput` for a bad tag, namespace or prefix.
+fn filter_of(args: &TailArgs) -> Result<TagFilter> {
+    if let Some(ns) = &args.namespace {
+        return TagFilter::namespace(ns.as_str());
+    }
+    if let Some(p) = &args.tag_prefix {
+        return TagFilter::parse_key_prefix(p);
+    }
+    if args.tag.is_empty() {
+        return Ok(TagFilter::All);
+    }
+    let tags = args
+        .tag
+        .iter()
+        .map(|t| parse_tag(t))
+        .collect::<Result<Vec<LogTag>>>()?;
+    TagFilter::tags(tags)
+}
+
 async fn follow(
     log: &Log,
-    tag: Option<&LogTag>,
+    filter: TagFilter,
     from: Option<u64>,
     print: &mut impl FnMut(&LogEntry) -> Result<bool>,
+    mut mark: Option<&mut impl FnMut(u64) -> Result<()>>,
 ) -> Result<Stop> {
     let position = from.map_or(Position::End, Position::At);
-    let mut sub = match tag {
-        Some(t) => log.subscribe(t, position),
-        None => log.subscribe_log(position),
-    };
-    while let Some(entry) = sub.next().await {
-        if print(&entry?)? {
-            return Ok(Stop::Max);
+    let mut sub = log.subscribe_filtered(filter, position);
+    while let Some(item) = sub.next().await {
+        match item? {
+            Delivery::Entry(entry) => {
+                if print(&entry)? {
+                    return Ok(Stop::Max);
+                }
+            }
+            Delivery::Passed(next) => {
+                if let Some(mark) = mark.as_mut() {
+                    mark(next)?;
+                }
+            }
         }
     }
     Ok(Stop::LogClosed)

@@ -238,15 +238,18 @@ async fn verify_weft_log(
         f.problem(format!(
             "{} (reading the log refuses it, and so does opening a writer that reads the \
              whole log; a writer that opens from a state checkpoint past the damage takes \
-             appends until it has read the history up to the checkpoint, then stops with \
-             `corrupt`)",
+             appends to the streams it can check by their last entry until it has read the \
+             history up to the checkpoint, then stops with `corrupt`; an append to a stream \
+             the checkpoint does not name waits for that and fails `corrupt`)",
             crate::exit::one_line(e)
         ));
     }
     for e in &check.checkpoint_problems {
         f.problem(format!(
-            "{} (a writer that opens from it stops with `corrupt` once it has read the \
-             history up to it; appends it took before that may carry its wrong versions)",
+            "{} (a writer that opens from it checks each stream against the log before it \
+             numbers the stream and stops with `corrupt` on a mismatch; a forgery that names \
+             an older entry of a stream is found once the writer has read the history up to \
+             the checkpoint, and appends to that stream before that carry its wrong versions)",
             crate::exit::one_line(e)
         ));
     }

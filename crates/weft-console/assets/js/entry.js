@@ -22,7 +22,7 @@ export class EntryView {
     setField(this.box, "stream_version", `${entry.stream_version} in ${entry.tags[0] ?? "–"}`);
     setField(this.box, "tags", entry.tags.join(", "));
     setField(this.box, "time", formatTime(entry.timestamp_ms));
-    // The contract's entry has no id; a server that returns one gets it shown.
+    // The append id, null for an entry appended without one.
     setField(this.box, "id", entry.id ?? "–");
     setField(this.box, "size", formatSize(this.bytes.length));
     const format = bestFormat(this.bytes);

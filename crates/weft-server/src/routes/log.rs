@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
-use weft::{AppendRequest, Error, ErrorKind, Log, LogTag, Position};
+use weft::{AppendRequest, Error, ErrorKind, Expected, Log, LogTag, Position};
 use weft_api::body::{
     AppendBody, AppendReply, EntriesPage, Entry, PrevEntry, Stream, StreamsPage, Tip, Trim,
     VersionsPage,
@@ -64,7 +64,7 @@ pub(crate) fn writable(shared: &Shared) -> ApiResult<Log> {
 ///
 /// Errors: `InvalidInput` for no entry, a bad tag or payload, a top-level
 /// id on a batch, or a condition on another stream than the first entry's.
-pub fn requests(body: AppendBody) -> weft::Result<Vec<(AppendRequest, Option<u64>)>> {
+pub fn requests(body: AppendBody) -> weft::Result<Vec<(AppendRequest, Option<Expected>)>> {
     let AppendBody {
         entries,
         condition,
@@ -85,7 +85,7 @@ pub fn requests(body: AppendBody) -> weft::Result<Vec<(AppendRequest, Option<u64
         if let Some(entry_id) = e.id.or(if i == 0 { id.clone() } else { None }) {
             request = request.with_id(entry_id);
         }
-        out.push((request, e.expected_version));
+        out.push((request, e.expected_version.map(Expected::from)));
     }
     if let Some(c) = condition {
         let want: LogTag = c.tag.parse()?;
@@ -99,7 +99,7 @@ pub fn requests(body: AppendBody) -> weft::Result<Vec<(AppendRequest, Option<u64
                     .map_or_else(|| "missing".to_owned(), |t| t.to_string())
             )));
         }
-        first.1 = Some(c.next_version);
+        first.1 = Some(Expected::Exact(c.next_version));
     }
     Ok(out)
 }

@@ -35,7 +35,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
-use weft::{AppendRequest, Error, ErrorKind};
+use weft::{AppendRequest, Error, ErrorKind, Expected};
 use weft_api::body::{AppendBody, AppendReply, SessionAnswer};
 use weft_api::fault::ErrorBody;
 
@@ -53,6 +53,7 @@ const MAX_BATCH_BYTES: usize = 8 << 20;
 pub async fn session(
     State(shared): State<Arc<Shared>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    slot: Option<axum::Extension<crate::limits::HeldSlot>>,
 ) -> Response {
     let ws = match ws {
         Ok(ws) => ws,
@@ -61,7 +62,11 @@ pub async fn session(
     let max = shared.options.limits.max_body_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| run(shared, socket))
+        .on_upgrade(move |socket| async move {
+            // The request slot stays taken while the session is open.
+            let _slot = slot;
+            run(shared, socket).await
+        })
 }
 
 struct Open(Arc<Shared>);
@@ -73,7 +78,7 @@ impl Drop for Open {
 }
 
 /// One message, checked on its own.
-type Checked = weft::Result<Vec<(AppendRequest, Option<u64>)>>;
+type Checked = weft::Result<Vec<(AppendRequest, Option<Expected>)>>;
 
 /// Parses and checks a message as `POST /v1/append` would.
 fn check(shared: &Shared, body: serde_json::Result<AppendBody>) -> Checked {
@@ -158,9 +163,10 @@ async fn submit(
             }
         };
         // Gather what is already waiting, up to the batch's limits.
-        let conditional = |m: &[(AppendRequest, Option<u64>)]| m.iter().any(|(_, v)| v.is_some());
+        let conditional =
+            |m: &[(AppendRequest, Option<Expected>)]| m.iter().any(|(_, v)| v.is_some());
         let mut ids: HashSet<String> = HashSet::new();
-        let note_ids = |m: &[(AppendRequest, Option<u64>)], ids: &mut HashSet<String>| {
+        let note_ids = |m: &[(AppendRequest, Option<Expected>)], ids: &mut HashSet<String>| {
             m.iter()
                 .filter_map(|(r, _)| r.append_id())
                 .all(|id| ids.insert(id.to_owned()))
@@ -209,7 +215,7 @@ async fn submit(
 /// Appends the messages as one batch and splits the results per message.
 async fn append(
     shared: &Shared,
-    messages: Vec<Vec<(AppendRequest, Option<u64>)>>,
+    messages: Vec<Vec<(AppendRequest, Option<Expected>)>>,
 ) -> Vec<SessionAnswer> {
     let sizes: Vec<usize> = messages.iter().map(Vec::len).collect();
     shared

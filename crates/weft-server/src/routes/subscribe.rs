@@ -9,19 +9,29 @@
 //! A slow client never holds anything up: the subscription behind the
 //! stream reads the log when it falls behind the commit feed (the library's
 //! bounded feed), and the socket's own buffer is the only one per client.
+//!
+//! Fan-out is cheap per subscriber: an entry's event is encoded once, kept
+//! in a small shared cache by seqnum ([`EventCache`]), and every subscriber
+//! that sends it clones the same bytes; the entries a subscription has
+//! ready at once go out as one body chunk (one write), not one each. With
+//! 64 subscribers the encoding per subscriber and entry (JSON, base64, the
+//! event's framing) had been most of the server's work.
 
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::{Stream, StreamExt};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
 use serde::Deserialize;
-use weft::{LogTag, Position};
+use weft::{LogEntry, LogTag, Position};
 use weft_api::body::Entry;
 use weft_api::fault::ErrorBody;
 
@@ -45,12 +55,97 @@ impl Drop for Open {
     }
 }
 
+/// The most entries one body chunk carries.
+const CHUNK_ENTRIES: usize = 256;
+
+/// How often an idle stream sends a comment, so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The encoded events of recent entries, by seqnum, shared by every
+/// subscription of a server: most subscribers send the same entries at
+/// about the same time, and encoding each once is what keeps fan-out cheap.
+/// Holds at most [`EventCache::CAPACITY`] events (the oldest inserted go
+/// first); a miss is encoded again, never wrong (an entry's seqnum names
+/// it for good).
+#[derive(Default)]
+pub struct EventCache {
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    events: HashMap<u64, Bytes>,
+    order: VecDeque<u64>,
+}
+
+impl EventCache {
+    /// Events kept.
+    pub const CAPACITY: usize = 16_384;
+
+    /// The events of `entries`, concatenated: from the cache, or encoded
+    /// and added to it.
+    fn events_of(&self, entries: &[LogEntry]) -> Bytes {
+        let mut out = BytesMut::new();
+        let mut missing: Vec<(usize, Bytes)> = Vec::new();
+        let mut found: Vec<Option<Bytes>> = Vec::with_capacity(entries.len());
+        {
+            let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            for e in entries {
+                found.push(inner.events.get(&e.seqnum).cloned());
+            }
+        }
+        for (i, (e, f)) in entries.iter().zip(&mut found).enumerate() {
+            if f.is_none() {
+                let event = encode(e);
+                missing.push((i, event.clone()));
+                *f = Some(event);
+            }
+        }
+        if !missing.is_empty() {
+            let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            for (i, event) in missing {
+                let seqnum = entries[i].seqnum;
+                if inner.events.insert(seqnum, event).is_none() {
+                    inner.order.push_back(seqnum);
+                }
+            }
+            while inner.order.len() > Self::CAPACITY {
+                if let Some(old) = inner.order.pop_front() {
+                    inner.events.remove(&old);
+                }
+            }
+        }
+        for event in found.into_iter().flatten() {
+            out.extend_from_slice(&event);
+        }
+        out.freeze()
+    }
+}
+
+/// One entry's event: `id`, `event: entry`, and the entry's JSON (which
+/// has no line break) as `data`.
+fn encode(entry: &LogEntry) -> Bytes {
+    let json = serde_json::to_string(&Entry::from(entry)).unwrap_or_default();
+    Bytes::from(format!(
+        "id: {}\nevent: entry\ndata: {json}\n\n",
+        entry.seqnum
+    ))
+}
+
+/// What a subscription's stream yields before it ends.
+enum Item {
+    Events(Bytes),
+    /// The error event; the stream ends after it.
+    Failed(Bytes),
+    KeepAlive,
+}
+
 /// `GET /v1/subscribe?from=&tag=`.
 pub async fn subscribe(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     query: Result<Query<SubscribeQuery>, QueryRejection>,
-) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+) -> ApiResult<Response> {
     let Query(q) = query.map_err(rejection)?;
     let resume = headers
         .get("last-event-id")
@@ -69,34 +164,69 @@ pub async fn subscribe(
     };
     shared.counters.subscribers.fetch_add(1, Ordering::Relaxed);
     let open = Open(shared.clone());
-    let events = sub
-        .map(move |item| {
-            let _keep = &open;
+    let events = sub.ready_chunks(CHUNK_ENTRIES).map(move |items| {
+        let _keep = &open;
+        let mut entries = Vec::with_capacity(items.len());
+        let mut failure = None;
+        for item in items {
             match item {
-                Ok(entry) => {
-                    open.0.counters.delivered.fetch_add(1, Ordering::Relaxed);
-                    let json = serde_json::to_string(&Entry::from(&entry)).unwrap_or_default();
-                    (
-                        false,
-                        Event::default()
-                            .id(entry.seqnum.to_string())
-                            .event("entry")
-                            .data(json),
-                    )
-                }
+                Ok(entry) => entries.push(entry),
                 Err(e) => {
-                    let json = serde_json::to_string(&ErrorBody::of(&e, None)).unwrap_or_default();
-                    (true, Event::default().event("error").data(json))
+                    failure = Some(e);
+                    break;
                 }
             }
-        })
-        // Deliver the error event, then end.
-        .scan(false, |ended, (last, event)| {
-            let out = (!*ended).then_some(event);
-            *ended |= last;
+        }
+        let mut out = BytesMut::new();
+        if !entries.is_empty() {
+            open.0
+                .counters
+                .delivered
+                .fetch_add(entries.len() as u64, Ordering::Relaxed);
+            out.extend_from_slice(&open.0.events.events_of(&entries));
+        }
+        match failure {
+            None => Item::Events(out.freeze()),
+            Some(e) => {
+                let json = serde_json::to_string(&ErrorBody::of(&e, None)).unwrap_or_default();
+                out.extend_from_slice(format!("event: error\ndata: {json}\n\n").as_bytes());
+                Item::Failed(out.freeze())
+            }
+        }
+    });
+    let keep_alive = futures::stream::unfold((), |()| async {
+        weft::clock::sleep(KEEP_ALIVE).await;
+        Some((Item::KeepAlive, ()))
+    });
+    // The events, with a comment while idle; the stream ends with the
+    // subscription (after its error event, if any) or at shutdown.
+    let events = events
+        .map(Some)
+        .chain(futures::stream::once(async { None }));
+    let merged = futures::stream::select(events, keep_alive.map(Some))
+        .take_while(|item| futures::future::ready(item.is_some()))
+        .filter_map(futures::future::ready)
+        .scan(false, |ended, item| {
+            let out = match item {
+                _ if *ended => None,
+                Item::Events(bytes) => Some(bytes),
+                Item::Failed(bytes) => {
+                    *ended = true;
+                    Some(bytes)
+                }
+                Item::KeepAlive => Some(Bytes::from_static(b":\n\n")),
+            };
             futures::future::ready(out)
         })
-        .map(Ok)
+        .filter(|bytes| futures::future::ready(!bytes.is_empty()))
+        .map(Ok::<_, Infallible>)
         .take_until(shared.shutting_down());
-    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    let mut response = Body::from_stream(merged).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
 }

@@ -35,6 +35,15 @@ impl Peer {
     /// Both peers, in the order the tables print them.
     pub(crate) const ALL: [Peer; 2] = [Peer::OkayWal, Peer::Fjall];
 
+    /// The short name `WEFT_BENCH_SYSTEMS` picks it by.
+    #[allow(dead_code)]
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Peer::OkayWal => "okaywal",
+            Peer::Fjall => "fjall",
+        }
+    }
+
     /// The name the tables print.
     pub(crate) fn name(self) -> &'static str {
         match self {

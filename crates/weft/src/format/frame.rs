@@ -191,6 +191,7 @@ impl FrameRef<'_> {
             tags: self.tags.clone(),
             data: bytes::Bytes::copy_from_slice(self.data),
             timestamp_ms: self.meta.timestamp_ms,
+            append_id: self.append_id.map(String::from),
         }
     }
 }
@@ -572,6 +573,7 @@ mod tests {
             tags: tags.iter().map(|t| t.parse().unwrap()).collect(),
             data: Bytes::copy_from_slice(data),
             timestamp_ms: 1_700_000_000_000 + seqnum,
+            append_id: None,
         }
     }
 
@@ -685,7 +687,15 @@ mod tests {
         assert_eq!(&buf[60..], b"xy");
         let frame = decode(&buf).unwrap();
         assert_eq!(frame.append_id, Some("order-42/placed"));
-        assert_eq!(frame.to_entry(), e);
+        let read = frame.to_entry();
+        assert_eq!(read.append_id.as_deref(), Some("order-42/placed"));
+        assert_eq!(
+            read,
+            LogEntry {
+                append_id: Some("order-42/placed".into()),
+                ..e.clone()
+            }
+        );
         assert!(frame.meta.batch_end);
 
         // The split encoder agrees, for ids too.
@@ -837,7 +847,7 @@ mod tests {
             prop_assert_eq!(buf.len(), encoded_len_with_id(&e.tags, id.as_deref(), data.len()));
             let frame = decode(&buf).unwrap();
             prop_assert_eq!(frame.append_id, id.as_deref());
-            prop_assert_eq!(frame.to_entry(), e);
+            prop_assert_eq!(frame.to_entry(), LogEntry { append_id: id.clone(), ..e });
             prop_assert_eq!(frame.meta.batch_end, end);
             prop_assert_eq!(frame.meta.group_offset, offset);
         }

@@ -118,7 +118,7 @@ mod tests {
         NewEntry {
             tags: vec![tag.parse().unwrap()],
             data: "x".into(),
-            expected_version: expected,
+            expected_version: expected.map(Into::into),
             append_id: None,
         }
     }

@@ -45,11 +45,11 @@ use futures::TryStreamExt;
 
 use crate::error::{Error, Result};
 use crate::kv::ViewKv;
-use crate::model::{AppendRequest, AppendResult, LogEntry, LogTag, Position};
+use crate::model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
 use crate::storage::{MemoryStorage, NewEntry, Storage, Tip};
 
 pub use paged::{EntryStream, PAGE_ENTRIES};
-pub use subscribe::Subscription;
+pub use subscribe::{Delivery, FilteredSubscription, Subscription};
 pub use typed::{Codec, JsonCodec, PostcardCodec, TypedEntries, TypedSubscription, TypedView};
 pub use view::LogView;
 
@@ -92,7 +92,7 @@ impl Log {
         &self.storage
     }
 
-    fn prepare(&self, request: AppendRequest, expected: Option<u64>) -> Result<NewEntry> {
+    fn prepare(&self, request: AppendRequest, expected: Option<Expected>) -> Result<NewEntry> {
         request.validate(self.storage.capabilities().max_entry_bytes)?;
         let (tags, data, append_id) = request.into_parts_with_id();
         if append_id.is_some() && !self.storage.supports_append_ids() {
@@ -103,7 +103,8 @@ impl Log {
         Ok(NewEntry {
             tags,
             data,
-            expected_version: expected,
+            // `Any` is no condition at all: backends see one spelling of it.
+            expected_version: expected.filter(|e| *e != Expected::Any),
             append_id,
         })
     }
@@ -114,22 +115,25 @@ impl Log {
     /// `Closed`, `Fenced`, and the backend's I/O kinds.
     pub async fn append(&self, request: AppendRequest) -> Result<AppendResult> {
         let entry = self.prepare(request, None)?;
-        single(self.storage.append(vec![entry]).await?)
+        self.storage.append_one(entry).await
     }
 
-    /// Appends one entry only if its primary tag's next version is
-    /// `expected_version` (0 for an empty stream; otherwise the latest
-    /// version plus one).
+    /// Appends one entry only if its primary tag's stream satisfies
+    /// `expected`: a version (`u64` converts: 0 for a stream that never had
+    /// an entry, otherwise the latest version plus one) or a state
+    /// ([`Expected::NoStream`], [`Expected::StreamExists`],
+    /// [`Expected::Any`]). A stream whose entries were all trimmed still
+    /// exists (see [`Expected`]).
     ///
     /// Errors: `Conflict` with the stream's current next version
     /// ([`Error::conflict_next_version`]); otherwise as [`Log::append`].
     pub async fn append_if(
         &self,
         request: AppendRequest,
-        expected_version: u64,
+        expected: impl Into<Expected>,
     ) -> Result<AppendResult> {
-        let entry = self.prepare(request, Some(expected_version))?;
-        single(self.storage.append(vec![entry]).await?)
+        let entry = self.prepare(request, Some(expected.into()))?;
+        self.storage.append_one(entry).await
     }
 
     /// Appends several entries atomically: all of them, with contiguous
@@ -149,15 +153,21 @@ impl Log {
         self.storage.append(batch).await
     }
 
-    /// Appends several entries atomically, each with an optional expected
-    /// version; if any expectation fails, nothing is written.
-    pub async fn append_batch_if(
+    /// Appends several entries atomically, each with an optional condition
+    /// on its primary tag's stream (a version — `Some(3)` — or an
+    /// [`Expected`] state); if any condition fails, nothing is written.
+    /// Each condition is checked against the stream as the batch's earlier
+    /// entries leave it, so one condition per stream is normally given on
+    /// the stream's first entry in the batch.
+    ///
+    /// Errors: as [`Log::append_if`]; `InvalidInput` for an empty batch.
+    pub async fn append_batch_if<E: Into<Expected>>(
         &self,
-        requests: Vec<(AppendRequest, Option<u64>)>,
+        requests: Vec<(AppendRequest, Option<E>)>,
     ) -> Result<Vec<AppendResult>> {
         let batch = requests
             .into_iter()
-            .map(|(r, v)| self.prepare(r, v))
+            .map(|(r, v)| self.prepare(r, v.map(Into::into)))
             .collect::<Result<Vec<_>>>()?;
         if batch.is_empty() {
             return Err(Error::invalid_input(
@@ -300,17 +310,52 @@ impl Log {
     /// Entries carrying `tag` from `position` on: first the backlog, then
     /// live entries, in seqnum order with no gap and no duplicate.
     pub fn subscribe(&self, tag: &LogTag, position: Position) -> Subscription {
-        Subscription::new(self.clone(), Some(tag.clone()), position)
+        Subscription::new(self.clone(), tag.clone().into(), position)
     }
 
     /// Only entries carrying `tag` appended from now on.
     pub fn subscribe_tail(&self, tag: &LogTag) -> Subscription {
-        Subscription::new(self.clone(), Some(tag.clone()), Position::End)
+        Subscription::new(self.clone(), tag.clone().into(), Position::End)
     }
 
     /// Every entry of the log from `position` on, backlog then live.
     pub fn subscribe_log(&self, position: Position) -> Subscription {
-        Subscription::new(self.clone(), None, position)
+        Subscription::new(self.clone(), TagFilter::All, position)
+    }
+
+    /// The entries of the whole log that `filter` matches (a namespace, a
+    /// set of tags, a key prefix), from `position` on, backlog then live,
+    /// with [`Delivery::Passed`] marks whenever the subscription moved past
+    /// entries that did not match. Store the last item's
+    /// [`Delivery::resume_at`] and resume with `Position::At(it)`: nothing
+    /// below it is read again, however sparse the matches were.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> weft::Result<()> {
+    /// use futures::StreamExt;
+    /// use weft::{AppendRequest, Delivery, Log, LogTag, Position, TagFilter};
+    ///
+    /// let log = Log::memory();
+    /// for key in ["us-1", "eu-1", "us-2"] {
+    ///     log.append(AppendRequest::new(LogTag::with_key("orders", key)?, "x")).await?;
+    /// }
+    /// let eu = TagFilter::key_prefix("orders", "eu-")?;
+    /// let mut sub = log.subscribe_filtered(eu, Position::Beginning);
+    /// let Some(Ok(Delivery::Entry(e))) = sub.next().await else { panic!() };
+    /// assert_eq!(e.seqnum, 1);
+    /// // The entry after it did not match: the cursor passed it anyway.
+    /// assert_eq!(sub.next().await.unwrap()?, Delivery::Passed(3));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors (as items): as [`Log::subscribe`].
+    pub fn subscribe_filtered(
+        &self,
+        filter: TagFilter,
+        position: Position,
+    ) -> FilteredSubscription {
+        FilteredSubscription::new(self.clone(), filter, position)
     }
 
     /// A view of the log scoped to `tag`.
@@ -333,14 +378,5 @@ impl Log {
     /// Flushes and closes the backend; other handles then fail with `Closed`.
     pub async fn close(&self) -> Result<()> {
         self.storage.close().await
-    }
-}
-
-fn single(mut results: Vec<AppendResult>) -> Result<AppendResult> {
-    match (results.pop(), results.is_empty()) {
-        (Some(r), true) => Ok(r),
-        _ => Err(Error::internal(
-            "storage returned the wrong number of results",
-        )),
     }
 }

@@ -23,6 +23,15 @@
 //! The stream ends when it is dropped (there is nothing to unsubscribe) or
 //! when the log closes; a read error (for example `Trimmed`) is delivered
 //! once and then the stream ends.
+//!
+//! Filtered subscriptions ([`Log::subscribe_filtered`]) follow a
+//! [`TagFilter`] over the whole log: a namespace, a set of tags, a key
+//! prefix. Their cursor walks every seqnum (catch-up reads the whole log
+//! and keeps the matches; one tag alone is read from its index), and they
+//! yield [`Delivery::Passed`] marks whenever the cursor moved beyond the
+//! last entry delivered, so a subscriber can checkpoint how far it has
+//! looked even while no entry matches, and a resumed one starts there
+//! instead of scanning again what it already passed.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -35,7 +44,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::Log;
 use crate::error::Result;
-use crate::model::{LogEntry, LogTag, Position};
+use crate::model::{LogEntry, Position, TagFilter};
 use crate::storage::feed::CommittedBatch;
 
 /// How many entries one catch-up read fetches.
@@ -52,13 +61,53 @@ impl std::fmt::Debug for Subscription {
     }
 }
 
+/// One item of a [`FilteredSubscription`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// An entry that matches the filter.
+    Entry(LogEntry),
+    /// Every entry with a seqnum below this one has been examined, and
+    /// those that matched were delivered before this mark. Storing it and
+    /// resuming with `Position::At(it)` neither repeats nor skips a match,
+    /// and reads nothing below it again.
+    Passed(u64),
+}
+
+impl Delivery {
+    /// The position to resume at after this item: the seqnum after the
+    /// entry, or the mark itself.
+    pub fn resume_at(&self) -> u64 {
+        match self {
+            Delivery::Entry(e) => e.seqnum + 1,
+            Delivery::Passed(next) => *next,
+        }
+    }
+}
+
+/// A [`TagFilter`]'s entries over the whole log, backlog then live, with
+/// [`Delivery::Passed`] marks while matches are sparse. Drop it to
+/// unsubscribe.
+pub struct FilteredSubscription {
+    inner: BoxStream<'static, Result<Delivery>>,
+}
+
+impl std::fmt::Debug for FilteredSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FilteredSubscription")
+    }
+}
+
 struct State {
     log: Log,
-    tag: Option<LogTag>,
+    filter: TagFilter,
+    /// Yield [`Delivery::Passed`] marks.
+    marks: bool,
     /// Next seqnum that may be delivered; `None` until `Beginning` is
     /// resolved by the first tip query.
     cursor: Option<u64>,
-    buffer: VecDeque<LogEntry>,
+    /// The resume position the items handed out so far imply.
+    announced: u64,
+    buffer: VecDeque<Delivery>,
     feed: Option<broadcast::Receiver<CommittedBatch>>,
     /// True while storage may hold entries at or above `cursor` that the
     /// feed will not deliver.
@@ -67,14 +116,26 @@ struct State {
 }
 
 impl State {
-    fn matches(&self, entry: &LogEntry) -> bool {
-        self.tag.as_ref().is_none_or(|t| entry.has_tag(t))
+    fn push(&mut self, entry: LogEntry) {
+        self.announced = entry.seqnum + 1;
+        self.buffer.push_back(Delivery::Entry(entry));
     }
 
-    async fn next(&mut self) -> Option<Result<LogEntry>> {
+    /// A mark for the cursor, when it moved past what was handed out.
+    fn mark(&mut self) {
+        if let Some(cursor) = self.cursor
+            && self.marks
+            && cursor > self.announced
+        {
+            self.announced = cursor;
+            self.buffer.push_back(Delivery::Passed(cursor));
+        }
+    }
+
+    async fn next(&mut self) -> Option<Result<Delivery>> {
         loop {
-            if let Some(entry) = self.buffer.pop_front() {
-                return Some(Ok(entry));
+            if let Some(item) = self.buffer.pop_front() {
+                return Some(Ok(item));
             }
             if self.done {
                 return None;
@@ -104,13 +165,14 @@ impl State {
                         continue;
                     }
                     for entry in batch.iter() {
-                        if entry.seqnum >= cursor && self.matches(entry) {
-                            self.buffer.push_back(entry.clone());
+                        if entry.seqnum >= cursor && self.filter.matches(entry) {
+                            self.push(entry.clone());
                         }
                     }
                     if let Some(last) = batch.last() {
                         self.cursor = Some(cursor.max(last.seqnum + 1));
                     }
+                    self.mark();
                 }
                 Err(RecvError::Lagged(_)) => self.catching_up = true,
                 Err(RecvError::Closed) => self.done = true,
@@ -125,46 +187,74 @@ impl State {
         // below it has been seen.
         let tip = self.log.storage.tip().await?;
         let cursor = *self.cursor.get_or_insert(tip.first);
+        self.announced = self.announced.max(cursor);
+        // One tag (or every entry) reads exactly the matches; any other
+        // filter reads every entry and keeps the matching ones, so the
+        // cursor moves over the whole log either way.
+        let tag = self.filter.single_tag().cloned();
         let chunk = self
             .log
             .storage
-            .read(self.tag.as_ref(), cursor, CATCH_UP_CHUNK)
+            .read(tag.as_ref(), cursor, CATCH_UP_CHUNK)
             .await?;
         let short = chunk.len() < CATCH_UP_CHUNK;
         let mut next = chunk.last().map_or(cursor, |last| last.seqnum + 1);
-        self.buffer.extend(chunk);
+        for entry in chunk {
+            if tag.is_some() || self.filter.matches(&entry) {
+                self.push(entry);
+            }
+        }
         if short {
             next = next.max(tip.next);
             self.catching_up = false;
         }
         self.cursor = Some(next);
+        self.mark();
         Ok(())
     }
 }
 
+fn deliveries(
+    log: Log,
+    filter: TagFilter,
+    position: Position,
+    marks: bool,
+) -> BoxStream<'static, Result<Delivery>> {
+    // Subscribe to the feed first, then fix the cursor: an entry
+    // committed in between is then both in storage and in the feed, and
+    // the cursor keeps it from being delivered twice.
+    let feed = log.storage.feed().subscribe();
+    let cursor = match position {
+        Position::At(s) => Some(s),
+        Position::End => Some(*log.storage.feed().watch_tip().borrow()),
+        Position::Beginning => None,
+    };
+    let state = State {
+        log,
+        filter,
+        marks,
+        announced: cursor.unwrap_or(0),
+        cursor,
+        buffer: VecDeque::new(),
+        done: feed.is_none(),
+        feed,
+        catching_up: position != Position::End,
+    };
+    Box::pin(futures::stream::unfold(state, |mut state| async move {
+        let item = state.next().await?;
+        Some((item, state))
+    }))
+}
+
 impl Subscription {
-    pub(crate) fn new(log: Log, tag: Option<LogTag>, position: Position) -> Self {
-        // Subscribe to the feed first, then fix the cursor: an entry
-        // committed in between is then both in storage and in the feed, and
-        // the cursor keeps it from being delivered twice.
-        let feed = log.storage.feed().subscribe();
-        let cursor = match position {
-            Position::At(s) => Some(s),
-            Position::End => Some(*log.storage.feed().watch_tip().borrow()),
-            Position::Beginning => None,
-        };
-        let state = State {
-            log,
-            tag,
-            cursor,
-            buffer: VecDeque::new(),
-            done: feed.is_none(),
-            feed,
-            catching_up: position != Position::End,
-        };
-        let inner = futures::stream::unfold(state, |mut state| async move {
-            let item = state.next().await?;
-            Some((item, state))
+    pub(crate) fn new(log: Log, filter: TagFilter, position: Position) -> Self {
+        use futures::StreamExt;
+        let inner = deliveries(log, filter, position, false).filter_map(|item| async move {
+            match item {
+                Ok(Delivery::Entry(e)) => Some(Ok(e)),
+                Ok(Delivery::Passed(_)) => None,
+                Err(e) => Some(Err(e)),
+            }
         });
         Subscription {
             inner: Box::pin(inner),
@@ -172,8 +262,24 @@ impl Subscription {
     }
 }
 
+impl FilteredSubscription {
+    pub(crate) fn new(log: Log, filter: TagFilter, position: Position) -> Self {
+        FilteredSubscription {
+            inner: deliveries(log, filter, position, true),
+        }
+    }
+}
+
 impl Stream for Subscription {
     type Item = Result<LogEntry>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl Stream for FilteredSubscription {
+    type Item = Result<Delivery>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.inner.as_mut().poll_next(cx)

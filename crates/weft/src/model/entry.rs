@@ -27,6 +27,12 @@ pub struct LogEntry {
     /// When the storage accepted the entry, in milliseconds since the Unix
     /// epoch (from the storage's clock).
     pub timestamp_ms: u64,
+    /// The append id the entry was appended with
+    /// ([`AppendRequest::with_id`]), `None` for an entry appended without
+    /// one (and for entries a backend stored before it kept ids). Ids
+    /// outlive the backend's retry window: a read returns the id for as
+    /// long as the entry is in the log.
+    pub append_id: Option<String>,
 }
 
 impl LogEntry {

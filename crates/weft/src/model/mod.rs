@@ -3,10 +3,14 @@
 //! Pure data with validation; no I/O.
 
 mod entry;
+mod expected;
+mod filter;
 mod tag;
 
 pub use entry::{
     AppendRequest, AppendResult, LogEntry, MAX_APPEND_ID_BYTES, MAX_ENTRY_BYTES,
     MAX_TAGS_PER_ENTRY, Position,
 };
+pub use expected::Expected;
+pub use filter::TagFilter;
 pub use tag::{LogTag, MAX_TAG_PART_BYTES};

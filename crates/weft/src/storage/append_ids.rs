@@ -194,9 +194,11 @@ impl AppendIds {
         let known_through = known.iter().flatten().map(|r| r.seqnum).max();
         let mut fresh = Vec::with_capacity(batch.len());
         let mut ids = Vec::with_capacity(batch.len());
-        for (mut entry, k) in batch.into_iter().zip(&known) {
+        for (entry, k) in batch.into_iter().zip(&known) {
             if k.is_none() {
-                ids.push(entry.append_id.take());
+                // The entry keeps its id too: readers of the planned entries
+                // (the commit feed, caches) return it with the entry.
+                ids.push(entry.append_id.clone());
                 fresh.push(entry);
             }
         }
@@ -291,7 +293,7 @@ mod tests {
         NewEntry {
             tags: vec![tag.parse().unwrap()],
             data: "x".into(),
-            expected_version: expected,
+            expected_version: expected.map(Into::into),
             append_id: id.map(str::to_owned),
         }
     }

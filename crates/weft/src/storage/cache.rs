@@ -150,6 +150,7 @@ mod tests {
                 tags: vec![tag.parse().unwrap()],
                 data: vec![s as u8].into(),
                 timestamp_ms: 0,
+                append_id: None,
             })
             .collect()
     }

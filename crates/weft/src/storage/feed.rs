@@ -125,6 +125,7 @@ mod tests {
                 tags: vec!["t".parse().unwrap()],
                 data: Default::default(),
                 timestamp_ms: 0,
+                append_id: None,
             })
             .collect::<Vec<_>>()
             .into()

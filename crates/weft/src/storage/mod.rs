@@ -55,7 +55,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::kv::KvStore;
-use crate::model::{AppendResult, LogEntry, LogTag};
+use crate::model::{AppendResult, Expected, LogEntry, LogTag};
 
 pub use dir::DirStorage;
 pub use feed::CommitFeed;
@@ -69,9 +69,11 @@ pub struct NewEntry {
     pub tags: Vec<LogTag>,
     /// The payload.
     pub data: Bytes,
-    /// When set, the append succeeds only if the primary tag's next version
-    /// equals this value (0 for an empty stream).
-    pub expected_version: Option<u64>,
+    /// When set, the append succeeds only if the primary tag's stream
+    /// satisfies this condition ([`Expected::admits`] its next version,
+    /// counting the batch's own earlier entries). `None` and
+    /// `Some(Expected::Any)` both mean no condition.
+    pub expected_version: Option<Expected>,
     /// The caller's append id (exactly-once appends), only for backends
     /// whose [`Storage::supports_append_ids`] is true.
     pub append_id: Option<String>,
@@ -134,8 +136,8 @@ pub struct Capabilities {
 ///
 /// Implementations must make [`append`](Storage::append) atomic (every entry
 /// of the batch or none, with contiguous seqnums), check every
-/// `expected_version` against versions that include the batch's own earlier
-/// entries, make an entry visible to reads only once it is durable (for the
+/// `expected_version` (with [`Expected::check`]) against versions that
+/// include the batch's own earlier entries, make an entry visible to reads only once it is durable (for the
 /// backend's notion of durable), and publish committed batches on the
 /// [`CommitFeed`] in seqnum order (every committed entry eventually, and
 /// none before it is readable).
@@ -151,6 +153,16 @@ pub trait Storage: Send + Sync + 'static {
     /// expected version did not match; nothing written), `ReadOnly`,
     /// `Closed`, and backend I/O kinds.
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>>;
+
+    /// Appends one entry: the same as [`append`](Storage::append) of a
+    /// batch of one, with its one result. The default does exactly that; a
+    /// backend whose appends cross threads may override it to spare the
+    /// batch's vector each way (the dir backend does).
+    ///
+    /// Errors: as [`append`](Storage::append).
+    async fn append_one(&self, entry: NewEntry) -> Result<AppendResult> {
+        core::single_result(self.append(vec![entry]).await?)
+    }
 
     /// Up to `max` entries with seqnum `>= from`, in seqnum order; only
     /// entries carrying `tag` when it is given.

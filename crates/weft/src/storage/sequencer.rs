@@ -179,11 +179,7 @@ impl<V: VersionTable> Sequencer<V> {
         // A lone entry, the common case, needs neither an overlay nor a
         // list of versions: one lookup, one check.
         if let [entry] = &batch[..] {
-            let primary = &entry.tags[0];
-            let next = self.next_version(primary)?;
-            check_expected(entry, next)?;
-            self.versions.set_next_version(primary, next + 1)?;
-            self.next_seqnum += 1;
+            let next = self.number_one(entry)?;
             return Ok(numbered(batch, first, [next], timestamp_ms));
         }
         // First pass: number every entry and check every expectation
@@ -211,6 +207,36 @@ impl<V: VersionTable> Sequencer<V> {
         }
         self.next_seqnum += batch.len() as u64;
         Ok(numbered(batch, first, versions, timestamp_ms))
+    }
+
+    /// Numbers one entry as [`plan`](Sequencer::plan) numbers a batch of
+    /// one, without a vector either way.
+    ///
+    /// Errors: as [`plan`](Sequencer::plan).
+    pub fn plan_one(&mut self, entry: NewEntry, timestamp_ms: u64) -> Result<LogEntry> {
+        let seqnum = self.next_seqnum;
+        let version = self.number_one(&entry)?;
+        Ok(LogEntry {
+            seqnum,
+            stream_version: version,
+            tags: entry.tags,
+            data: entry.data,
+            timestamp_ms,
+            append_id: entry.append_id,
+        })
+    }
+
+    /// Checks `entry`'s expectation against its stream's next version and
+    /// takes that version and the next seqnum for it.
+    fn number_one(&mut self, entry: &NewEntry) -> Result<u64> {
+        let Some(primary) = entry.tags.first() else {
+            return Err(Error::invalid_input("an entry needs at least one tag"));
+        };
+        let next = self.next_version(primary)?;
+        check_expected(entry, next)?;
+        self.versions.set_next_version(primary, next + 1)?;
+        self.next_seqnum += 1;
+        Ok(next)
     }
 
     /// Gives back the numbers of `planned`, the batch the last
@@ -263,18 +289,17 @@ fn numbered(
             tags: entry.tags,
             data: entry.data,
             timestamp_ms,
+            append_id: entry.append_id,
         });
     }
     planned
 }
 
-/// `Conflict` when `entry` expects another version than `next`.
+/// `Conflict` when `entry`'s condition does not admit a stream at `next`.
 fn check_expected(entry: &NewEntry, next: u64) -> Result<()> {
     match entry.expected_version {
-        Some(expected) if expected != next => {
-            Err(Error::version_conflict(&entry.tags[0], expected, next))
-        }
-        _ => Ok(()),
+        Some(expected) => expected.check(&entry.tags[0], next),
+        None => Ok(()),
     }
 }
 
@@ -287,8 +312,63 @@ mod tests {
         NewEntry {
             tags: vec![tag.parse().unwrap()],
             data: "x".into(),
-            expected_version: expected,
+            expected_version: expected.map(Into::into),
             append_id: None,
+        }
+    }
+
+    /// `plan_one` numbers, refuses and moves the counters exactly as
+    /// `plan` of a batch of one does, case by case, from the same state.
+    #[test]
+    fn plan_one_is_plan_of_a_batch_of_one() {
+        let no_tags = NewEntry {
+            tags: Vec::new(),
+            ..entry("a", None)
+        };
+        let cases: Vec<(&str, NewEntry)> = vec![
+            ("new stream", entry("c", None)),
+            ("existing stream", entry("a", None)),
+            ("expected version met", entry("a", Some(2))),
+            ("expected version missed", entry("a", Some(7))),
+            ("new stream expected at 0", entry("d", Some(0))),
+            ("new stream expected past 0", entry("e", Some(1))),
+            ("no tags", no_tags),
+        ];
+        for (name, e) in cases {
+            let mut by_batch = Sequencer::new();
+            by_batch
+                .plan(
+                    vec![entry("a", None), entry("a", None), entry("b", None)],
+                    5,
+                )
+                .unwrap();
+            let mut by_one = by_batch.clone();
+            let batch = by_batch.plan(vec![e.clone()], 9);
+            let one = by_one.plan_one(e, 9);
+            match (batch, one) {
+                (Ok(mut b), Ok(o)) => {
+                    assert_eq!(b.len(), 1, "{name}");
+                    assert_eq!(b.pop().unwrap(), o, "{name}");
+                }
+                (Err(b), Err(o)) => {
+                    assert_eq!(b.kind(), o.kind(), "{name}");
+                    assert_eq!(
+                        b.conflict_next_version(),
+                        o.conflict_next_version(),
+                        "{name}"
+                    );
+                }
+                (b, o) => panic!("{name}: plan gave {b:?}, plan_one gave {o:?}"),
+            }
+            assert_eq!(by_batch.next_seqnum(), by_one.next_seqnum(), "{name}");
+            for tag in ["a", "b", "c", "d", "e"] {
+                let tag: LogTag = tag.parse().unwrap();
+                assert_eq!(
+                    by_batch.next_version(&tag).unwrap(),
+                    by_one.next_version(&tag).unwrap(),
+                    "{name}: {tag}"
+                );
+            }
         }
     }
 

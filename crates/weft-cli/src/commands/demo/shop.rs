@@ -327,6 +327,7 @@ mod tests {
             tags: vec![LogTag::new("orders").unwrap()],
             data: Bytes::from(event.encode()),
             timestamp_ms: 0,
+            append_id: None,
         }
     }
 

@@ -31,8 +31,9 @@ pub struct BucketCheck {
     pub problem: Option<Error>,
     /// Damage to the stream-state checkpoints (`states/`), one `Corrupt`
     /// error per checkpoint: a writer that opens from such a checkpoint
-    /// takes its versions until its history fill reaches the checkpoint,
-    /// then stops with that error (see `docs/FAILURE_SEMANTICS.md`).
+    /// stops with `Corrupt` before it numbers a stream it finds misstated,
+    /// or once its history fill reaches the checkpoint (see
+    /// `docs/FAILURE_SEMANTICS.md`, "Stream-state checkpoints").
     /// Checked only when the log itself reads clean.
     pub checkpoint_problems: Vec<Error>,
 }

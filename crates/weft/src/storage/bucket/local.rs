@@ -65,7 +65,7 @@ fn entry_bytes(e: &LogEntry) -> usize {
         .iter()
         .map(|t| t.namespace().len() + t.key().map_or(0, str::len) + 48)
         .sum();
-    e.data.len() + tags + 64
+    e.data.len() + tags + e.append_id.as_ref().map_or(0, String::len) + 64
 }
 
 impl Recent {
@@ -216,6 +216,23 @@ impl LocalState {
             .as_ref()
             .map(|p| p.index.next_versions_through(u64::MAX))
             .unwrap_or_default()
+    }
+
+    /// Every stream with an entry at the live end, with the version of its
+    /// first entry there, while history is being filled in (empty
+    /// otherwise).
+    pub(crate) fn live_first_versions(&self) -> Vec<(LogTag, u64)> {
+        let Some(p) = &self.pending else {
+            return Vec::new();
+        };
+        p.index
+            .next_versions_through(u64::MAX)
+            .into_iter()
+            .filter_map(|(tag, _)| {
+                let first = p.index.next_version_at(&tag, p.from)?;
+                Some((tag, first))
+            })
+            .collect()
     }
 
     /// Takes the numbers out, leaving an empty index behind.
@@ -613,6 +630,7 @@ mod tests {
             tags: vec![tag(t)],
             data: bytes::Bytes::from(vec![0u8; 10]),
             timestamp_ms: 0,
+            append_id: None,
         }
     }
 

@@ -61,6 +61,7 @@ mod reader;
 mod records;
 pub mod retention;
 mod states;
+mod stream_checks;
 pub mod writer;
 
 pub use check::{BucketCheck, CacheCheck, check, check_cache};

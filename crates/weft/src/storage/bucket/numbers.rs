@@ -162,6 +162,32 @@ impl Numbers {
         }
     }
 
+    /// The seqnum of the last entry of stream `tag`, whose next version is
+    /// `next` (> 0), or [`TRIMMED`] when that entry was trimmed away.
+    ///
+    /// Errors: `Corrupt` when the numbers do not hold that version; the
+    /// index's I/O kinds.
+    ///
+    /// [`TRIMMED`]: crate::format::state_checkpoint::TRIMMED
+    pub(crate) fn last_seqnum(&self, tag: &LogTag, next: u64) -> Result<u64> {
+        let Some(version) = next.checked_sub(1) else {
+            return Err(Error::corrupt(format!(
+                "stream {tag} has a row but no entry"
+            )));
+        };
+        match self.version_seqnums(tag, version, 1) {
+            Ok(found) => found.first().copied().ok_or_else(|| {
+                Error::corrupt(format!(
+                    "the numbers have no seqnum for version {version} of stream {tag}"
+                ))
+            }),
+            Err(e) if e.kind() == crate::ErrorKind::Trimmed => {
+                Ok(crate::format::state_checkpoint::TRIMMED)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Checks a state checkpoint's `floors` against these numbers, which
     /// must cover exactly the log up to the checkpoint's entry: every
     /// stream the checkpoint names continues at the version it says, and

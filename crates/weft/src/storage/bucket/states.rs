@@ -42,6 +42,7 @@ use super::local::LocalLog;
 use super::numbers::check_of;
 use super::reader::BucketReader;
 use crate::error::{Error, Result};
+use crate::format::state_checkpoint::TRIMMED;
 use crate::format::{LogState, StateCheckpoint, decode_state_checkpoint, encode_state_checkpoint};
 use crate::model::LogTag;
 use crate::store::{RetryPolicy, StoreOp, to_error};
@@ -98,7 +99,7 @@ pub(crate) async fn newest(
     first: u64,
     next: u64,
     retry: &RetryPolicy,
-) -> Option<LogState> {
+) -> Option<StateCheckpoint> {
     let listed = match list(store, layout, retry).await {
         Ok(listed) => listed,
         Err(e) => {
@@ -171,9 +172,39 @@ pub(crate) async fn check_all(
         ours.sort();
         if let Some(diff) = first_difference(&theirs, &ours) {
             problems.push(at(Error::corrupt(diff)));
+        } else if let Some(diff) = last_entry_difference(&checkpoint, index) {
+            problems.push(at(Error::corrupt(diff)));
         }
     }
     Ok(problems)
+}
+
+/// The first stream whose last entry (a version 2 checkpoint names it) is
+/// not the one the log has, in words; the versions already agree.
+fn last_entry_difference(
+    checkpoint: &StateCheckpoint,
+    index: &crate::storage::index::LogIndex,
+) -> Option<String> {
+    let last = checkpoint.last_seqnums.as_ref()?;
+    for ((tag, next), said) in checkpoint.state.next_versions.iter().zip(last) {
+        let ours = match index.version_seqnums(tag, next.saturating_sub(1), 1) {
+            Ok(found) => found.first().copied(),
+            Err(_) => Some(TRIMMED),
+        };
+        if ours != Some(*said) {
+            let name = |s: Option<u64>| match s {
+                Some(TRIMMED) => "trimmed".to_string(),
+                Some(s) => format!("at seqnum {s}"),
+                None => "nowhere".to_string(),
+            };
+            return Some(format!(
+                "it says the last entry of stream {tag} is {}, the log has it {}",
+                name(Some(*said)),
+                name(ours)
+            ));
+        }
+    }
+    None
 }
 
 /// The first stream whose next version differs between a checkpoint's
@@ -200,14 +231,14 @@ fn first_difference(theirs: &[(LogTag, u64)], ours: &[(LogTag, u64)]) -> Option<
         .map(|(tag, v)| format!("it leaves out stream {tag}, at version {v} in the log"))
 }
 
-/// The state in the checkpoint at `path`, if it is one of this log.
+/// The checkpoint at `path`, if it is one of this log.
 async fn check(
     store: &Arc<dyn ObjectStore>,
     reader: &BucketReader,
     through: u64,
     path: &Path,
     retry: &RetryPolicy,
-) -> Result<LogState> {
+) -> Result<StateCheckpoint> {
     let bytes = retry
         .backoff(through)
         .attempt(async { store.get(path).await?.bytes().await })
@@ -222,7 +253,7 @@ async fn check(
     }
     let entry = reader.read_seqnums(&[through]).await?;
     match entry.first() {
-        Some(e) if check_of(e) == checkpoint.through_check => Ok(checkpoint.state),
+        Some(e) if check_of(e) == checkpoint.through_check => Ok(checkpoint),
         _ => Err(Error::corrupt(format!(
             "entry {through} in the bucket is not the one it was taken of"
         ))),
@@ -336,18 +367,22 @@ async fn take(
             return Ok(None);
         }
         let through = tip.next - 1;
-        let floors = state.numbers().floors_through(through)?;
-        Ok(Some((
-            through,
-            floors,
-            state.recent_entry(through).cloned(),
-        )))
+        let floors = LogState::new(through, state.numbers().floors_through(through)?)?;
+        // Each stream's last entry, so that a writer opening from the
+        // checkpoint can check one stream by reading one entry.
+        let last = floors
+            .next_versions
+            .iter()
+            .map(|(tag, next)| state.numbers().last_seqnum(tag, *next))
+            .collect::<Result<Vec<u64>>>()?;
+        Ok(Some((floors, last, state.recent_entry(through).cloned())))
     })
     .await
     .map_err(|e| Error::internal("taking a state checkpoint panicked").with_source(e))??;
-    let Some((through, floors, entry)) = taken else {
+    let Some((state, last, entry)) = taken else {
         return Ok(None);
     };
+    let through = state.through;
     let entry = match entry {
         Some(e) => e,
         None => log
@@ -357,10 +392,11 @@ async fn take(
             .pop()
             .ok_or_else(|| Error::internal(format!("entry {through} cannot be read back")))?,
     };
-    let streams = floors.len() as u64;
+    let streams = state.next_versions.len() as u64;
     let bytes = encode_state_checkpoint(&StateCheckpoint {
-        state: LogState::new(through, floors)?,
+        state,
         through_check: check_of(&entry),
+        last_seqnums: Some(last),
     })?;
     let path = object_path(layout, through, run);
     let put = retry

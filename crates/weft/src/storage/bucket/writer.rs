@@ -87,6 +87,7 @@ use super::local::{LocalLog, LocalState};
 use super::numbers::{CacheDir, IndexVersions, Numbers, WriterVersions};
 use super::records::encode_batch;
 use super::states::{self, CheckpointTaker};
+use super::stream_checks::StreamChecks;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
@@ -245,6 +246,9 @@ pub struct BucketStorage {
     /// Indexes the history before the state checkpoint the writer opened
     /// from, if it opened from one and that is not done yet.
     history_fill: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Streams to check against the log before numbering them, when the
+    /// writer opened from a state checkpoint (see `stream_checks`).
+    stream_checks: Option<StreamChecks>,
     kv: Arc<BucketKv>,
     clock: Arc<dyn Clock>,
     options: BucketOptions,
@@ -376,17 +380,16 @@ impl BucketStorage {
         // With no local state, start from the newest stream-state
         // checkpoint: only the entries after it are read before appends
         // are taken; the history before it is indexed in the background.
-        let checkpoint = if from < next {
-            states::newest(&store, &layout, &reader, from, next, &options.retry)
-                .await
-                .map(|c| {
-                    let floors: std::collections::HashMap<_, _> =
-                        c.next_versions.into_iter().collect();
-                    (c.through, Arc::new(floors))
-                })
+        let opened_from = if from < next {
+            states::newest(&store, &layout, &reader, from, next, &options.retry).await
         } else {
             None
         };
+        let checkpoint = opened_from.as_ref().map(|c| {
+            let floors: std::collections::HashMap<_, _> =
+                c.state.next_versions.iter().cloned().collect();
+            (c.state.through, Arc::new(floors))
+        });
         let live_from = checkpoint.as_ref().map_or(from, |(through, _)| through + 1);
         let state = match &checkpoint {
             Some((_, floors)) => {
@@ -420,6 +423,16 @@ impl BucketStorage {
             .ok_or_else(|| Error::internal("the rebuild kept a handle on the append ids"))?
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Until the fill has compared the checkpoint with the log, each
+        // stream is checked before the writer first numbers it.
+        let stream_checks = match (&opened_from, &checkpoint) {
+            (Some(c), Some((_, floors))) => {
+                let live = log.visible().read().live_first_versions();
+                let trim_floors = trim.as_ref().map_or(&[][..], |t| &t.next_versions[..]);
+                Some(StreamChecks::new(c, floors.clone(), live, trim_floors))
+            }
+            _ => None,
+        };
         let sequencer = {
             let state = log.visible().read();
             match (state.numbers(), checkpoint) {
@@ -499,6 +512,7 @@ impl BucketStorage {
             in_flight,
             shared,
             history_fill: std::sync::Mutex::new(history_fill),
+            stream_checks,
             kv: Arc::new(
                 BucketKv::new(store, layout.kv()).with_retry_policy(options.retry.clone()),
             ),
@@ -548,6 +562,25 @@ impl BucketStorage {
             .take()
         {
             t.abort();
+        }
+    }
+
+    /// Checks the streams `tags` against the log before the writer
+    /// numbers (or answers for) them from the state checkpoint it opened
+    /// from; a disagreement stops the writer.
+    ///
+    /// Errors: `Corrupt` (the writer stops); the history fill's error;
+    /// store kinds.
+    async fn check_streams<'a>(&self, tags: impl IntoIterator<Item = &'a LogTag>) -> Result<()> {
+        let Some(checks) = &self.stream_checks else {
+            return Ok(());
+        };
+        match checks.before_numbering(tags, &self.shared.log).await {
+            Err(e) if e.kind() == ErrorKind::Corrupt => {
+                self.shared.fail(&e);
+                Err(e)
+            }
+            other => other,
         }
     }
 
@@ -655,6 +688,10 @@ impl Storage for BucketStorage {
         } else {
             None
         };
+        if self.stream_checks.is_some() {
+            let streams: Vec<&LogTag> = batch.iter().map(|e| &e.tags[0]).collect();
+            self.check_streams(streams).await?;
+        }
         let now = self.clock.now_ms();
         let (planned, durability) = {
             let mut sequencer = self.sequencer.lock().await;
@@ -756,6 +793,7 @@ impl Storage for BucketStorage {
     }
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
+        self.check_streams([tag]).await?;
         self.shared.log.latest_version(tag).await
     }
 

@@ -34,11 +34,24 @@ pub use cached::CachedLog;
 pub use gate::Gate;
 pub use visible::Visible;
 
+use crate::error::{Error, Result};
 use crate::model::{AppendResult, LogEntry};
 
 /// The result of appending `entries`, one per entry, in order.
 pub fn results_of(entries: &[LogEntry]) -> Vec<AppendResult> {
     entries.iter().map(result_of).collect()
+}
+
+/// The one result of a batch of one.
+///
+/// Errors: `Internal` when `results` does not hold exactly one.
+pub fn single_result(mut results: Vec<AppendResult>) -> Result<AppendResult> {
+    match (results.pop(), results.is_empty()) {
+        (Some(r), true) => Ok(r),
+        _ => Err(Error::internal(
+            "storage returned the wrong number of results",
+        )),
+    }
 }
 
 /// The result of appending `entry`.

@@ -135,7 +135,7 @@ use queue::Queue;
 use read::{ReadState, Shelf};
 use recovery::{IDENTITY, INDEX_DIR};
 use scan::Access;
-use writer::{Command, Counters, Shared, Writer};
+use writer::{Batch, Command, Counters, Replier, Shared, Writer};
 
 /// Counters of a [`DirStorage`] since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -362,9 +362,19 @@ impl Storage for DirStorage {
         // single writer thread only combines checksums.
         let data_crcs = writer::payload_crcs(&batch);
         self.call(|reply| Command::Append {
-            batch,
-            data_crcs,
-            reply,
+            batch: Batch::Many { batch, data_crcs },
+            reply: Replier::Many(reply),
+        })
+        .await
+    }
+
+    async fn append_one(&self, entry: NewEntry) -> Result<AppendResult> {
+        writer::validate(std::slice::from_ref(&entry), self.options.max_entry_bytes)?;
+        let data_crc =
+            (entry.data.len() >= writer::LARGE_PAYLOAD).then(|| crc32c::crc32c(&entry.data));
+        self.call(|reply| Command::Append {
+            batch: Batch::One { entry, data_crc },
+            reply: Replier::One(reply),
         })
         .await
     }

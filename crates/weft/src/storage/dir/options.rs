@@ -87,11 +87,14 @@ pub struct DirOptions {
     /// not change the file's size leaves the filesystem's journal alone:
     /// on ext4 here a lone appender made 1.2–1.4 times as many durable
     /// appends per second (BENCHMARKS.md, "Issue 17: preallocated segments
-    /// and one write per piece"). The space is a
-    /// hole, not written zeros, so it costs no writes; the writer cuts it
-    /// off when the segment is sealed or the log closed, and after a crash
-    /// the next open does (readers take the zeros for space never written,
-    /// not for damage). At most 64 MiB; default 1 MiB.
+    /// and one write per piece"). After a write group under 256 KiB the
+    /// space is written zeros (synced with that group), so later small
+    /// groups land in blocks the file already has and their syncs write
+    /// the data only; after a larger group it is a hole, which costs no
+    /// writes (BENCHMARKS.md, "Issue 30: zero-filled preallocation"). The
+    /// writer cuts it off when the segment is sealed or the log closed,
+    /// and after a crash the next open does (readers take the zeros for
+    /// space never written, not for damage). At most 64 MiB; default 1 MiB.
     pub preallocate_bytes: u64,
 }
 

@@ -142,6 +142,7 @@ mod tests {
             tags: vec![LogTag::new("t").unwrap()],
             data: Bytes::from(vec![0; 100]),
             timestamp_ms: 0,
+            append_id: None,
         }
     }
 

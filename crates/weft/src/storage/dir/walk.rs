@@ -232,6 +232,7 @@ impl Walker {
             data: bytes.slice_ref(decoded.data),
             tags: decoded.tags,
             timestamp_ms: decoded.meta.timestamp_ms,
+            append_id: decoded.append_id.map(String::from),
         };
         let next = Position {
             offset: pos.offset + decoded.frame_len as u64,
@@ -253,6 +254,7 @@ mod tests {
             tags: vec![LogTag::new("t").unwrap()],
             data: Bytes::copy_from_slice(data.as_bytes()),
             timestamp_ms: 1,
+            append_id: None,
         }
     }
 

@@ -47,6 +47,9 @@ pub(super) fn connection_config(
 pub(super) struct Connections {
     pool: Pool,
     timeout: Duration,
+    /// The settings, when they demand TLS: a connect failure is then
+    /// looked into (does the server offer TLS at all?).
+    tls_required: Option<tokio_postgres::Config>,
 }
 
 impl std::fmt::Debug for Connections {
@@ -66,6 +69,8 @@ impl Connections {
         tls: MakeRustlsConnect,
         options: &PgOptions,
     ) -> Result<Self> {
+        let tls_required = (config.get_ssl_mode() == tokio_postgres::config::SslMode::Require)
+            .then(|| config.clone());
         let manager = Manager::from_config(
             config,
             tls,
@@ -84,7 +89,11 @@ impl Connections {
             .recycle_timeout(Some(timeout))
             .build()
             .map_err(|e| Error::internal(format!("build the PostgreSQL pool: {e}")))?;
-        Ok(Connections { pool, timeout })
+        Ok(Connections {
+            pool,
+            timeout,
+            tls_required,
+        })
     }
 
     /// A connection; nothing is sent yet, so failures are never
@@ -92,7 +101,25 @@ impl Connections {
     pub(super) async fn get(&self, what: &str) -> Result<Object> {
         match tokio::time::timeout(self.timeout, self.pool.get()).await {
             Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(errors::classify_pool(e, format!("{what}: connect"))),
+            Ok(Err(e)) => {
+                let err = errors::classify_pool(e, format!("{what}: connect"));
+                // A server that answers the TLS request with "no" fails the
+                // connect like an unreachable one would (tokio-postgres
+                // gives no kind to tell them apart): ask it directly. That
+                // is a configuration error, which retrying never mends.
+                if err.kind() == crate::ErrorKind::Unavailable
+                    && let Some(config) = &self.tls_required
+                    && let Some(at) = super::tls::refuses_tls(config, self.timeout).await
+                {
+                    return Err(Error::invalid_input(format!(
+                        "{what}: connect: the server at {at} does not offer TLS, and the \
+                         location's sslmode demands it (use sslmode=prefer or disable, or turn \
+                         TLS on at the server)"
+                    ))
+                    .with_source(err));
+                }
+                Err(err)
+            }
             Err(_) => Err(errors::timed_out(
                 Op::Read,
                 format!("{what}: connect"),

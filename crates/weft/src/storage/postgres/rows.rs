@@ -21,8 +21,8 @@ pub(super) fn i64_of(value: u64, what: &str) -> Result<i64> {
         .map_err(|_| Error::invalid_input(format!("{what} {value} is beyond the log's range")))
 }
 
-/// An entry from a row whose columns `at..at + 5` are `seqnum, version,
-/// tags, data, ts`; `None` when `seqnum` is NULL (an outer join found no
+/// An entry from a row whose columns `at..at + 6` are `seqnum, version,
+/// tags, data, ts, append_id`; `None` when `seqnum` is NULL (an outer join found no
 /// entry).
 ///
 /// Errors: `Corrupt` when a stored value is out of range or a tag does not
@@ -46,11 +46,13 @@ pub(super) fn entry_at(row: &Row, at: usize) -> Result<Option<LogEntry>> {
     }
     let data: Vec<u8> = row.get(at + 3);
     let timestamp_ms = u64_of(row.get(at + 4), "timestamp")?;
+    let append_id: Option<String> = row.get(at + 5);
     Ok(Some(LogEntry {
         seqnum,
         stream_version: version,
         tags,
         data: Bytes::from(data),
         timestamp_ms,
+        append_id,
     }))
 }

@@ -48,7 +48,7 @@ pub(super) struct Statements {
     pub(super) kv_absent: String,
 }
 
-const ENTRY_COLUMNS: &str = "e.seqnum, e.version, e.tags, e.data, e.ts";
+const ENTRY_COLUMNS: &str = "e.seqnum, e.version, e.tags, e.data, e.ts, e.append_id";
 
 impl Statements {
     pub(super) fn new(schema: &str) -> Self {

@@ -189,6 +189,39 @@ impl ServerCertVerifier for Unchecked {
 /// server's certificate refused, or the handshake failed. That is a
 /// configuration error (the roots, the mode, the host name), not an
 /// outage to retry.
+/// The first of `config`'s TCP hosts (as `host:port`) whose server
+/// answers PostgreSQL's `SSLRequest` with `N` (no TLS here), if one does.
+/// A host that cannot be reached, or answers anything else, is not one:
+/// its failure stays what it was.
+pub(super) async fn refuses_tls(
+    config: &tokio_postgres::Config,
+    timeout: std::time::Duration,
+) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Length 8, then the request code 80877103 (1234 << 16 | 5679).
+    const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+    let ports = config.get_ports();
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        let tokio_postgres::config::Host::Tcp(name) = host else {
+            continue;
+        };
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        let ask = async {
+            let mut stream = tokio::net::TcpStream::connect((name.as_str(), port))
+                .await
+                .ok()?;
+            stream.write_all(&SSL_REQUEST).await.ok()?;
+            let mut answer = [0u8; 1];
+            stream.read_exact(&mut answer).await.ok()?;
+            Some(answer[0])
+        };
+        if let Ok(Some(b'N')) = tokio::time::timeout(timeout, ask).await {
+            return Some(format!("{name}:{port}"));
+        }
+    }
+    None
+}
+
 pub(super) fn is_tls_failure(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut at: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = at {

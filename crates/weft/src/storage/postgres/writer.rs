@@ -33,7 +33,7 @@ use super::collect::{PENDING_RECHECK, Shape};
 use super::errors::{self, Op};
 use super::rows::{i64_of, u64_of};
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::{AppendResult, LogEntry};
+use crate::model::{AppendResult, Expected, LogEntry};
 use crate::storage::NewEntry;
 
 /// One append call waiting for its group.
@@ -165,6 +165,20 @@ impl Outcome {
     }
 }
 
+/// The function's spelling of a condition: a version as itself, no
+/// condition as NULL, "no stream" as version 0 (the same test), and
+/// "stream exists" as -1, which the function reads as "next version > 0".
+/// (An older function, which knows only versions, compares -1 with the
+/// next version and reports a conflict: it refuses rather than writes.)
+fn expected_arg(expected: Option<Expected>) -> Result<Option<i64>> {
+    Ok(match expected {
+        None | Some(Expected::Any) => None,
+        Some(Expected::NoStream) => Some(0),
+        Some(Expected::StreamExists) => Some(STREAM_EXISTS),
+        Some(Expected::Exact(v)) => Some(i64_of(v, "expected version")?),
+    })
+}
+
 async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
     let n: usize = group.iter().map(|p| p.batch.len()).sum();
     let mut primary = Vec::with_capacity(n);
@@ -184,12 +198,7 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
                 None
             });
             data.push(&entry.data);
-            expected.push(
-                entry
-                    .expected_version
-                    .map(|v| i64_of(v, "expected version"))
-                    .transpose()?,
-            );
+            expected.push(expected_arg(entry.expected_version)?);
             ids.push(entry.append_id.as_deref());
         }
     }
@@ -292,6 +301,8 @@ async fn collected(
 
 /// The `append` function's answer when it staged the group: its id.
 const STATUS_STAGED: i16 = 4;
+/// The append function's argument for [`Expected::StreamExists`].
+const STREAM_EXISTS: i64 = -1;
 /// `outcome_of`'s answer for a group neither staged nor numbered.
 pub(super) const STATUS_UNKNOWN: i16 = 5;
 /// The `append` function's answer when an append id of the group is in a
@@ -369,6 +380,7 @@ fn written(batch: &[NewEntry], outcomes: &[Outcome]) -> Vec<LogEntry> {
                 tags: entry.tags.clone(),
                 data: entry.data.clone(),
                 timestamp_ms: u64::try_from(o.ts?).ok()?,
+                append_id: entry.append_id.clone(),
             })
         })
         .collect()
@@ -377,9 +389,17 @@ fn written(batch: &[NewEntry], outcomes: &[Outcome]) -> Vec<LogEntry> {
 /// The answer to one append call from its entries' outcomes.
 fn resolve(batch: &[NewEntry], outcomes: Vec<Outcome>) -> Result<Vec<crate::model::AppendResult>> {
     if let Some((entry, o)) = batch.iter().zip(&outcomes).find(|(_, o)| o.status == 2) {
-        let expected = u64_of(o.version.unwrap_or_default(), "expected version")?;
         let next = u64_of(o.next.unwrap_or_default(), "next version")?;
-        return Err(Error::version_conflict(&entry.tags[0], expected, next));
+        // The condition is the entry's own; the function only says it failed.
+        let expected = match entry.expected_version {
+            Some(e) => e,
+            None => Expected::Exact(u64_of(o.version.unwrap_or_default(), "expected version")?),
+        };
+        return expected
+            .check(&entry.tags[0], next)
+            .and(Err(Error::internal(
+                "the append function reported a condition that holds as failed",
+            )));
     }
     batch
         .iter()
