@@ -248,3 +248,183 @@ async fn staged_payloads_are_written_once_and_refused_ones_reclaimed() {
     log.close().await.unwrap();
     other.close().await.unwrap();
 }
+
+/// Expected-version states and append ids on groups that are staged (their
+/// payloads written by their appenders) and numbered by a later round: each
+/// state is decided by that round against the stream's next version, a
+/// refused group leaves no payload, reads return each entry's append id,
+/// a retry of a staged id answers its original, and a stream whose every
+/// entry was trimmed still exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_groups_keep_expected_states_and_append_ids() {
+    use weft::{AppendResult, Expected};
+
+    let location = pg_support::fresh_location("staged_states");
+    let options = weft::storage::postgres::PgOptions {
+        max_in_flight: 8,
+        pool_size: 10,
+        ..pg_support::test_options()
+    };
+    let log = Log::new(
+        PgStorage::open_with(location.clone(), options)
+            .await
+            .unwrap(),
+    );
+    let other = Log::new(pg_support::open(&location).await);
+    let warm = tag("warm");
+    let mut sub = log.subscribe(&warm, Position::Beginning);
+    other
+        .append(AppendRequest::new(warm.clone(), "w"))
+        .await
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(20), sub.next())
+        .await
+        .expect("the tailer hears the log")
+        .unwrap()
+        .unwrap();
+    // seqnum 1: stream e exists before the staged groups.
+    log.append(AppendRequest::new(tag("e"), "e0"))
+        .await
+        .unwrap();
+
+    // Each group staged in turn behind the held lock (so the round numbers
+    // them in this order), then one round for all.
+    async fn staged_one(
+        location: &weft::storage::postgres::PgLocation,
+        cases: &[(&str, &str, Expected, Option<&str>)],
+        log: &Log,
+    ) -> Vec<tokio::task::JoinHandle<weft::Result<AppendResult>>> {
+        let mut calls = Vec::new();
+        for (n, (stream, data, expected, id)) in cases.iter().enumerate() {
+            let mut request = AppendRequest::new(tag(stream), data.to_string());
+            if let Some(id) = id {
+                request = request.with_id(*id);
+            }
+            let (log, expected) = (log.clone(), *expected);
+            calls.push(tokio::spawn(async move {
+                log.append_if(request, expected).await
+            }));
+            pg_support::until_staged(location, n as i64 + 1).await;
+        }
+        calls
+    }
+
+    let holder = pg_support::HeldLock::take(&location).await;
+    let calls = staged_one(
+        &location,
+        &[
+            ("n", "n0", Expected::NoStream, Some("id-1")),
+            ("e", "e1", Expected::StreamExists, Some("id-2")),
+            ("m", "m0", Expected::StreamExists, None),
+            ("e", "late", Expected::NoStream, None),
+            ("e", "e2", Expected::Any, Some("id-3")),
+        ],
+        &log,
+    )
+    .await;
+    assert_eq!(
+        pg_support::count_rows(&location, "payloads").await,
+        5,
+        "every staged group's payload is written before the round"
+    );
+    // A retry of a staged id, sent while its first try waits (it may reach
+    // the server just after the release: either way it answers the
+    // original).
+    let retry = tokio::spawn({
+        let log = log.clone();
+        async move {
+            log.append(AppendRequest::new(tag("n"), "n0").with_id("id-1"))
+                .await
+        }
+    });
+    holder.release().await;
+
+    let mut outcomes = Vec::new();
+    for call in calls {
+        outcomes.push(call.await.unwrap());
+    }
+    let landed = |r: &weft::Result<AppendResult>| {
+        r.as_ref()
+            .map(|r| (r.seqnum, r.stream_version))
+            .map_err(|e| e.kind())
+    };
+    assert_eq!(
+        outcomes.iter().map(landed).collect::<Vec<_>>(),
+        vec![
+            Ok((2, 0)),
+            Ok((3, 1)),
+            Err(ErrorKind::Conflict),
+            Err(ErrorKind::Conflict),
+            Ok((4, 2)),
+        ],
+        "no stream on a new stream, stream exists on e, refused on m and on e, any"
+    );
+    let retried = retry.await.unwrap().expect("the retry answers");
+    assert_eq!(
+        (retried.seqnum, retried.stream_version),
+        (2, 0),
+        "the original"
+    );
+    assert_eq!(
+        pg_support::count_rows(&location, "payloads").await,
+        3,
+        "the refused groups' payloads went with their round"
+    );
+    let all = other.read_log(Position::Beginning, 100).await.unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|e| (e.seqnum, e.append_id.as_deref()))
+            .collect::<Vec<_>>(),
+        vec![
+            (0, None),
+            (1, None),
+            (2, Some("id-1")),
+            (3, Some("id-2")),
+            (4, Some("id-3")),
+        ],
+        "reads return the append ids of staged entries"
+    );
+    assert_eq!(
+        all.iter().map(|e| e.data.to_vec()).collect::<Vec<_>>(),
+        vec![
+            b"w".to_vec(),
+            b"e0".to_vec(),
+            b"n0".to_vec(),
+            b"e1".to_vec(),
+            b"e2".to_vec()
+        ]
+    );
+
+    // Stream n's only entry trimmed: it still exists, for staged groups too.
+    log.trim(3).await.unwrap();
+    assert_eq!(pg_support::count_rows(&location, "payloads").await, 1);
+    let holder = pg_support::HeldLock::take(&location).await;
+    let calls = staged_one(
+        &location,
+        &[
+            ("n", "late", Expected::NoStream, None),
+            ("n", "n1", Expected::StreamExists, None),
+        ],
+        &log,
+    )
+    .await;
+    holder.release().await;
+    let mut outcomes = Vec::new();
+    for call in calls {
+        outcomes.push(call.await.unwrap());
+    }
+    assert_eq!(
+        outcomes.iter().map(landed).collect::<Vec<_>>(),
+        vec![Err(ErrorKind::Conflict), Ok((5, 1))],
+        "a trimmed stream exists"
+    );
+    let n = other.read_all(&tag("n")).await.unwrap();
+    assert_eq!(
+        n.iter()
+            .map(|e| (e.seqnum, e.data.to_vec()))
+            .collect::<Vec<_>>(),
+        vec![(5, b"n1".to_vec())]
+    );
+    log.close().await.unwrap();
+    other.close().await.unwrap();
+}
