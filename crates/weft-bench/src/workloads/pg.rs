@@ -40,6 +40,9 @@ const APPENDERS: usize = 8;
 #[derive(Clone, Debug)]
 pub struct PgEnv {
     pub url: String,
+    /// The postmaster's PID (`WEFT_TEST_PG_PID`), when the server runs on
+    /// this machine: the cases then report the server's CPU per entry.
+    pub pid: Option<u32>,
 }
 
 impl PgEnv {
@@ -50,7 +53,10 @@ impl PgEnv {
         if let Ok(url) = std::env::var("WEFT_TEST_PG_URL")
             && !url.is_empty()
         {
-            return Ok(PgEnv { url });
+            let pid = std::env::var("WEFT_TEST_PG_PID")
+                .ok()
+                .and_then(|p| p.parse().ok());
+            return Ok(PgEnv { url, pid });
         }
         let file = file
             .map(|p| p.to_path_buf())
@@ -58,15 +64,20 @@ impl PgEnv {
             .with_context(|| format!("WEFT_TEST_PG_URL is not set: {HINT}"))?;
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("read {}: {HINT}", file.display()))?;
+        let (mut url, mut pid) = (None, None);
         for line in text.lines() {
             let line = line.trim().trim_start_matches("export ");
-            if let Some(url) = line.strip_prefix("WEFT_TEST_PG_URL=") {
-                return Ok(PgEnv {
-                    url: url.trim_matches('"').to_string(),
-                });
+            if let Some(u) = line.strip_prefix("WEFT_TEST_PG_URL=") {
+                url = Some(u.trim_matches('"').to_string());
+            }
+            if let Some(p) = line.strip_prefix("WEFT_TEST_PG_PID=") {
+                pid = p.trim_matches('"').parse().ok();
             }
         }
-        bail!("{} sets no WEFT_TEST_PG_URL: {HINT}", file.display())
+        match url {
+            Some(url) => Ok(PgEnv { url, pid }),
+            None => bail!("{} sets no WEFT_TEST_PG_URL: {HINT}", file.display()),
+        }
     }
 }
 
@@ -86,6 +97,52 @@ struct Measured {
     lag: Samples,
     /// The server's counters of the log (weft cases).
     rounds: Rounds,
+    /// CPU seconds the server used during the case (all its processes),
+    /// when its PID is known.
+    server_cpu_s: f64,
+    /// CPU seconds the writer processes used from `go` to their results.
+    client_cpu_s: f64,
+}
+
+/// The `utime + stime + cutime + cstime` of `/proc/PID/stat`, in seconds,
+/// and the parent PID.
+fn proc_cpu(pid: &str) -> Option<(u32, f64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After "pid (comm) ": state, ppid, ... utime is the 14th field.
+    let fields: Vec<&str> = text.get(text.rfind(')')? + 2..)?.split(' ').collect();
+    let ppid = fields.get(1)?.parse().ok()?;
+    let ticks: f64 = fields
+        .get(11..15)?
+        .iter()
+        .map(|f| f.parse::<f64>().ok())
+        .sum::<Option<f64>>()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((ppid, ticks / hz))
+}
+
+/// CPU seconds the PostgreSQL server `postmaster` has used so far: its own,
+/// its exited children's (reaped into its `cutime`/`cstime`) and its live
+/// children's (backends, background workers); and how many children live.
+fn server_cpu(postmaster: u32) -> Option<(f64, usize)> {
+    let (_, mut total) = proc_cpu(&postmaster.to_string())?;
+    let mut children = 0;
+    for dir in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = dir.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if let Some((ppid, cpu)) = proc_cpu(pid)
+            && ppid == postmaster
+        {
+            total += cpu;
+            children += 1;
+        }
+    }
+    Some((total, children))
 }
 
 /// A running child process and its output lines.
@@ -142,7 +199,7 @@ impl Proc {
 impl Case {
     /// Runs the processes together; `end` appends the subscriber's stop
     /// entry once the writers are done.
-    async fn run(&self, end: Option<&Log>) -> Result<Measured> {
+    async fn run(&self, end: Option<&Log>, server: Option<u32>) -> Result<Measured> {
         let mut procs = Vec::new();
         for spec in &self.specs {
             procs.push(Proc::spawn(spec)?);
@@ -153,6 +210,7 @@ impl Case {
                 bail!("a child said {line:?} instead of ready");
             }
         }
+        let server_before = server.and_then(server_cpu);
         for p in procs.iter_mut() {
             p.go().await?;
         }
@@ -171,6 +229,23 @@ impl Case {
                 .await?;
             results.push((Role::Subscriber, p.finish().await?));
         }
+        // The cases' backends end with their processes: wait (bounded)
+        // until the server has no more children than before, so their CPU
+        // is in the postmaster's reaped total.
+        let mut server_cpu_s = f64::NAN;
+        if let (Some(pid), Some((before, children))) = (server, server_before) {
+            for _ in 0..100 {
+                match server_cpu(pid) {
+                    Some((now, left)) if left <= children => {
+                        server_cpu_s = now - before;
+                        break;
+                    }
+                    Some((now, _)) => server_cpu_s = now - before,
+                    None => break,
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         let mut m = Measured {
             entries_per_s: 0.0,
             ops: 0,
@@ -178,6 +253,8 @@ impl Case {
             conflicts: 0,
             lag: Samples::new(),
             rounds: Rounds::default(),
+            server_cpu_s,
+            client_cpu_s: 0.0,
         };
         let (mut ops, mut elapsed_ms) = (0u64, 0f64);
         for (role, r) in results {
@@ -185,6 +262,7 @@ impl Case {
                 &mut m.lag
             } else {
                 ops += r.ops;
+                m.client_cpu_s += r.cpu_ms / 1e3;
                 elapsed_ms = elapsed_ms.max(r.elapsed_ms);
                 m.conflicts += r.conflicts;
                 &mut m.latency
@@ -225,7 +303,7 @@ async fn admin(env: &PgEnv) -> Result<tokio_postgres::Client> {
 struct Rounds {
     /// Entries in the log.
     entries: f64,
-    /// Append groups sent (calls of `append`).
+    /// Append groups sent (calls of `append` and `append_group`).
     groups: f64,
     /// Groups staged, i.e. not numbered by their own call.
     staged: f64,
@@ -284,7 +362,7 @@ async fn rounds_of(env: &PgEnv, url: &str) -> Result<Rounds> {
     let query = format!(
         r#"SELECT (SELECT next_seqnum::float8 FROM "{schema}".head),
              coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
-                        WHERE schemaname = $1 AND funcname = 'append'), 0),
+                        WHERE schemaname = $1 AND funcname IN ('append', 'append_group')), 0),
              coalesce((SELECT n_tup_ins::float8 FROM pg_stat_user_tables
                         WHERE schemaname = $1 AND relname = 'staged'), 0),
              coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
@@ -373,7 +451,7 @@ async fn weft_case(
     let m = Case {
         specs: specs(Role::Weft, &url, procs, tags, conditional, duration),
     }
-    .run(None)
+    .run(None, env.pid)
     .await;
     log.close().await?;
     let rounds = rounds_of(env, &url).await;
@@ -394,7 +472,7 @@ async fn baseline_case(env: &PgEnv, procs: usize, duration: Duration) -> Result<
     let m = Case {
         specs: specs(Role::Baseline, &env.url, procs, 1, false, duration),
     }
-    .run(None)
+    .run(None, env.pid)
     .await;
     client
         .batch_execute(&format!("DROP TABLE IF EXISTS {BASELINE_TABLE}"))
@@ -453,7 +531,7 @@ async fn floor_case(env: &PgEnv, procs: usize, duration: Duration) -> Result<Mea
     let m = Case {
         specs: specs(Role::Floor, &env.url, procs, 1, false, duration),
     }
-    .run(None)
+    .run(None, env.pid)
     .await;
     let numbered: i64 = client
         .query_one(&format!("SELECT next_seqnum FROM {FLOOR_SCHEMA}.head"), &[])
@@ -479,6 +557,9 @@ struct Series {
     latency: Samples,
     conflicts: u64,
     rounds: Rounds,
+    ops: u64,
+    server_cpu_s: f64,
+    client_cpu_s: f64,
 }
 
 impl Series {
@@ -487,6 +568,20 @@ impl Series {
         self.latency.extend(&m.latency);
         self.conflicts += m.conflicts;
         self.rounds.add(&m.rounds);
+        self.ops += m.ops;
+        self.server_cpu_s += m.server_cpu_s;
+        self.client_cpu_s += m.client_cpu_s;
+    }
+
+    /// Server and client CPU per acknowledged append (row), µs, over all
+    /// runs.
+    fn cpu(&self, per: &str) -> String {
+        let us = |s: f64| s * 1e6 / (self.ops.max(1) as f64);
+        format!(
+            "server CPU {:.0} µs/{per}, client CPU {:.0} µs/{per}",
+            us(self.server_cpu_s),
+            us(self.client_cpu_s)
+        )
     }
 }
 
@@ -523,14 +618,18 @@ pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
         let base = report.add(
             Row::new(W, case.clone(), "bare batched INSERT+COMMIT")
                 .value(s[0].runs.clone(), "rows/s")
-                .latency(s[0].latency.summary()),
+                .latency(s[0].latency.summary())
+                .note(s[0].cpu("row")),
         );
         report.add(
             Row::new(W, case.clone(), "floor: one waited lock per group, weft-shaped rows")
                 .value(s[4].runs.clone(), "entries/s")
                 .latency(s[4].latency.summary())
                 .against(&base)
-                .note("the leanest dense numbering in commit order; no staging, conditions, ids or outcomes"),
+                .note(format!(
+                    "the leanest dense numbering in commit order; no staging, conditions, ids or outcomes; {}",
+                    s[4].cpu("entry")
+                )),
         );
         let subjects = [
             (1, "weft PgStorage, 1 tag", None),
@@ -546,7 +645,7 @@ pub async fn appends(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
                 let ratio = row.ratio.unwrap_or(0.0);
                 row = row.target("≥ 0.5 × baseline at 16 processes", ratio >= 0.5);
             }
-            let mut note = s[i].rounds.describe();
+            let mut note = format!("{}; {}", s[i].rounds.describe(), s[i].cpu("entry"));
             if let Some(c) = conflicts {
                 note = format!("{note}; {c} conflicts (own streams: none expected)");
             }
@@ -575,7 +674,7 @@ pub async fn lag(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
             let mut subscriber = specs[0].clone();
             subscriber.role = Role::Subscriber;
             specs.push(subscriber);
-            let m = Case { specs }.run(Some(&log)).await;
+            let m = Case { specs }.run(Some(&log), env.pid).await;
             log.close().await?;
             drop_log(&env, &url).await?;
             let m = m?;

@@ -70,6 +70,20 @@ pub struct ChildResult {
     /// Per append: call to acknowledgement; per delivered entry
     /// (subscriber): append call to delivery. Milliseconds.
     pub latency_ms: Vec<f64>,
+    /// CPU this process used (user + system) from `go` to its result, ms.
+    #[serde(default)]
+    pub cpu_ms: f64,
+}
+
+/// CPU this process has used so far (user + system), in ms.
+pub fn own_cpu_ms() -> f64 {
+    // SAFETY: getrusage writes the struct it is given and nothing else.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return f64::NAN;
+    }
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    ms(usage.ru_utime) + ms(usage.ru_stime)
 }
 
 /// The table the baseline inserts into.
@@ -127,7 +141,8 @@ pub fn main(spec_json: &str) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(run(spec))?;
+    let mut result = rt.block_on(run(spec))?;
+    result.cpu_ms = cpu_since_go();
     println!("{}", serde_json::to_string(&result)?);
     Ok(())
 }
@@ -141,6 +156,9 @@ async fn barrier() -> Result<()> {
     if line.trim() != "go" {
         bail!("expected `go` from the parent, got {line:?}");
     }
+    if let Ok(mut g) = CPU_AT_GO.lock() {
+        *g = Some(own_cpu_ms());
+    }
     Ok(())
 }
 
@@ -150,6 +168,18 @@ async fn run(spec: ChildSpec) -> Result<ChildResult> {
         Role::Baseline | Role::Floor => run_batched(spec).await,
         Role::Subscriber => run_subscriber(spec).await,
     }
+}
+
+/// The process's CPU at `go` (set by [`barrier`]).
+static CPU_AT_GO: std::sync::Mutex<Option<f64>> = std::sync::Mutex::new(None);
+
+/// The process's CPU since `go`, ms.
+fn cpu_since_go() -> f64 {
+    let at_go = CPU_AT_GO
+        .lock()
+        .map(|g| g.unwrap_or(f64::NAN))
+        .unwrap_or(f64::NAN);
+    own_cpu_ms() - at_go
 }
 
 fn stream(proc_index: usize, appender: usize) -> Result<LogTag> {

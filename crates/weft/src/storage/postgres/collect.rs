@@ -29,7 +29,7 @@
 //! whose groups were all settled starts no round: its appenders would wait
 //! for that round too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::errors::Op;
-use super::writer::{Outcome, STATUS_PENDING};
+use super::writer::{Outcome, STATUS_PENDING, STATUS_UNKNOWN};
 use crate::error::{Error, Result};
 
 /// How long a staged group waits for a round that settles it before its
@@ -83,10 +83,99 @@ impl RoundsHeard {
     }
 }
 
+/// What an appender knows of its staged group, to read its outcome from
+/// a told item: each entry's primary tag, and the group's timestamp.
+pub(super) struct Shape {
+    pub(super) primary: Vec<String>,
+    pub(super) ts: i64,
+}
+
+impl Shape {
+    /// Every entry's outcome from a told item: the group's entries got
+    /// `first`, `first + 1`, ... in order, and `versions` holds, per
+    /// primary tag in the order the tags first appear in the group, the
+    /// version of its first entry there.
+    fn outcomes(&self, first: i64, versions: &[i64]) -> Result<Vec<Outcome>> {
+        let mut tags: Vec<(&str, i64)> = Vec::new();
+        let mut out = Vec::with_capacity(self.primary.len());
+        for (i, tag) in self.primary.iter().enumerate() {
+            let version = match tags.iter_mut().find(|(t, _)| *t == tag.as_str()) {
+                Some((_, next)) => {
+                    *next += 1;
+                    *next
+                }
+                None => {
+                    let v = *versions.get(tags.len()).ok_or_else(|| {
+                        Error::internal("a told outcome names fewer streams than the group has")
+                    })?;
+                    tags.push((tag, v));
+                    v
+                }
+            };
+            out.push(Outcome::written(first + i as i64, version, self.ts));
+        }
+        if tags.len() != versions.len() {
+            return Err(Error::internal(
+                "a told outcome names more streams than the group has",
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// One item of a told notification: `id:first:v1,v2,...`.
+fn told_item(item: &str) -> Option<(i64, i64, Vec<i64>)> {
+    let mut parts = item.split(':');
+    let id = parts.next()?.parse().ok()?;
+    let first = parts.next()?.parse().ok()?;
+    let versions = parts
+        .next()?
+        .split(',')
+        .map(|v| v.parse().ok())
+        .collect::<Option<Vec<i64>>>()?;
+    parts.next().is_none().then_some((id, first, versions))
+}
+
+/// The collector's state, under one lock so a told outcome and the
+/// registration of its waiter can never miss each other.
+#[derive(Default)]
+struct Inner {
+    waiting: BTreeMap<i64, Waiter>,
+    /// Told outcomes of groups nobody waits for yet, kept while an append
+    /// call that may have staged one is in flight (its answer, with the
+    /// group's id, may come after the round's notification): id ->
+    /// (when heard, in told notifications, first seqnum, versions).
+    early: HashMap<i64, (u64, i64, Vec<i64>)>,
+    /// Append calls in flight: token -> told notifications heard when it
+    /// started.
+    calls: BTreeMap<u64, u64>,
+    told: u64,
+    next_call: u64,
+}
+
+/// An append call in flight: while it lives, told outcomes of unknown
+/// groups are kept for it.
+pub(super) struct CallGuard<'a> {
+    collector: &'a Collector,
+    token: u64,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.collector.lock();
+        inner.calls.remove(&self.token);
+        let oldest = inner.calls.values().next().copied();
+        match oldest {
+            Some(since) => inner.early.retain(|_, (heard, _, _)| *heard >= since),
+            None => inner.early.clear(),
+        }
+    }
+}
+
 /// The staged groups of a handle waiting for their outcomes.
 pub(super) struct Collector {
     heard: watch::Sender<RoundsHeard>,
-    waiting: Mutex<BTreeMap<i64, Waiter>>,
+    waiting: Mutex<Inner>,
     /// A group started waiting, or the writer finished.
     wake: Notify,
     writer_done: std::sync::atomic::AtomicBool,
@@ -94,6 +183,8 @@ pub(super) struct Collector {
 
 struct Waiter {
     reply: oneshot::Sender<Result<Vec<Outcome>>>,
+    /// Its group's shape, when the group can be told (`append_group`).
+    shape: Option<Shape>,
     /// What had been heard when the group was last asked for (or, before
     /// any ask, when its append call was sent).
     seen: RoundsHeard,
@@ -102,6 +193,16 @@ struct Waiter {
 }
 
 impl Waiter {
+    /// Answers from a told item; a group that cannot be told (no shape)
+    /// never is, so that case is an internal error.
+    fn answer_told(self, first: i64, versions: &[i64]) {
+        let result = match &self.shape {
+            Some(shape) => shape.outcomes(first, versions),
+            None => Err(Error::internal("a group staged by append was told")),
+        };
+        let _ = self.reply.send(result);
+    }
+
     /// When the clock alone makes it due: [`QUIET`] after both its last
     /// ask and the last round heard, or [`PENDING_RECHECK`] after its ask.
     fn due_at(&self, last_round: Instant) -> Instant {
@@ -119,7 +220,7 @@ impl Collector {
     pub(super) fn new() -> Collector {
         Collector {
             heard: watch::Sender::new(RoundsHeard::default()),
-            waiting: Mutex::new(BTreeMap::new()),
+            waiting: Mutex::new(Inner::default()),
             wake: Notify::new(),
             writer_done: std::sync::atomic::AtomicBool::new(false),
         }
@@ -128,6 +229,71 @@ impl Collector {
     /// The tailer heard a round on the settled channel.
     pub(super) fn round_heard(&self, payload: &str) {
         self.heard.send_modify(|h| h.heard(payload));
+    }
+
+    /// A round told outcomes (the told channel's payload): answers the
+    /// groups waiting for them, keeps the others while a call is in
+    /// flight. An unreadable item is skipped: its group is asked for.
+    pub(super) fn told(&self, payload: &str) {
+        let mut inner = self.lock();
+        inner.told += 1;
+        let heard = inner.told;
+        let keep = !inner.calls.is_empty();
+        for (id, first, versions) in payload.split(' ').filter_map(told_item) {
+            match inner.waiting.remove(&id) {
+                Some(w) => w.answer_told(first, &versions),
+                None if keep => {
+                    inner.early.insert(id, (heard, first, versions));
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// The tailer's connection broke: told outcomes may have been lost, so
+    /// every group waiting for one gets `Indeterminate` now (its round may
+    /// have committed; a retry with the same append id lands once), and
+    /// nothing heard before is kept.
+    pub(super) fn told_lost(&self) {
+        let mut inner = self.lock();
+        inner.early.clear();
+        let told: Vec<i64> = inner
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.shape.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in told {
+            if let Some(w) = inner.waiting.remove(&id) {
+                let _ = w.reply.send(Err(Error::new(
+                    crate::ErrorKind::Indeterminate,
+                    "the connection that hears numbering rounds broke while the append group \
+                     waited for its outcome",
+                )));
+            }
+        }
+    }
+
+    /// Whether the group `id` waits for a told outcome.
+    fn tellable(&self, id: i64) -> bool {
+        self.lock()
+            .waiting
+            .get(&id)
+            .is_some_and(|w| w.shape.is_some())
+    }
+
+    /// Starts an append call: told outcomes heard from now until the
+    /// guard drops are kept for the group it may stage.
+    pub(super) fn call_started(&self) -> CallGuard<'_> {
+        let mut inner = self.lock();
+        let token = inner.next_call;
+        inner.next_call += 1;
+        let since = inner.told;
+        inner.calls.insert(token, since);
+        CallGuard {
+            collector: self,
+            token,
+        }
     }
 
     /// What has been heard so far: taken before an append call, so a round
@@ -143,14 +309,22 @@ impl Collector {
         &self,
         id: i64,
         seen: RoundsHeard,
+        shape: Option<Shape>,
     ) -> oneshot::Receiver<Result<Vec<Outcome>>> {
         let (reply, rx) = oneshot::channel();
         let waiter = Waiter {
             reply,
+            shape,
             seen,
             since: crate::clock::monotonic_now(),
         };
-        self.lock().insert(id, waiter);
+        let mut inner = self.lock();
+        if let Some((_, first, versions)) = inner.early.remove(&id) {
+            waiter.answer_told(first, &versions);
+            return rx;
+        }
+        inner.waiting.insert(id, waiter);
+        drop(inner);
         self.wake.notify_one();
         rx
     }
@@ -162,7 +336,7 @@ impl Collector {
         self.wake.notify_one();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, Waiter>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -170,7 +344,8 @@ impl Collector {
     /// comes due by the clock. `last_round`: when a round was last heard.
     fn due(&self, now: &RoundsHeard, last_round: Instant) -> (Vec<i64>, Option<Instant>) {
         let at = crate::clock::monotonic_now();
-        let mut waiting = self.lock();
+        let mut inner = self.lock();
+        let waiting = &mut inner.waiting;
         waiting.retain(|_, w| !w.reply.is_closed());
         let mut ids = Vec::new();
         let mut next: Option<Instant> = None;
@@ -188,7 +363,7 @@ impl Collector {
     }
 
     fn answer(&self, id: i64, result: Result<Vec<Outcome>>) {
-        if let Some(w) = self.lock().remove(&id) {
+        if let Some(w) = self.lock().waiting.remove(&id) {
             let _ = w.reply.send(result);
         }
     }
@@ -267,6 +442,14 @@ async fn ask(shared: &Shared, ids: Vec<i64>) {
     for id in ids {
         match by_id.remove(&id) {
             Some(outcomes) if matches!(outcomes.as_slice(), [o] if o.status == STATUS_PENDING) => {}
+            // Neither staged nor in `outcomes`: a round of another process
+            // told it, and the notification is on its way (it is sent at
+            // that round's commit, and this call may have overtaken it).
+            // If it never comes, the tailer's lost connection or the
+            // append's deadline answers the group.
+            Some(outcomes)
+                if matches!(outcomes.as_slice(), [o] if o.status == STATUS_UNKNOWN)
+                    && collector.tellable(id) => {}
             Some(outcomes) => collector.answer(id, Ok(outcomes)),
             None => collector.answer(
                 id,

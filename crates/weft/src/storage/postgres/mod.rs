@@ -40,6 +40,13 @@
 //! server-side function per step (`schema.rs`), so no lock is ever held
 //! across a client round trip. The layout is drawn in `docs/FORMATS.md`.
 //!
+//! Since layout 2 a staged group's payloads are written once, by the
+//! appender's own call (`append_group`), into `payloads`; the round writes
+//! each entry's numbers with a reference to its payload row and never
+//! copies it, and tells the appenders of the groups it wrote whole their
+//! outcome on the told channel (`collect.rs`), so the staging call is the
+//! only statement on the appender's connection.
+//!
 //! Failure cases of the two steps (`docs/FAILURE_SEMANTICS.md` has the
 //! table): a group staged by a process that then dies is numbered by the
 //! next round, or by the *sweep* every handle's tailer runs at each poll
@@ -123,6 +130,11 @@ pub(crate) struct Shared {
     collector: collect::Collector,
     /// What the log's functions offer.
     installed: schema::Installed,
+    /// The tailer's connection LISTENs on the told channel now: only then
+    /// may a group be staged through `append_group`, whose outcome comes
+    /// only as a notification. (Otherwise groups are staged through
+    /// `append`, whose outcomes wait in `outcomes` to be collected.)
+    told_heard: AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -237,6 +249,7 @@ impl PgStorage {
             rounds: Arc::new(watch::Sender::new(0)),
             collector: collect::Collector::new(),
             installed,
+            told_heard: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         // Joined in this order at close: the writer's groups in flight may
@@ -524,7 +537,11 @@ impl Storage for PgStorage {
                 .query(
                     Op::Write,
                     "delete trimmed entries",
-                    &self.shared.sql.delete_trimmed,
+                    if self.shared.installed.payloads {
+                        &self.shared.sql.delete_trimmed
+                    } else {
+                        &self.shared.sql.delete_trimmed_v1
+                    },
                     &[&first_i, &TRIM_CHUNK],
                 )
                 .await

@@ -9,7 +9,11 @@
 /// The statement texts of the log in one schema.
 #[derive(Debug)]
 pub(super) struct Statements {
+    /// Layout 1's append (payloads staged inline, copied by the round).
     pub(super) append: String,
+    /// The current layout's append: a staged group's payloads are written
+    /// once, into `payloads`.
+    pub(super) append_group: String,
     /// `$1` a staged group's id: its outcome rows.
     pub(super) outcome_of: String,
     /// `$1` staged groups' ids: `id, ` then their outcome rows.
@@ -17,7 +21,11 @@ pub(super) struct Statements {
     /// `$1` how long uncollected outcomes stay: `first, next`.
     pub(super) sweep: String,
     pub(super) trim: String,
+    /// `$1` the first live seqnum, `$2` at most this many: deletes the
+    /// rows below, payloads included (the current layout).
     pub(super) delete_trimmed: String,
+    /// As `delete_trimmed`, for a log of layout 1.
+    pub(super) delete_trimmed_v1: String,
     /// `$1` from, `$2` limit: `first, next, entries...`.
     pub(super) read_all: String,
     /// `$1` tag, `$2` from, `$3` limit: `first, entries...`.
@@ -47,11 +55,24 @@ impl Statements {
         let s = format!("\"{schema}\"");
         Statements {
             append: format!("SELECT * FROM {s}.append($1, $2, $3, $4, $5, $6, $7)"),
+            append_group: format!("SELECT * FROM {s}.append_group($1, $2, $3, $4, $5, $6, $7)"),
             outcome_of: format!("SELECT * FROM {s}.outcome_of($1)"),
             outcomes_of: format!("SELECT * FROM {s}.outcomes_of($1)"),
             sweep: format!("SELECT * FROM {s}.sweep($1)"),
             trim: format!("SELECT * FROM {s}.trim($1)"),
             delete_trimmed: format!(
+                "WITH d AS (DELETE FROM {s}.numbered WHERE seqnum IN ( \
+                    SELECT x.seqnum FROM {s}.numbered x WHERE x.seqnum < $1 \
+                    ORDER BY x.seqnum LIMIT $2) RETURNING seqnum, tags, group_id, ord), \
+                 t AS (DELETE FROM {s}.entry_tags et \
+                   USING (SELECT d.seqnum, unnest(d.tags[2:]) AS tag FROM d) x \
+                   WHERE et.tag = x.tag AND et.seqnum = x.seqnum RETURNING 1), \
+                 p AS (DELETE FROM {s}.payloads pl USING d \
+                   WHERE pl.group_id = d.group_id AND pl.ord = d.ord RETURNING 1) \
+                 SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM t), \
+                        (SELECT count(*) FROM p)"
+            ),
+            delete_trimmed_v1: format!(
                 "WITH d AS (DELETE FROM {s}.entries WHERE seqnum IN ( \
                     SELECT x.seqnum FROM {s}.entries x WHERE x.seqnum < $1 \
                     ORDER BY x.seqnum LIMIT $2) RETURNING seqnum, tags), \

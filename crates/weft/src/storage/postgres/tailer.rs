@@ -68,6 +68,14 @@ pub(super) async fn run(shared: Arc<Shared>, mut cursor: u64) {
 /// One connection's life: LISTEN, then catch up on every wake-up. Returns
 /// `Ok` when the handle closes, `Err` when the connection breaks.
 async fn tail(shared: &Arc<Shared>, cursor: &mut u64) -> Result<()> {
+    // Until this connection LISTENs, a told outcome would be lost.
+    shared.told_heard.store(false, Ordering::Release);
+    let result = tail_listening(shared, cursor).await;
+    shared.told_heard.store(false, Ordering::Release);
+    result
+}
+
+async fn tail_listening(shared: &Arc<Shared>, cursor: &mut u64) -> Result<()> {
     let timeout = shared.options.op_timeout();
     let connect = shared.config.connect(shared.tls.clone());
     let (client, mut connection) = tokio::time::timeout(timeout, connect)
@@ -79,10 +87,15 @@ async fn tail(shared: &Arc<Shared>, cursor: &mut u64) -> Result<()> {
         let heard = Arc::clone(&heard);
         let shared = Arc::clone(shared);
         let settled = super::schema::settled_channel(&shared.schema);
+        let told = super::schema::told_channel(&shared.schema);
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == told => {
+                        // Outcomes of this build's staged groups.
+                        shared.collector.told(n.payload());
+                    }
                     Ok(AsyncMessage::Notification(n)) if n.channel() == settled => {
                         // The collector asks for the groups it settled.
                         shared.collector.round_heard(n.payload());
@@ -96,20 +109,24 @@ async fn tail(shared: &Arc<Shared>, cursor: &mut u64) -> Result<()> {
                     Err(_) => break,
                 }
             }
+            shared.told_heard.store(false, Ordering::Release);
+            shared.collector.told_lost();
             heard.lost.store(true, Ordering::Release);
             heard.wake.notify_one();
         })
     };
     let _abort = AbortOnDrop(driver);
     let listen = format!(
-        "LISTEN \"{}\"; LISTEN \"{}\"",
+        "LISTEN \"{}\"; LISTEN \"{}\"; LISTEN \"{}\"",
         super::schema::channel(&shared.schema),
-        super::schema::settled_channel(&shared.schema)
+        super::schema::settled_channel(&shared.schema),
+        super::schema::told_channel(&shared.schema)
     );
     tokio::time::timeout(timeout, client.batch_execute(&listen))
         .await
         .map_err(|_| errors::timed_out(Op::Read, "tailer: listen", timeout))?
         .map_err(|e| errors::classify(e, Op::Read, "tailer: listen"))?;
+    shared.told_heard.store(true, Ordering::Release);
     let reader = Reader::prepare(shared, &client).await?;
     // The first round reads the head: what committed before LISTEN.
     let mut polled = true;

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::Shared;
-use super::collect::{PENDING_RECHECK, RoundsHeard};
+use super::collect::{PENDING_RECHECK, Shape};
 use super::errors::{self, Op};
 use super::rows::{i64_of, u64_of};
 use crate::error::{Error, ErrorKind, Result};
@@ -139,6 +139,18 @@ pub(super) struct Outcome {
 }
 
 impl Outcome {
+    /// An entry written with these numbers.
+    pub(super) fn written(seqnum: i64, version: i64, ts: i64) -> Outcome {
+        Outcome {
+            status: 0,
+            seqnum: Some(seqnum),
+            version: Some(version),
+            ts: Some(ts),
+            tag: None,
+            next: None,
+        }
+    }
+
     /// The outcome in `row`'s columns from `first` on (status, seqnum,
     /// version, ts, tag, next).
     pub(super) fn from_row(row: &tokio_postgres::Row, first: usize) -> Outcome {
@@ -192,25 +204,35 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
     }
     let ts = i64_of(shared.clock.now_ms(), "timestamp")?;
     let deadline = crate::clock::monotonic_now() + shared.options.op_timeout();
-    let (rows, seen) = loop {
+    // A group staged through append_group learns its outcome only from the
+    // round's notification, so only while the tailer hears them.
+    let told =
+        shared.installed.payloads && shared.told_heard.load(std::sync::atomic::Ordering::Acquire);
+    let (rows, seen, guard) = loop {
         // Subscribed before the call, so a round committing between the
         // answer and the wait still wakes it.
         let mut rounds = shared.rounds.subscribe();
-        // Before the call: a round heard while it stages the group counts.
+        // Before the call: a round heard while it stages the group counts,
+        // and its told outcome is kept until the group waits.
+        let guard = shared.collector.call_started();
         let seen = shared.collector.heard_now();
         let rows = shared
             .connections
             .query(
                 Op::Write,
                 "append",
-                &shared.sql.append,
+                if told {
+                    &shared.sql.append_group
+                } else {
+                    &shared.sql.append
+                },
                 &[
                     &primary, &secondary, &data, &expected, &ids, &batch_len, &ts,
                 ],
             )
             .await?;
         if !matches!(rows.as_slice(), [row] if row.get::<_, i16>(0) == STATUS_ID_PENDING) {
-            break (rows, seen);
+            break (rows, seen, guard);
         }
         // An append id of the group waits staged (an earlier try of this
         // append): nothing was staged; ask again once a round has run.
@@ -224,9 +246,17 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
         let _ = tokio::time::timeout(wait, rounds.changed()).await;
     };
     let outcomes = match staged_id(&rows) {
-        Some(id) if shared.installed.bulk_outcomes => collected(shared, id, seen)
-            .await
-            .map_err(|e| staged_and_unknown(&e))?,
+        Some(id) if shared.installed.bulk_outcomes => {
+            let shape = told.then(|| Shape {
+                primary: primary.clone(),
+                ts,
+            });
+            let waiting = shared.collector.wait_for(id, seen, shape);
+            drop(guard);
+            collected(shared, waiting)
+                .await
+                .map_err(|e| staged_and_unknown(&e))?
+        }
         Some(id) => outcome_of(shared, id)
             .await
             .map_err(|e| staged_and_unknown(&e))?
@@ -252,8 +282,10 @@ async fn call(shared: &Shared, group: &[Pending]) -> Result<Vec<Outcome>> {
 
 /// The outcome of the staged group `id`, from the handle's collector
 /// (`collect.rs`), bounded by the operation deadline.
-async fn collected(shared: &Shared, id: i64, seen: RoundsHeard) -> Result<Vec<Outcome>> {
-    let waiting = shared.collector.wait_for(id, seen);
+async fn collected(
+    shared: &Shared,
+    waiting: tokio::sync::oneshot::Receiver<Result<Vec<Outcome>>>,
+) -> Result<Vec<Outcome>> {
     match tokio::time::timeout(shared.options.op_timeout(), waiting).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(_)) => Err(Error::closed(
@@ -272,7 +304,7 @@ const STATUS_STAGED: i16 = 4;
 /// The append function's argument for [`Expected::StreamExists`].
 const STREAM_EXISTS: i64 = -1;
 /// `outcome_of`'s answer for a group neither staged nor numbered.
-const STATUS_UNKNOWN: i16 = 5;
+pub(super) const STATUS_UNKNOWN: i16 = 5;
 /// The `append` function's answer when an append id of the group is in a
 /// group still staged: nothing was staged.
 const STATUS_ID_PENDING: i16 = 7;
