@@ -85,9 +85,17 @@ async fn a_log_of_layout_1_with_a_staged_group_opens_and_reads() {
         entry(6, 2, &["orders:1"], b"shipped 1"),
     ];
     assert_eq!(summary(&all), expected);
+    // The staged group keeps its appender's stamp unless an entry numbered
+    // before it is stamped later: times are monotonic within the log.
     assert_eq!(
-        all[4].timestamp_ms, 1_764_790_000_000,
+        all[4].timestamp_ms,
+        all[3].timestamp_ms.max(1_764_790_000_000),
         "the staged timestamp"
+    );
+    assert!(
+        all.windows(2).all(|w| w[0].timestamp_ms <= w[1].timestamp_ms),
+        "timestamps go down: {:?}",
+        all.iter().map(|e| e.timestamp_ms).collect::<Vec<_>>()
     );
 
     // By tag, primary and secondary.
