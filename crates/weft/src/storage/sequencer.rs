@@ -222,6 +222,7 @@ impl<V: VersionTable> Sequencer<V> {
             tags: entry.tags,
             data: entry.data,
             timestamp_ms,
+            append_id: entry.append_id,
         })
     }
 
