@@ -8,7 +8,6 @@ use weft::Log;
 
 use crate::metrics::Counters;
 use crate::options::ServerOptions;
-use crate::streams::StreamTable;
 
 /// Whether this server takes appends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +52,6 @@ pub struct Shared {
     pub options: ServerOptions,
     /// The counters `/metrics` shows.
     pub counters: Counters,
-    /// Streams seen, for `/v1/streams`.
-    pub streams: StreamTable,
     /// Encoded subscription events of recent entries.
     pub events: crate::routes::subscribe::EventCache,
     /// Requests in flight.
@@ -91,14 +88,12 @@ impl Shared {
             backend: backend.into(),
             options,
             counters: Counters::default(),
-            streams: StreamTable::default(),
             events: Default::default(),
             requests,
             body_bytes,
             shutdown: watch::Sender::new(false),
             extra_metrics: std::sync::OnceLock::new(),
         });
-        shared.streams.follow(log);
         shared
     }
 
@@ -127,10 +122,8 @@ impl Shared {
     /// leader that stepped down).
     pub fn replace(&self, current: Current) {
         let role = current.role;
-        let log = current.log.clone();
         *self.current.write().expect("current lock") = current;
         self.role_tx.send_replace(role);
-        self.streams.follow(log);
     }
 
     /// Updates what a follower knows about its leader.

@@ -289,8 +289,13 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
                         break;
                     };
                     text.push_str(&String::from_utf8_lossy(&chunk?));
-                    while let Some(end) = text.find("\n\n") {
-                        let event: String = text.drain(..end + 2).collect();
+                    // Every whole event in the buffer, then one drain: a
+                    // drain per event moved the rest of the buffer each
+                    // time, quadratic in the events a chunk carries.
+                    let mut at = 0;
+                    while let Some(end) = text[at..].find("\n\n") {
+                        let event = &text[at..at + end];
+                        at += end + 2;
                         let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: "))
                         else {
                             continue;
@@ -301,6 +306,7 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
                         lag.push(Duration::from_nanos(now.saturating_sub(sent)));
                         got += 1;
                     }
+                    text.drain(..at);
                 }
                 anyhow::Ok((got, lag))
             }));
