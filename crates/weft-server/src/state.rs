@@ -77,9 +77,9 @@ impl Shared {
         let body_bytes = Arc::new(Semaphore::new(
             limits.max_in_flight_bytes.clamp(1, Semaphore::MAX_PERMITS),
         ));
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             current: RwLock::new(Current {
-                log: log.clone(),
+                log,
                 role,
                 leader: None,
                 lease_holder: None,
@@ -93,8 +93,7 @@ impl Shared {
             body_bytes,
             shutdown: watch::Sender::new(false),
             extra_metrics: std::sync::OnceLock::new(),
-        });
-        shared
+        })
     }
 
     /// Sets the hook that renders the process's global metrics recorder

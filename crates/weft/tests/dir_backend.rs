@@ -545,7 +545,7 @@ async fn append_one_is_append_of_a_batch_of_one() {
     let entry = |t: &str, data: Vec<u8>, expected: Option<u64>, id: Option<&str>| NewEntry {
         tags: vec![tag(t)],
         data: data.into(),
-        expected_version: expected,
+        expected_version: expected.map(weft::Expected::Exact),
         append_id: id.map(str::to_owned),
     };
     let large = vec![7u8; 100 << 10];
