@@ -300,6 +300,23 @@ fn thread_cpu(prefix: &str) -> Option<(f64, f64)> {
     Some((named as f64 / ticks as f64, all as f64 / ticks as f64))
 }
 
+/// Seconds this process's threads spent runnable but waiting for a CPU
+/// (`/proc/self/task/*/schedstat`, second field), summed.
+fn runqueue_wait() -> Option<f64> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(stat) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            continue;
+        };
+        ns += stat
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(ns as f64 / 1e9)
+}
+
 /// 64 SSE subscribers while one appender adds `SUB_RATE` entries/s.
 ///
 /// The server runs on a runtime of its own (2 threads named
@@ -315,7 +332,7 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
     let mut delivered = Vec::new();
     let mut lag = Samples::new();
     let mut kept_up = true;
-    let (mut server_cores, mut other_cores) = (Vec::new(), Vec::new());
+    let (mut server_cores, mut other_cores, mut waiting) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ctx.runs {
         let log = Log::memory();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -328,6 +345,7 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
             rt.spawn(async move { serve(log, "memory").await }).await??
         };
         let cpu_before = thread_cpu(SERVER_THREADS);
+        let wait_before = runqueue_wait();
         let origin = Instant::now();
         let url = format!("{}/v1/subscribe?from=0", server.url());
         let http = reqwest::Client::new();
@@ -393,6 +411,9 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
             server_cores.push((s1 - s0) / wall);
             other_cores.push(((a1 - a0) - (s1 - s0)) / wall);
         }
+        if let (Some(w0), Some(w1)) = (wait_before, runqueue_wait()) {
+            waiting.push((w1 - w0) / wall);
+        }
         server.shutdown().await?;
         rt.shutdown_background();
     }
@@ -402,6 +423,7 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
         v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
     };
     let (server_cpu, other_cpu) = (median(&mut server_cores), median(&mut other_cores));
+    let waiting = median(&mut waiting);
     let mut load = [0f64; 3];
     // SAFETY: getloadavg writes at most 3 doubles into the array.
     let got = unsafe { libc::getloadavg(load.as_mut_ptr(), 3) };
@@ -417,7 +439,8 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
             .note(format!(
                 "p99 delivery lag {p99:.1} ms; CPU (cores, median of runs): server \
                  {server_cpu:.2}, subscribers' clients and appender {other_cpu:.2}, \
-                 of {} on the box; load average {load:.1}",
+                 of {} on the box; threads runnable but waiting for a CPU {waiting:.2} \
+                 (thread-seconds per second); load average {load:.1}",
                 std::thread::available_parallelism().map_or(0, |n| n.get())
             )),
     );
