@@ -268,14 +268,15 @@ pub struct PrevEntry {
 pub struct Stream {
     /// The tag.
     pub tag: String,
-    /// The version its next entry gets (0 for a stream without entries).
+    /// The version its next entry gets (0 for a tag never used as a
+    /// primary tag); trimmed entries included.
     pub next_version: u64,
-    /// How many entries carrying the tag the server has seen appended
-    /// since it started (see `docs/SERVER.md`).
+    /// Live entries carrying the tag, as primary or secondary tag.
     pub entries: u64,
 }
 
-/// `GET /v1/streams`: a page of streams, in tag order.
+/// `GET /v1/streams`: a page of streams, in the storage seam's stream
+/// order (`weft::storage::stream_order`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamsPage {
     /// The streams.

@@ -64,7 +64,8 @@ struct Args {
     /// Number of runs per case whose median is reported (full mode).
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Run only the cases whose name contains this text (bucket-write).
+    /// Run only the cases whose name contains this text (bucket-write,
+    /// serve).
     #[arg(long)]
     case: Option<String>,
     /// List the workloads and exit.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use reqwest::Method;
 use weft::kv::KvStore;
-use weft::storage::{Capabilities, CommitFeed, NewEntry};
+use weft::storage::{Capabilities, CommitFeed, NewEntry, StreamInfo};
 use weft::{AppendResult, Error, Freshness, LogEntry, LogTag, Result, Storage, Tip};
 use weft_api::body::{self, AppendBody, AppendReply, EntriesPage, PrevEntry, VersionsPage};
 
@@ -279,6 +279,42 @@ impl Storage for RemoteStorage {
             )
             .await?;
         Ok(stream.next_version.checked_sub(1))
+    }
+
+    /// `GET /v1/streams` from `from`, following `next` until `max` rows
+    /// (the server caps a page).
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.shared.check_open()?;
+        let mut out: Vec<StreamInfo> = Vec::new();
+        let mut cursor: Option<(&str, String)> = from.map(|t| ("from", t.to_string()));
+        while out.len() < max {
+            let mut params = vec![("limit", (max - out.len()).to_string())];
+            params.extend(cursor.clone());
+            let page: body::StreamsPage = self
+                .shared
+                .api
+                .call(
+                    Method::GET,
+                    &["v1", "streams"],
+                    &params,
+                    None::<&()>,
+                    Effect::Read,
+                )
+                .await?;
+            for s in page.streams {
+                out.push(StreamInfo {
+                    tag: s.tag.parse::<LogTag>()?,
+                    next_version: s.next_version,
+                    entries: s.entries,
+                });
+            }
+            match page.next {
+                Some(next) => cursor = Some(("after", next)),
+                None => break,
+            }
+        }
+        out.truncate(max);
+        Ok(out)
     }
 
     async fn trim(&self, through: u64) -> Result<()> {

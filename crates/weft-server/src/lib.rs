@@ -19,8 +19,7 @@
 //! (tokens and scopes), [`state`] (what handlers share), [`reply`] (errors
 //! as answers), [`routes`] (one module per group of routes), [`limits`]
 //! (the middleware that sheds load and applies deadlines), [`metrics`],
-//! [`streams`] (the stream table the console lists), [`run`] (listening,
-//! TLS, draining).
+//! [`run`] (listening, TLS, draining).
 
 pub mod auth;
 pub mod limits;
@@ -30,7 +29,6 @@ pub mod reply;
 pub mod routes;
 pub mod run;
 pub mod state;
-pub mod streams;
 
 pub use auth::{Scope, Tokens};
 pub use options::{Limits, ServerOptions, TlsFiles};

@@ -8,7 +8,6 @@ use weft::Log;
 
 use crate::metrics::Counters;
 use crate::options::ServerOptions;
-use crate::streams::StreamTable;
 
 /// Whether this server takes appends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +52,6 @@ pub struct Shared {
     pub options: ServerOptions,
     /// The counters `/metrics` shows.
     pub counters: Counters,
-    /// Streams seen, for `/v1/streams`.
-    pub streams: StreamTable,
     /// Encoded subscription events of recent entries.
     pub events: crate::routes::subscribe::EventCache,
     /// Requests in flight.
@@ -80,9 +77,9 @@ impl Shared {
         let body_bytes = Arc::new(Semaphore::new(
             limits.max_in_flight_bytes.clamp(1, Semaphore::MAX_PERMITS),
         ));
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             current: RwLock::new(Current {
-                log: log.clone(),
+                log,
                 role,
                 leader: None,
                 lease_holder: None,
@@ -91,15 +88,12 @@ impl Shared {
             backend: backend.into(),
             options,
             counters: Counters::default(),
-            streams: StreamTable::default(),
             events: Default::default(),
             requests,
             body_bytes,
             shutdown: watch::Sender::new(false),
             extra_metrics: std::sync::OnceLock::new(),
-        });
-        shared.streams.follow(log);
-        shared
+        })
     }
 
     /// Sets the hook that renders the process's global metrics recorder
@@ -127,10 +121,8 @@ impl Shared {
     /// leader that stepped down).
     pub fn replace(&self, current: Current) {
         let role = current.role;
-        let log = current.log.clone();
         *self.current.write().expect("current lock") = current;
         self.role_tx.send_replace(role);
-        self.streams.follow(log);
     }
 
     /// Updates what a follower knows about its leader.

@@ -77,6 +77,7 @@ macro_rules! conformance_suite {
                 concurrent_appenders_get_dense_unique_numbers,
                 batches_are_atomic,
                 trim_makes_old_reads_fail_clearly,
+                streams_list_every_stream_in_order,
                 subscription_hands_over_from_backlog_to_live,
                 tail_subscription_sees_only_new_entries,
                 filtered_subscriptions_pass_sparse_stretches,
@@ -626,6 +627,94 @@ pub async fn trim_makes_old_reads_fail_clearly(f: Fixture) {
     let mut sub = log.subscribe(&t, Position::At(0));
     let first = within("trimmed subscription", sub.next()).await.unwrap();
     assert_eq!(first.unwrap_err().kind(), ErrorKind::Trimmed);
+}
+
+/// Every stream as `(tag, next version, live entries)`, walked in pages
+/// of `page` (each page from the last tag of the one before, dropping it).
+async fn stream_list(log: &Log, page: usize) -> Vec<(String, u64, u64)> {
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    let mut from: Option<LogTag> = None;
+    loop {
+        let rows = log.streams(from.as_ref(), page + 1).await.unwrap();
+        let more = rows.len() == page + 1;
+        let rows: Vec<_> = match &from {
+            Some(f) => {
+                assert_eq!(
+                    rows.first().map(|r| &r.tag),
+                    Some(f),
+                    "a page starts at `from`"
+                );
+                rows.into_iter().skip(1).collect()
+            }
+            None => rows,
+        };
+        for r in &rows {
+            out.push((r.tag.to_string(), r.next_version, r.entries));
+        }
+        match rows.last() {
+            Some(last) if more => from = Some(last.tag.clone()),
+            _ => return out,
+        }
+    }
+}
+
+/// The stream list names every stream of the log (primary and secondary
+/// tags), in the seam's stream order (shorter namespaces first, then
+/// bytes; shorter keys first), with next versions and live entry counts;
+/// pages join up; a trim lowers the counts, drops tags left without live
+/// entries and keeps streams' next versions.
+pub async fn streams_list_every_stream_in_order(f: Fixture) {
+    let log = f.log;
+    assert!(log.streams(None, 10).await.unwrap().is_empty());
+    let appends: [(&str, &[&str]); 6] = [
+        ("b", &[]),
+        ("b", &["b:k1"]),
+        ("aa", &["b:k2"]),
+        ("audit", &["b:k1", "zz"]),
+        ("z:q", &[]),
+        ("b", &[]),
+    ];
+    for (primary, secondary) in appends {
+        let mut req = AppendRequest::new(tag(primary), "x");
+        for s in secondary {
+            req = req.with_tag(tag(s));
+        }
+        log.append(req).await.unwrap();
+    }
+    let row = |t: &str, v: u64, n: u64| (t.to_owned(), v, n);
+    let want = vec![
+        row("b", 3, 3),
+        row("b:k1", 0, 2),
+        row("b:k2", 0, 1),
+        row("z:q", 1, 1),
+        row("aa", 1, 1),
+        row("zz", 0, 1),
+        row("audit", 1, 1),
+    ];
+    assert_eq!(stream_list(&log, 100).await, want);
+    assert_eq!(stream_list(&log, 2).await, want, "pages of two");
+    assert_eq!(stream_list(&log, 1).await, want, "pages of one");
+    // From a tag that is not in the log: the next one in order.
+    let from = log.streams(Some(&tag("b:k")), 2).await.unwrap();
+    let from: Vec<String> = from.iter().map(|r| r.tag.to_string()).collect();
+    assert_eq!(from, ["b:k1", "b:k2"]);
+    assert!(log.streams(None, 0).await.unwrap().is_empty());
+
+    log.trim(2).await.unwrap();
+    let want = vec![
+        row("b", 3, 1),
+        row("b:k1", 0, 1),
+        row("z:q", 1, 1),
+        row("aa", 1, 0),
+        row("zz", 0, 1),
+        row("audit", 1, 1),
+    ];
+    assert_eq!(stream_list(&log, 100).await, want, "after a trim");
+    assert_eq!(
+        stream_list(&log, 2).await,
+        want,
+        "after a trim, pages of two"
+    );
 }
 
 /// A subscription delivers the backlog, then live entries, with no gap and

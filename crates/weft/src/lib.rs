@@ -87,7 +87,7 @@ pub use log::{
     Subscription, TypedEntries, TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
-pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, Tip};
+pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, StreamInfo, Tip};
 
 /// The `tracing` target of the one warning a bucket writer or follower
 /// logs when filling in its history (the entries before the point it

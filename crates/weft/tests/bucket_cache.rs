@@ -182,3 +182,51 @@ async fn by_tag_from(log: &Log, t: &str, from: u64) -> Vec<u64> {
         .map(|e| e.seqnum)
         .collect()
 }
+
+/// The stream list of a writer whose numbers live in a cache directory
+/// (the persistent index) passes the conformance check; a follower with
+/// its own directory, and the writer reopened on its directory, list the
+/// same streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_list_is_answered_from_the_cache_dir_index() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let wdir = tempfile::tempdir().unwrap();
+    let open_writer = || {
+        let store = store.clone();
+        let path = wdir.path().to_path_buf();
+        async move {
+            Log::new(
+                BucketStorage::open(store, PREFIX, options(Some(&path)))
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let w = open_writer().await;
+    weft_testkit::conformance::streams_list_every_stream_in_order(
+        weft_testkit::conformance::Fixture::new(w.clone()),
+    )
+    .await;
+    let want = w.streams(None, 100).await.unwrap();
+    assert_eq!(want.len(), 6);
+    let next = w.tip().await.unwrap().next;
+    let fdir = tempfile::tempdir().unwrap();
+    let f = Log::new(
+        BucketFollower::open(store.clone(), PREFIX, follower_options(Some(fdir.path())))
+            .await
+            .unwrap(),
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while f.tip().await.unwrap().next < next {
+            weft::clock::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the follower catches up");
+    assert_eq!(f.streams(None, 100).await.unwrap(), want);
+    f.close().await.unwrap();
+    w.close().await.unwrap();
+    let w = open_writer().await;
+    assert_eq!(w.streams(None, 100).await.unwrap(), want);
+    w.close().await.unwrap();
+}

@@ -18,7 +18,7 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use weft::kv::KvStore;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::storage::{Capabilities, CommitFeed, NewEntry};
+use weft::storage::{Capabilities, CommitFeed, NewEntry, StreamInfo};
 use weft::{
     AppendRequest, AppendResult, DirStorage, ErrorDetail, ErrorKind, Freshness, Log, LogEntry,
     LogTag, MemoryStorage, Position, Result, Storage, Tip,
@@ -322,6 +322,9 @@ impl Storage for CountingReads {
     }
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.inner.latest_version(tag).await
+    }
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.inner.streams(from, max).await
     }
     async fn trim(&self, through: u64) -> Result<()> {
         self.inner.trim(through).await

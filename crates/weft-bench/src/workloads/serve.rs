@@ -199,6 +199,9 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     for backend in ["memory", "dir"] {
         for clients in [1usize, 16, 256] {
             let case = format!("{backend}, {clients} clients, {RECORD} B");
+            if !ctx.want(&case) {
+                continue;
+            }
             let (mut base, mut single, mut piped) = (Vec::new(), Vec::new(), Vec::new());
             let (mut base_lat, mut single_lat, mut piped_lat) =
                 (Samples::new(), Samples::new(), Samples::new());
@@ -263,15 +266,86 @@ fn latency_rows(report: &mut Report, case: &str, base: &Row, single: &Row) {
     }
 }
 
+/// The name of the server runtime's threads in the subscriber case.
+const SERVER_THREADS: &str = "bench-server";
+
+/// CPU seconds (user + system) of this process's threads whose name
+/// starts with `prefix`, and of all its threads, from `/proc/self/task`
+/// (`None` off Linux).
+fn thread_cpu(prefix: &str) -> Option<(f64, f64)> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return None;
+    }
+    let (mut named, mut all) = (0u64, 0u64);
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(stat) = std::fs::read_to_string(task.ok()?.path().join("stat")) else {
+            continue; // the thread ended meanwhile
+        };
+        // `pid (comm) state ...`: comm may hold spaces, so split at the
+        // last parenthesis; utime and stime are fields 14 and 15.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let cpu = rest.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + rest.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        all += cpu;
+        if comm.starts_with(prefix) {
+            named += cpu;
+        }
+    }
+    Some((named as f64 / ticks as f64, all as f64 / ticks as f64))
+}
+
+/// Seconds this process's threads spent runnable but waiting for a CPU
+/// (`/proc/self/task/*/schedstat`, second field), summed.
+fn runqueue_wait() -> Option<f64> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(stat) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            continue;
+        };
+        ns += stat
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(ns as f64 / 1e9)
+}
+
 /// 64 SSE subscribers while one appender adds `SUB_RATE` entries/s.
+///
+/// The server runs on a runtime of its own (2 threads named
+/// [`SERVER_THREADS`]), so the same run tells the server's CPU from the
+/// subscribers' clients' and the appender's (this process's other
+/// threads): on a box of two shared cores, the clients' parsing of
+/// 640 k events/s is a ceiling of its own.
 async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<()> {
     let case = format!("{SUBSCRIBERS} subscribers, {SUB_RATE} appends/s, memory");
+    if !ctx.want(&case) {
+        return Ok(());
+    }
     let mut delivered = Vec::new();
     let mut lag = Samples::new();
     let mut kept_up = true;
+    let (mut server_cores, mut other_cores, mut waiting) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ctx.runs {
         let log = Log::memory();
-        let server = serve(log.clone(), "memory").await?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(SERVER_THREADS)
+            .enable_all()
+            .build()?;
+        let server = {
+            let log = log.clone();
+            rt.spawn(async move { serve(log, "memory").await }).await??
+        };
+        let cpu_before = thread_cpu(SERVER_THREADS);
+        let wait_before = runqueue_wait();
         let origin = Instant::now();
         let url = format!("{}/v1/subscribe?from=0", server.url());
         let http = reqwest::Client::new();
@@ -289,8 +363,13 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
                         break;
                     };
                     text.push_str(&String::from_utf8_lossy(&chunk?));
-                    while let Some(end) = text.find("\n\n") {
-                        let event: String = text.drain(..end + 2).collect();
+                    // Every whole event in the buffer, then one drain: a
+                    // drain per event moved the rest of the buffer each
+                    // time, quadratic in the events a chunk carries.
+                    let mut at = 0;
+                    while let Some(end) = text[at..].find("\n\n") {
+                        let event = &text[at..at + end];
+                        at += end + 2;
                         let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: "))
                         else {
                             continue;
@@ -301,6 +380,7 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
                         lag.push(Duration::from_nanos(now.saturating_sub(sent)));
                         got += 1;
                     }
+                    text.drain(..at);
                 }
                 anyhow::Ok((got, lag))
             }));
@@ -325,10 +405,29 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
             got_all += got;
             lag.extend(&l);
         }
-        delivered.push(got_all as f64 / started.elapsed().as_secs_f64());
+        let wall = started.elapsed().as_secs_f64();
+        delivered.push(got_all as f64 / wall);
+        if let (Some((s0, a0)), Some((s1, a1))) = (cpu_before, thread_cpu(SERVER_THREADS)) {
+            server_cores.push((s1 - s0) / wall);
+            other_cores.push(((a1 - a0) - (s1 - s0)) / wall);
+        }
+        if let (Some(w0), Some(w1)) = (wait_before, runqueue_wait()) {
+            waiting.push((w1 - w0) / wall);
+        }
         server.shutdown().await?;
+        rt.shutdown_background();
     }
     let p99 = lag.summary().map_or(f64::NAN, |l| l.p99);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let (server_cpu, other_cpu) = (median(&mut server_cores), median(&mut other_cores));
+    let waiting = median(&mut waiting);
+    let mut load = [0f64; 3];
+    // SAFETY: getloadavg writes at most 3 doubles into the array.
+    let got = unsafe { libc::getloadavg(load.as_mut_ptr(), 3) };
+    let load = if got >= 1 { load[0] } else { f64::NAN };
     report.add(
         Row::new(W, &case, "server-sent events, all subscribers")
             .value(delivered, "entries/s")
@@ -337,7 +436,13 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
                 "every subscriber keeps up, p99 lag ≤ 100 ms",
                 kept_up && p99 <= 100.0,
             )
-            .note(format!("p99 delivery lag {p99:.1} ms")),
+            .note(format!(
+                "p99 delivery lag {p99:.1} ms; CPU (cores, median of runs): server \
+                 {server_cpu:.2}, subscribers' clients and appender {other_cpu:.2}, \
+                 of {} on the box; threads runnable but waiting for a CPU {waiting:.2} \
+                 (thread-seconds per second); load average {load:.1}",
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            )),
     );
     Ok(())
 }

@@ -224,23 +224,52 @@ pub async fn tip(State(shared): State<Arc<Shared>>) -> ApiResult<Json<Tip>> {
 #[derive(Debug, Deserialize)]
 pub struct StreamsQuery {
     after: Option<String>,
+    from: Option<String>,
     limit: Option<usize>,
 }
 
-/// `GET /v1/streams?after=&limit=`: streams in tag order.
+/// `GET /v1/streams?after=&from=&limit=`: the log's streams in the storage
+/// seam's stream order, from its index or tables
+/// ([`Log::streams`](weft::Log::streams)); `after` starts after a tag,
+/// `from` at one.
 pub async fn streams(
     State(shared): State<Arc<Shared>>,
     query: Result<Query<StreamsQuery>, QueryRejection>,
 ) -> ApiResult<Json<StreamsPage>> {
     let Query(q) = query.map_err(rejection)?;
-    let (rows, next) = shared.streams.page(q.after.as_deref(), page_size(q.limit));
+    let limit = page_size(q.limit);
+    let (start, skip) = match (&q.after, &q.from) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::new(Error::invalid_input(
+                "give `after` or `from`, not both",
+            )));
+        }
+        (Some(a), None) => (Some(tag(a)?), true),
+        (None, Some(f)) => (Some(tag(f)?), false),
+        (None, None) => (None, false),
+    };
+    // One more than the page, to tell whether there are more (and to drop
+    // `after` itself).
+    let mut rows = shared
+        .log()
+        .streams(start.as_ref(), limit.saturating_add(2))
+        .await?;
+    if skip && rows.first().map(|r| &r.tag) == start.as_ref() {
+        rows.remove(0);
+    }
+    let next = if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(|r| r.tag.to_string())
+    } else {
+        None
+    };
     Ok(Json(StreamsPage {
         streams: rows
             .into_iter()
-            .map(|(tag, row)| Stream {
-                tag,
-                next_version: row.next_version,
-                entries: row.entries,
+            .map(|r| Stream {
+                tag: r.tag.to_string(),
+                next_version: r.next_version,
+                entries: r.entries,
             })
             .collect(),
         next,
@@ -248,15 +277,21 @@ pub async fn streams(
 }
 
 /// `GET /v1/streams/{tag}`: the stream's next version (asked of the log)
-/// and its entry count (from the stream table).
+/// and its live entries (from the log's stream list).
 pub async fn stream(
     State(shared): State<Arc<Shared>>,
     name: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Stream>> {
     let Path(name) = name.map_err(rejection)?;
     let t = tag(&name)?;
-    let next_version = shared.log().next_version(&t).await?;
-    let entries = shared.streams.get(&t.to_string()).map_or(0, |r| r.entries);
+    let log = shared.log();
+    let next_version = log.next_version(&t).await?;
+    let entries = log
+        .streams(Some(&t), 1)
+        .await?
+        .into_iter()
+        .find(|r| r.tag == t)
+        .map_or(0, |r| r.entries);
     Ok(Json(Stream {
         tag: t.to_string(),
         next_version,

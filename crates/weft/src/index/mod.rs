@@ -785,6 +785,64 @@ impl Index {
         Ok(rows.into_iter().map(|(t, r)| (t, r.next_version)).collect())
     }
 
+    /// Up to `max` streams at or after `from` in
+    /// [`stream_order`](crate::storage::stream_order) (the tag table's key
+    /// order), as [`Storage::streams`](crate::Storage::streams) lists
+    /// them: tags with a next version or live entries. Reads the tag table
+    /// from `from` on and the tail's tags; each stream's count reads one
+    /// row per chunk of its live seqnums ([`Index::count`]), so a page
+    /// costs time in its streams' entries and memory in `max`, never in
+    /// the number of streams.
+    ///
+    /// Errors: `Corrupt`; I/O kinds.
+    pub fn streams(
+        &self,
+        from: Option<&LogTag>,
+        max: usize,
+    ) -> Result<Vec<crate::storage::StreamInfo>> {
+        use std::ops::Bound;
+        let mut out = Vec::new();
+        let mut lower: Bound<LogTag> =
+            from.map_or(Bound::Unbounded, |t| Bound::Included(t.clone()));
+        while out.len() < max {
+            let want = max - out.len();
+            // The tail first: a tag the flusher moves meanwhile is in the
+            // store by the time the store is read.
+            let in_tail = self.read_state().tail.tags_from(lower.as_ref(), want);
+            let key = match &lower {
+                Bound::Included(t) => Bound::Included(crate::format::index::tag_key(t)),
+                Bound::Excluded(t) => Bound::Excluded(crate::format::index::tag_key(t)),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let stored = self.read(|s| s.tags_after(key, want))?;
+            let mut tags: Vec<LogTag> = stored.into_iter().chain(in_tail).collect();
+            tags.sort_by(crate::storage::stream_order);
+            tags.dedup();
+            tags.truncate(want);
+            let full = tags.len() == want;
+            let Some(last) = tags.last().cloned() else {
+                break;
+            };
+            for tag in tags {
+                let next_version = self.next_version(&tag)?;
+                let entries = self.count(&tag)?;
+                // A secondary tag whose entries were all trimmed away.
+                if next_version > 0 || entries > 0 {
+                    out.push(crate::storage::StreamInfo {
+                        tag,
+                        next_version,
+                        entries,
+                    });
+                }
+            }
+            if !full {
+                break;
+            }
+            lower = Bound::Excluded(last);
+        }
+        Ok(out)
+    }
+
     /// The primary tags none of whose entries lies after `through`, with
     /// their next versions: what a trim through `through` must remember
     /// outside the index, since no live entry will carry their numbering.

@@ -704,6 +704,24 @@ impl Store {
         Ok(out)
     }
 
+    /// Up to `max` tags after `lower` (a [`tag_key`] bound), in key order.
+    pub(super) fn tags_after(
+        &self,
+        lower: std::ops::Bound<Vec<u8>>,
+        max: usize,
+    ) -> Result<Vec<LogTag>> {
+        let mut out = Vec::new();
+        let range = (lower, std::ops::Bound::Excluded(WITNESS.to_vec()));
+        for g in self.tags.range(range) {
+            if out.len() >= max {
+                break;
+            }
+            let key = g.key().map_err(|e| map_err("read the log index", e))?;
+            out.push(decode_tag_key(&key)?);
+        }
+        Ok(out)
+    }
+
     /// Records a trim point and version floors.
     pub(super) fn trim(&self, first: u64, floors: &[(LogTag, u64)]) -> Result<()> {
         let _writer = self.writer();

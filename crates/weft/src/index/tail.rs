@@ -210,6 +210,26 @@ impl Tail {
         }
     }
 
+    /// Up to `max` tags entries held here carry, those after `lower` in
+    /// [`stream_order`](crate::storage::stream_order), in that order.
+    pub(super) fn tags_from(&self, lower: std::ops::Bound<&LogTag>, max: usize) -> Vec<LogTag> {
+        use std::cmp::Ordering::{Greater, Less};
+        use std::ops::Bound;
+        let mut tags: Vec<LogTag> = self
+            .by_tag
+            .keys()
+            .filter(|t| match lower {
+                Bound::Included(l) => crate::storage::stream_order(t, l) != Less,
+                Bound::Excluded(l) => crate::storage::stream_order(t, l) == Greater,
+                Bound::Unbounded => true,
+            })
+            .cloned()
+            .collect();
+        tags.sort_by(crate::storage::stream_order);
+        tags.truncate(max);
+        tags
+    }
+
     /// How many seqnums `>= from` held here carry `tag`.
     pub(super) fn count(&self, tag: &LogTag, from: u64) -> u64 {
         self.by_tag.get(tag).map_or(0, |list| {

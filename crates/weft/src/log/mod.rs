@@ -46,7 +46,7 @@ use futures::TryStreamExt;
 use crate::error::{Error, Result};
 use crate::kv::ViewKv;
 use crate::model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
-use crate::storage::{MemoryStorage, NewEntry, Storage, Tip};
+use crate::storage::{MemoryStorage, NewEntry, Storage, StreamInfo, Tip};
 
 pub use paged::{EntryStream, PAGE_ENTRIES};
 pub use subscribe::{Delivery, FilteredSubscription, Subscription};
@@ -289,6 +289,16 @@ impl Log {
     /// Errors: as [`Log::tip`].
     pub async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.storage.latest_version(tag).await
+    }
+
+    /// Up to `max` of the log's streams, from `from` on (inclusive), in
+    /// [`stream_order`](crate::storage::stream_order): each with its next
+    /// version and its live entries (see [`Storage::streams`]). Page on
+    /// with `from` the last tag of a page and drop that first row.
+    ///
+    /// Errors: as [`Log::tip`].
+    pub async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.storage.streams(from, max).await
     }
 
     /// The version the next entry with primary tag `tag` will get: the

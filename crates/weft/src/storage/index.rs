@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::{StreamInfo, stream_order};
 use crate::error::{Error, Result};
 use crate::model::LogTag;
 
@@ -210,6 +211,74 @@ impl LogIndex {
         let stream = self.by_version.get(tag)?;
         let before = stream.seqnums.partition_point(|&s| s < seqnum);
         Some(stream.first_version + before as u64)
+    }
+
+    /// Up to `max` streams at or after `from` in
+    /// [`stream_order`](super::stream_order), as
+    /// [`Storage::streams`](super::Storage::streams) lists them. Walks
+    /// every tag, keeping only the `max` first (a bounded heap), so the
+    /// answer costs memory in `max`, not in the number of streams.
+    pub fn streams(&self, from: Option<&LogTag>, max: usize) -> Vec<StreamInfo> {
+        use std::cmp::Ordering;
+        /// A tag ordered by the stream order, for the heap.
+        struct ByOrder<'a>(&'a LogTag);
+        impl PartialEq for ByOrder<'_> {
+            fn eq(&self, other: &Self) -> bool {
+                self.0 == other.0
+            }
+        }
+        impl Eq for ByOrder<'_> {}
+        impl PartialOrd for ByOrder<'_> {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for ByOrder<'_> {
+            fn cmp(&self, other: &Self) -> Ordering {
+                stream_order(self.0, other.0)
+            }
+        }
+        if max == 0 {
+            return Vec::new();
+        }
+        // A max-heap of the `max` smallest tags seen so far.
+        let mut heap: std::collections::BinaryHeap<ByOrder<'_>> =
+            std::collections::BinaryHeap::new();
+        let tags = self.by_version.keys().chain(
+            self.by_tag
+                .keys()
+                .filter(|t| !self.by_version.contains_key(*t)),
+        );
+        for tag in tags {
+            if from.is_some_and(|f| stream_order(tag, f) == Ordering::Less) {
+                continue;
+            }
+            let stream = self.by_version.get(tag);
+            let never = stream.is_none_or(|s| s.first_version == 0 && s.seqnums.is_empty());
+            if never && self.by_tag.get(tag).is_none_or(|l| l.is_empty()) {
+                continue;
+            }
+            if heap.len() < max {
+                heap.push(ByOrder(tag));
+            } else if heap
+                .peek()
+                .is_some_and(|top| stream_order(tag, top.0) == Ordering::Less)
+            {
+                heap.pop();
+                heap.push(ByOrder(tag));
+            }
+        }
+        heap.into_sorted_vec()
+            .into_iter()
+            .map(|ByOrder(tag)| StreamInfo {
+                tag: tag.clone(),
+                next_version: self
+                    .by_version
+                    .get(tag)
+                    .map_or(0, |s| s.first_version + s.seqnums.len() as u64),
+                entries: self.by_tag.get(tag).map_or(0, |l| l.len() as u64),
+            })
+            .collect()
     }
 
     /// Every tag with the number of live entries carrying it.

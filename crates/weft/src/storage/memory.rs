@@ -14,7 +14,7 @@ use super::append_ids::{AppendIds, check_batch_ids};
 use super::cache::EntryCache;
 use super::core::CachedLog;
 use super::sequencer::Sequencer;
-use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::Result;
 use crate::kv::{KvStore, MemoryKv};
@@ -103,6 +103,10 @@ impl Storage for MemoryStorage {
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.log.latest_version(tag)
+    }
+
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.log.streams(from, max)
     }
 
     async fn trim(&self, through: u64) -> Result<()> {

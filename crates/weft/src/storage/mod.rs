@@ -100,6 +100,30 @@ impl Tip {
     }
 }
 
+/// One stream of a log, as [`Storage::streams`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StreamInfo {
+    /// The stream's tag.
+    pub tag: LogTag,
+    /// The version the next entry with this primary tag gets (0 for a
+    /// tag that was never a primary tag); trimmed entries included.
+    pub next_version: u64,
+    /// Live entries carrying the tag, as primary or secondary tag.
+    pub entries: u64,
+}
+
+/// The order [`Storage::streams`] lists streams in, the key order of the
+/// log index (docs/INDEX.md): shorter namespaces first, then namespace
+/// bytes, then shorter keys (no key first), then key bytes.
+pub fn stream_order(a: &LogTag, b: &LogTag) -> std::cmp::Ordering {
+    fn parts(t: &LogTag) -> (usize, &[u8], usize, &[u8]) {
+        let key = t.key().unwrap_or("").as_bytes();
+        let ns = t.namespace().as_bytes();
+        (ns.len(), ns, key.len(), key)
+    }
+    parts(a).cmp(&parts(b))
+}
+
 /// How current a backend's answers to [`Storage::tip`] and
 /// [`Storage::latest_version`] are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -233,6 +257,18 @@ pub trait Storage: Send + Sync + 'static {
     ///
     /// Errors: as [`Storage::tip`].
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>>;
+
+    /// Up to `max` streams, those at or after `from` in [`stream_order`]
+    /// (every one when `from` is `None`), in that order: every tag that was
+    /// ever a primary tag (trimmed-away streams with no live entry keep
+    /// their next version) and every tag live entries carry. A backend
+    /// answers from its index or tables without holding every stream in
+    /// memory; the page is as fresh as [`Capabilities::freshness`] says
+    /// (a backend with a persistent index may miss the last moment's
+    /// appends).
+    ///
+    /// Errors: as [`Storage::tip`]; `Corrupt` when the index is damaged.
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>>;
 
     /// Drops every entry with seqnum `<= through`.
     ///

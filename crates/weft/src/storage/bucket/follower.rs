@@ -56,7 +56,7 @@ use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
-use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::store::RetryPolicy;
 use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
@@ -373,6 +373,10 @@ impl Storage for BucketFollower {
 
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.shared.latest_version(tag).await
+    }
+
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.shared.streams(from, max).await
     }
 
     async fn trim(&self, _through: u64) -> Result<()> {

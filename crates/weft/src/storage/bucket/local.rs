@@ -387,6 +387,18 @@ impl LocalState {
         Ok(Plan::Wait)
     }
 
+    /// Every stream is known only once the history is filled in.
+    fn streams(
+        &self,
+        from: Option<&LogTag>,
+        max: usize,
+    ) -> Result<Plan<Vec<crate::storage::StreamInfo>>> {
+        if self.pending.is_some() {
+            return Ok(Plan::Wait);
+        }
+        self.index.streams(from, max).map(Plan::Ready)
+    }
+
     fn latest_version(&self, tag: &LogTag) -> Result<Plan<Option<u64>>> {
         let Some(p) = &self.pending else {
             return self.index.latest_version(tag).map(Plan::Ready);
@@ -604,6 +616,16 @@ impl LocalLog {
     /// See [`Storage::latest_version`](crate::Storage::latest_version).
     pub(crate) async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.answer(|s| s.latest_version(tag)).await
+    }
+
+    /// See [`Storage::streams`](crate::Storage::streams): waits until the
+    /// history is filled in.
+    pub(crate) async fn streams(
+        &self,
+        from: Option<&LogTag>,
+        max: usize,
+    ) -> Result<Vec<crate::storage::StreamInfo>> {
+        self.answer(|s| s.streams(from, max)).await
     }
 
     /// Closes the handle and ends every subscription.

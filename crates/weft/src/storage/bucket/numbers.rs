@@ -155,6 +155,18 @@ impl Numbers {
         }
     }
 
+    /// See [`Storage::streams`](crate::Storage::streams).
+    pub(crate) fn streams(
+        &self,
+        from: Option<&LogTag>,
+        max: usize,
+    ) -> Result<Vec<crate::storage::StreamInfo>> {
+        match self {
+            Numbers::Memory(i) => Ok(i.streams(from, max)),
+            Numbers::Disk(i, _) => i.streams(from, max),
+        }
+    }
+
     pub(crate) fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         match self {
             Numbers::Memory(i) => Ok(i.latest_version(tag)),

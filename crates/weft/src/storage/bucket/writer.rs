@@ -97,7 +97,7 @@ use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::append_ids::{AppendIds, check_batch_ids};
 use crate::storage::sequencer::{MemoryVersions, Sequencer};
-use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::store::RetryPolicy;
 use crate::wal::{CheckpointPolicy, Durability, Producer, SnapshotWriter};
 
@@ -807,6 +807,10 @@ impl Storage for BucketStorage {
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.check_streams([tag]).await?;
         self.shared.log.latest_version(tag).await
+    }
+
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.shared.log.streams(from, max).await
     }
 
     /// Stores the numbering state as of `through` as the WAL's snapshot and

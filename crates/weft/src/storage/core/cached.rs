@@ -4,7 +4,7 @@ use super::{Gate, Visible};
 use crate::error::Result;
 use crate::model::{LogEntry, LogTag};
 use crate::storage::cache::EntryCache;
-use crate::storage::{CommitFeed, Tip};
+use crate::storage::{CommitFeed, StreamInfo, Tip};
 
 /// A [`Gate`] and a [`Visible`] [`EntryCache`]: every read and tip query
 /// of a backend that keeps its live entries in memory.
@@ -87,6 +87,12 @@ impl CachedLog {
     pub fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.gate.check_open()?;
         Ok(self.visible.read().index().latest_version(tag))
+    }
+
+    /// See [`Storage::streams`](crate::Storage::streams).
+    pub fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.gate.check_open()?;
+        Ok(self.visible.read().index().streams(from, max))
     }
 
     /// Closes the handle and ends every subscription; true when this call

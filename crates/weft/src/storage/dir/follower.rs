@@ -77,7 +77,7 @@ use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
 use crate::storage::core::Gate;
 use crate::storage::feed::CommittedBatch;
-use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 
 /// How a [`DirFollower`] tails its directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -781,6 +781,11 @@ impl Storage for DirFollower {
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.check_open()?;
         self.shared.state.latest_version(tag)
+    }
+
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.check_open()?;
+        self.shared.state.streams(from, max).await
     }
 
     async fn trim(&self, _through: u64) -> Result<()> {

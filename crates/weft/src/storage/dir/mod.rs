@@ -114,7 +114,7 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 
 use super::core::Gate;
-use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexVersions};
@@ -415,6 +415,11 @@ impl Storage for DirStorage {
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.check_open()?;
         self.shared.state.latest_version(tag)
+    }
+
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        self.check_open()?;
+        self.shared.state.streams(from, max).await
     }
 
     async fn trim(&self, through: u64) -> Result<()> {

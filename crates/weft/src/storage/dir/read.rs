@@ -33,7 +33,7 @@ use crate::index::Index;
 use crate::model::{LogEntry, LogTag};
 use crate::storage::core::Visible;
 use crate::storage::feed::CommittedBatch;
-use crate::storage::{CommitFeed, Tip};
+use crate::storage::{CommitFeed, StreamInfo, Tip};
 
 /// What readers see: only entries of whole batches (the writer's: synced,
 /// or, relaxed, written; a follower's: written).
@@ -256,6 +256,22 @@ impl Shelf {
     pub(super) fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         let _state = self.read();
         Ok(self.0.index.next_version(tag)?.checked_sub(1))
+    }
+
+    /// See [`Storage::streams`](crate::Storage::streams): from the log
+    /// index, on a blocking thread. Not under the read lock (a page may
+    /// read many index rows, and the writer takes the write lock to
+    /// publish): it may count a group the writer is publishing.
+    ///
+    /// Errors: the index's (`Corrupt`, I/O kinds).
+    pub(super) async fn streams(
+        &self,
+        from: Option<&LogTag>,
+        max: usize,
+    ) -> Result<Vec<StreamInfo>> {
+        let from = from.cloned();
+        self.blocking(move |shelf| shelf.0.index.streams(from.as_ref(), max))
+            .await
     }
 
     /// Runs `f` on a blocking thread.

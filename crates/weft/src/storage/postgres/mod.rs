@@ -92,7 +92,7 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Tip};
+use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::kv::KvStore;
@@ -504,6 +504,32 @@ impl Storage for PgStorage {
     /// One round trip: the stream's row as the database has it now.
     async fn latest_version(&self, tag: &LogTag) -> Result<Option<u64>> {
         self.latest_version_now(tag).await
+    }
+
+    /// One statement: the streams table and the live secondary tags, in
+    /// one snapshot. The database sorts every tag for the page (its top-N
+    /// sort keeps `max` rows), and finding the secondary-only tags reads
+    /// the live `entry_tags` rows: a page costs the database time in the
+    /// log's tags, the handle memory in `max`.
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<StreamInfo>> {
+        let from = from.map(ToString::to_string);
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = self
+            .read_rows("list streams", &self.shared.sql.streams, &[&from, &limit])
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let text: String = row.get(0);
+                let tag = text
+                    .parse::<LogTag>()
+                    .map_err(|e| Error::corrupt(format!("the log has a bad tag {text:?}: {e}")))?;
+                Ok(StreamInfo {
+                    tag,
+                    next_version: u64_of(row.get(1), "next version")?,
+                    entries: u64_of(row.get(2), "entry count")?,
+                })
+            })
+            .collect()
     }
 
     async fn trim(&self, through: u64) -> Result<()> {

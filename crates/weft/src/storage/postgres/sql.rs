@@ -39,6 +39,9 @@ pub(super) struct Statements {
     pub(super) prev_tag: String,
     pub(super) tip: String,
     pub(super) next_version: String,
+    /// `$1` the first tag (text, or null), `$2` limit:
+    /// `tag, next_version, entries` in the storage seam's stream order.
+    pub(super) streams: String,
     pub(super) kv_get: String,
     pub(super) kv_upsert: String,
     pub(super) kv_delete: String,
@@ -134,6 +137,14 @@ impl Statements {
             ),
             tip: format!("SELECT first_seqnum, next_seqnum FROM {s}.head WHERE id = 1"),
             next_version: format!("SELECT next_version FROM {s}.streams WHERE tag = $1"),
+            // Every tag that was a primary tag (streams) or that a live
+            // entry carries as a secondary one (entry_tags above the trim
+            // point), in the seam's order: namespace length, namespace
+            // bytes, then the whole tag's length and bytes (for one
+            // namespace, the key's). "C" collation: byte order.
+            streams: format!(
+                "WITH h AS (SELECT first_seqnum AS f FROM {s}.head WHERE id = 1),                  t AS (SELECT st.tag FROM {s}.streams st WHERE st.next_version > 0                        UNION                        SELECT DISTINCT et.tag FROM {s}.entry_tags et, h WHERE et.seqnum >= h.f),                  o AS (SELECT t.tag, split_part(t.tag, ':', 1) AS ns FROM t),                  p AS (SELECT o.tag, o.ns FROM o                        WHERE $1::text IS NULL                           OR (octet_length(o.ns), o.ns COLLATE \"C\",                               octet_length(o.tag), o.tag COLLATE \"C\")                           >= (octet_length(split_part($1::text, ':', 1)),                               split_part($1::text, ':', 1) COLLATE \"C\",                               octet_length($1::text), $1::text COLLATE \"C\")                        ORDER BY octet_length(o.ns), o.ns COLLATE \"C\",                                 octet_length(o.tag), o.tag COLLATE \"C\"                        LIMIT $2)                  SELECT p.tag,                         COALESCE((SELECT st.next_version FROM {s}.streams st                                    WHERE st.tag = p.tag), 0),                         (SELECT count(*) FROM {s}.entries e, h                           WHERE e.primary_tag = p.tag AND e.seqnum >= h.f)                         + (SELECT count(*) FROM {s}.entry_tags et, h                           WHERE et.tag = p.tag AND et.seqnum >= h.f)                  FROM p                  ORDER BY octet_length(p.ns), p.ns COLLATE \"C\",                           octet_length(p.tag), p.tag COLLATE \"C\""
+            ),
             kv_get: format!("SELECT value FROM {s}.kv WHERE scope = $1 AND key = $2"),
             kv_upsert: format!(
                 "INSERT INTO {s}.kv (scope, key, value) VALUES ($1, $2, $3) \
