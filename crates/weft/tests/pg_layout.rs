@@ -93,7 +93,8 @@ async fn a_log_of_layout_1_with_a_staged_group_opens_and_reads() {
         "the staged timestamp"
     );
     assert!(
-        all.windows(2).all(|w| w[0].timestamp_ms <= w[1].timestamp_ms),
+        all.windows(2)
+            .all(|w| w[0].timestamp_ms <= w[1].timestamp_ms),
         "timestamps go down: {:?}",
         all.iter().map(|e| e.timestamp_ms).collect::<Vec<_>>()
     );

@@ -202,6 +202,9 @@ impl Storage for Counting {
     async fn trim(&self, through: u64) -> Result<()> {
         self.inner.trim(through).await
     }
+    async fn streams(&self, from: Option<&LogTag>, max: usize) -> Result<Vec<weft::StreamInfo>> {
+        self.inner.streams(from, max).await
+    }
     fn feed(&self) -> &CommitFeed {
         self.inner.feed()
     }
