@@ -171,6 +171,7 @@ pub struct DirStorage {
     thread: Mutex<Option<JoinHandle<()>>>,
     kv: Arc<DirKv>,
     options: DirOptions,
+    retention: crate::retention::RetentionSlot,
 }
 
 impl std::fmt::Debug for DirStorage {
@@ -274,6 +275,7 @@ impl DirStorage {
             .replayed
             .store(opened.replayed, Ordering::Relaxed);
         let queue = Arc::new(Queue::new());
+        let retention = crate::retention::RetentionSlot::new(clock.clone());
         let writer = Writer::new(
             Arc::clone(&shared),
             Arc::clone(&queue),
@@ -297,6 +299,7 @@ impl DirStorage {
             thread: Mutex::new(Some(thread)),
             kv: Arc::new(kv),
             options,
+            retention,
         })
     }
 
@@ -420,6 +423,10 @@ impl Storage for DirStorage {
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
         self.check_open()?;
         Ok(self.kv.clone())
+    }
+
+    fn retention_slot(&self) -> Option<&crate::retention::RetentionSlot> {
+        Some(&self.retention)
     }
 
     fn capabilities(&self) -> Capabilities {
