@@ -306,7 +306,7 @@ const AGE_UNITS: [(&str, u64); 6] = [
 /// The largest whole unit of `ms`.
 fn age_text(ms: u64) -> String {
     for (unit, size) in AGE_UNITS {
-        if ms % size == 0 {
+        if ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
