@@ -290,8 +290,14 @@ fn thread_cpu(prefix: &str) -> Option<(f64, f64)> {
         };
         let comm = &stat[open + 1..close];
         let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let cpu = rest.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
-            + rest.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let cpu = rest
+            .get(11)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            + rest
+                .get(12)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
         all += cpu;
         if comm.starts_with(prefix) {
             named += cpu;
@@ -342,7 +348,8 @@ async fn subscribers(ctx: &mut Ctx, report: &mut Report, d: Duration) -> Result<
             .build()?;
         let server = {
             let log = log.clone();
-            rt.spawn(async move { serve(log, "memory").await }).await??
+            rt.spawn(async move { serve(log, "memory").await })
+                .await??
         };
         let cpu_before = thread_cpu(SERVER_THREADS);
         let wait_before = runqueue_wait();
