@@ -214,7 +214,7 @@ impl LogIndex {
     }
 
     /// Up to `max` streams at or after `from` in
-    /// [`stream_order`](super::stream_order), as
+    /// [the stream order](super::stream_order), as
     /// [`Storage::streams`](super::Storage::streams) lists them. Walks
     /// every tag, keeping only the `max` first (a bounded heap), so the
     /// answer costs memory in `max`, not in the number of streams.

@@ -180,7 +180,14 @@ pub async fn reopens_read_only_what_changed(store: Arc<dyn ObjectStore>) {
             .await
             .unwrap(),
     );
-    assert!(segment_gets.load(Ordering::SeqCst) <= 2);
+    // At most the tip check's segments plus the newest entry, read once so
+    // that new entries are stamped no earlier than it (times are monotonic
+    // within a log): a fixed number, whatever the log's length.
+    assert!(
+        segment_gets.load(Ordering::SeqCst) <= 3,
+        "{} segment GETs to open from a follower's directory",
+        segment_gets.load(Ordering::SeqCst)
+    );
     assert_eq!(w.next_version(&tag("a")).await.unwrap(), 25);
     let r = w
         .append(AppendRequest::new(tag("b"), "b-new"))
