@@ -93,6 +93,10 @@ enum Command {
     Snapshot(commands::admin::SnapshotArgs),
     /// Drop every entry through a seqnum, on every backend; streams keep their numbering.
     Trim(commands::trim::TrimArgs),
+    /// Show or set the log's retention policy (by age, count, size; protected consumers).
+    Retention(commands::retention::RetentionArgs),
+    /// List the log's named consumer positions.
+    Consumers(commands::retention::ConsumersArgs),
     /// Serve a log over HTTP: JSON API, subscriptions, pipelined appends, web console.
     Serve(commands::serve::ServeArgs),
 }
@@ -133,6 +137,7 @@ async fn run(cli: Cli) -> weft::Result<ExitCode> {
         | Command::Gc(_)
         | Command::Snapshot(_)
         | Command::Trim(_)
+        | Command::Retention(_)
         | Command::Demo(_) => true,
         _ => false,
     };
@@ -163,6 +168,8 @@ async fn command(command: Command, store: &StoreArgs) -> weft::Result<ExitCode> 
         Command::Gc(args) => commands::admin::gc(args, store).await,
         Command::Snapshot(args) => commands::admin::snapshot(args, store).await,
         Command::Trim(args) => commands::trim::run(args, store).await,
+        Command::Retention(args) => commands::retention::run(args, store).await,
+        Command::Consumers(args) => commands::retention::consumers(args, store).await,
         Command::Serve(args) => commands::serve::run(args, store).await,
     }
 }

@@ -1482,3 +1482,13 @@ fn trim_drops_entries_through_a_seqnum_on_a_directory() {
     let log = tmp.path().join("log");
     trim_cases::trim_rows(&weft, log.to_str().unwrap());
 }
+
+#[path = "retention_cases/mod.rs"]
+mod retention_cases;
+
+#[test]
+fn retention_and_consumers_on_a_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    retention_cases::retention_rows(&weft, log.to_str().unwrap(), true);
+}

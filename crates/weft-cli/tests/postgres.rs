@@ -183,3 +183,11 @@ mod trim_cases;
 fn trim_drops_entries_through_a_seqnum_on_postgres() {
     trim_cases::trim_rows(&weft, &location());
 }
+
+#[path = "retention_cases/mod.rs"]
+mod retention_cases;
+
+#[test]
+fn retention_and_consumers_on_postgres() {
+    retention_cases::retention_rows(&weft, &location(), true);
+}

@@ -1111,3 +1111,12 @@ fn trim_drops_entries_through_a_seqnum_on_a_bucket() {
     let (_, url) = bucket("trim");
     trim_cases::trim_rows(&weft, &url);
 }
+
+#[path = "retention_cases/mod.rs"]
+mod retention_cases;
+
+#[test]
+fn retention_and_consumers_on_a_bucket() {
+    let (_, url) = bucket("retention");
+    retention_cases::retention_rows(&weft, &url, false);
+}

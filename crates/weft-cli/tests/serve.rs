@@ -117,3 +117,16 @@ fn the_command_works_against_a_server() {
     served.signal("INT");
     assert!(served.wait().success());
 }
+
+#[path = "retention_cases/mod.rs"]
+mod retention_cases;
+
+/// The retention rows through a server: the policy and positions are the
+/// served log's, and `--apply` trims through it.
+#[test]
+fn retention_and_consumers_through_a_server() {
+    let served = serve(&["memory:"]);
+    retention_cases::retention_rows(&weft, served.url.as_str(), true);
+    served.signal("INT");
+    assert!(served.wait().success());
+}

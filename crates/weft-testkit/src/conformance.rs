@@ -20,8 +20,10 @@
 //! versions under concurrent appenders, exactly one winner among concurrent
 //! conditional appends, atomic batches, multi-tag reads, trim, subscription
 //! hand-over from backlog to live under concurrent appends, lagging
-//! subscribers, views, typed views, input validation, the KV, and
-//! exactly-once appends with append ids (or their refusal).
+//! subscribers, views, typed views, input validation, the KV,
+//! exactly-once appends with append ids (or their refusal), retention
+//! policies (stored with the log, applied by count, age and size, held
+//! back by protected consumers) and named consumer positions.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -33,6 +35,7 @@ use weft::error::{ErrorDetail, ErrorKind};
 use weft::log::Delivery;
 use weft::log::{JsonCodec, Log};
 use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position, TagFilter};
+use weft::retention::{Retention, RetentionPolicy, RetentionStep};
 use weft::storage::feed::FEED_CAPACITY;
 
 /// A fresh log for one check, with whatever must outlive it.
@@ -90,6 +93,12 @@ macro_rules! conformance_suite {
                 append_ids_make_retries_exactly_once,
                 concurrent_retries_of_one_id_write_it_once,
                 reads_return_append_ids,
+                retention_policy_round_trips,
+                count_retention_keeps_the_newest,
+                age_retention_follows_the_appliers_clock,
+                size_retention_keeps_the_newest_bytes,
+                retention_never_passes_a_protected_consumer,
+                consumer_positions_are_named_monotonic_and_listed,
                 closed_log_refuses_work,
             );
         }
@@ -1379,4 +1388,258 @@ pub async fn closed_log_refuses_work(f: Fixture) {
     );
     let end = within("subscription end", sub.next()).await;
     assert!(end.is_none_or(|r| r.is_err()));
+}
+
+/// Steps `retention` on `log` until a step says there is no more to do
+/// (bounded: a check that never settles fails).
+async fn settle(retention: &mut Retention, log: &Log) -> RetentionStep {
+    for _ in 0..1000 {
+        let step = retention.step(log).await.unwrap();
+        if !step.more {
+            return step;
+        }
+    }
+    panic!("retention did not settle in 1000 steps");
+}
+
+async fn append_n(log: &Log, t: &LogTag, n: usize, size: usize) -> Vec<LogEntry> {
+    for i in 0..n {
+        let mut data = format!("{i:>size$}").into_bytes();
+        data.truncate(size);
+        log.append(AppendRequest::new(t.clone(), data))
+            .await
+            .unwrap();
+    }
+    log.read_log(Position::Beginning, n + 10).await.unwrap()
+}
+
+/// A log has no retention policy until one is set; a set policy reads back
+/// exactly, an invalid one is refused, and clearing it leaves none.
+pub async fn retention_policy_round_trips(f: Fixture) {
+    let log = f.log;
+    assert_eq!(log.retention_policy().await.unwrap(), None);
+    let policy = RetentionPolicy {
+        max_age_ms: Some(7 * 86_400_000),
+        max_count: Some(1_000_000),
+        max_bytes: Some(10 << 30),
+        protect_consumers: vec!["billing".into(), "replica-1".into()],
+    };
+    log.set_retention_policy(Some(policy.clone()))
+        .await
+        .unwrap();
+    assert_eq!(log.retention_policy().await.unwrap(), Some(policy.clone()));
+    let bad = RetentionPolicy {
+        max_count: Some(0),
+        ..RetentionPolicy::default()
+    };
+    assert_eq!(
+        log.set_retention_policy(Some(bad))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(log.retention_policy().await.unwrap(), Some(policy));
+    log.set_retention_policy(None).await.unwrap();
+    assert_eq!(log.retention_policy().await.unwrap(), None);
+    // A log without a policy keeps everything.
+    let t = tag("t");
+    append_n(&log, &t, 3, 1).await;
+    let step = Retention::new(weft::clock::system())
+        .step(&log)
+        .await
+        .unwrap();
+    assert_eq!(step.trimmed_through, None);
+    assert_eq!(log.tip().await.unwrap().first, 0);
+}
+
+/// `max_count` keeps the newest entries; older reads get `Trimmed`, and
+/// streams go on numbering.
+pub async fn count_retention_keeps_the_newest(f: Fixture) {
+    let log = f.log;
+    let t = tag("t");
+    append_n(&log, &t, 10, 1).await;
+    log.set_retention_policy(Some(RetentionPolicy {
+        max_count: Some(4),
+        ..RetentionPolicy::default()
+    }))
+    .await
+    .unwrap();
+    let mut retention = Retention::new(weft::clock::system()).with_step_entries(3);
+    let step = settle(&mut retention, &log).await;
+    assert_eq!(step.held_by, None);
+    assert_eq!(log.tip().await.unwrap().first, 6);
+    let err = log.read_log(Position::At(5), 10).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Trimmed);
+    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), vec![6, 7, 8, 9]);
+    let r = log
+        .append(AppendRequest::new(t.clone(), "next"))
+        .await
+        .unwrap();
+    assert_eq!((r.seqnum, r.stream_version), (10, 10));
+    settle(&mut retention, &log).await;
+    assert_eq!(log.tip().await.unwrap().first, 7);
+}
+
+/// `max_age_ms` drops the entries older than the applier's clock minus the
+/// age, by their timestamps, and nothing newer.
+pub async fn age_retention_follows_the_appliers_clock(f: Fixture) {
+    let log = f.log;
+    let t = tag("t");
+    let entries = append_n(&log, &t, 12, 1).await;
+    let day = 86_400_000;
+    // The writer's own task (on the real clock) finds nothing a day old.
+    log.set_retention_policy(Some(RetentionPolicy {
+        max_age_ms: Some(day),
+        ..RetentionPolicy::default()
+    }))
+    .await
+    .unwrap();
+    let pivot = entries[5].timestamp_ms;
+    // An applier whose clock reads a day after entry 5 (+1 ms): every entry
+    // stamped at or before entry 5's millisecond is older than a day.
+    let clock = weft::clock::ManualClock::new(pivot + day + 1);
+    let mut retention = Retention::new(clock.clone());
+    settle(&mut retention, &log).await;
+    let kept_from = entries
+        .iter()
+        .find(|e| e.timestamp_ms > pivot)
+        .map_or(12, |e| e.seqnum);
+    assert!(kept_from >= 6);
+    assert_eq!(log.tip().await.unwrap().first, kept_from);
+    // A clock that moves on past every entry's age drops them all.
+    clock.advance(entries[11].timestamp_ms - pivot + 1);
+    settle(&mut retention, &log).await;
+    assert_eq!(log.tip().await.unwrap().first, 12);
+    assert!(log.read_all(&t).await.unwrap().is_empty());
+}
+
+/// `max_bytes` keeps the newest entries whose payloads fit the limit.
+pub async fn size_retention_keeps_the_newest_bytes(f: Fixture) {
+    let log = f.log;
+    let t = tag("t");
+    append_n(&log, &t, 10, 10).await;
+    log.set_retention_policy(Some(RetentionPolicy {
+        max_bytes: Some(35),
+        ..RetentionPolicy::default()
+    }))
+    .await
+    .unwrap();
+    let mut retention = Retention::new(weft::clock::system()).with_step_entries(4);
+    settle(&mut retention, &log).await;
+    assert_eq!(log.tip().await.unwrap().first, 7);
+    append_n(&log, &t, 2, 10).await;
+    settle(&mut retention, &log).await;
+    assert_eq!(log.tip().await.unwrap().first, 9);
+}
+
+/// A policy that protects a consumer never trims at or past its position:
+/// it waits for the consumer (and for one that never committed), and
+/// catches up when the consumer moves on.
+pub async fn retention_never_passes_a_protected_consumer(f: Fixture) {
+    let log = f.log;
+    let t = tag("t");
+    append_n(&log, &t, 10, 1).await;
+    let billing = log.consumer("billing").unwrap();
+    assert_eq!(billing.commit(3).await.unwrap(), 3);
+    // Under another filter, the same name is behind: that position holds.
+    let by_tag = log
+        .consumer_for("billing", &TagFilter::from(t.clone()))
+        .unwrap();
+    assert_eq!(by_tag.commit(2).await.unwrap(), 2);
+    log.set_retention_policy(Some(RetentionPolicy {
+        max_count: Some(2),
+        protect_consumers: vec!["billing".into()],
+        ..RetentionPolicy::default()
+    }))
+    .await
+    .unwrap();
+    let mut retention = Retention::new(weft::clock::system());
+    let step = settle(&mut retention, &log).await;
+    assert_eq!(step.wanted_through, Some(7));
+    assert_eq!(step.held_by, Some(("billing".to_owned(), 2)));
+    assert_eq!(log.tip().await.unwrap().first, 2);
+    by_tag.commit(5).await.unwrap();
+    settle(&mut retention, &log).await;
+    assert_eq!(log.tip().await.unwrap().first, 3);
+    billing.commit(9).await.unwrap();
+    by_tag.commit(9).await.unwrap();
+    let step = settle(&mut retention, &log).await;
+    assert_eq!(step.held_by, None);
+    assert_eq!(log.tip().await.unwrap().first, 8);
+    // A protected consumer that never committed holds everything.
+    log.set_retention_policy(Some(RetentionPolicy {
+        max_count: Some(1),
+        protect_consumers: vec!["billing".into(), "ghost".into()],
+        ..RetentionPolicy::default()
+    }))
+    .await
+    .unwrap();
+    let step = settle(&mut retention, &log).await;
+    assert_eq!(step.held_by, Some(("ghost".to_owned(), 0)));
+    assert_eq!(log.tip().await.unwrap().first, 8);
+}
+
+/// Consumer positions start absent, only move forward, cannot pass the
+/// log's end, are kept apart per filter and are listed for operators.
+pub async fn consumer_positions_are_named_monotonic_and_listed(f: Fixture) {
+    let log = f.log;
+    let t = tag("orders");
+    append_n(&log, &t, 5, 1).await;
+    assert!(log.consumers().await.unwrap().is_empty());
+    let a = log.consumer("indexer").unwrap();
+    assert_eq!(a.position().await.unwrap(), None);
+    assert_eq!(a.commit(2).await.unwrap(), 2);
+    assert_eq!(a.commit(1).await.unwrap(), 2);
+    assert_eq!(a.position().await.unwrap(), Some(2));
+    assert_eq!(a.commit(5).await.unwrap(), 5);
+    assert_eq!(
+        a.commit(6).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let eu = log
+        .consumer_for("indexer", &TagFilter::namespace("orders").unwrap())
+        .unwrap();
+    assert_eq!(eu.position().await.unwrap(), None);
+    eu.commit(1).await.unwrap();
+    assert_eq!(a.position().await.unwrap(), Some(5));
+    // `All` is the whole log: the unfiltered position.
+    let all = log.consumer_for("indexer", &TagFilter::All).unwrap();
+    assert_eq!(all.position().await.unwrap(), Some(5));
+    let b = log.consumer("audit").unwrap();
+    b.commit(0).await.unwrap();
+    let listed: Vec<(String, Option<String>, u64)> = log
+        .consumers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.name, c.filter, c.position))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("audit".to_owned(), None, 0),
+            ("indexer".to_owned(), None, 5),
+            ("indexer".to_owned(), Some("namespace orders".to_owned()), 1),
+        ]
+    );
+    for bad in ["", "has space", "slash/y", &"x".repeat(65)] {
+        assert_eq!(
+            log.consumer(bad).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+    // Concurrent commits of one consumer: the highest wins.
+    let mut tasks = Vec::new();
+    for p in 0..=5u64 {
+        let c = log.consumer("racer").unwrap();
+        tasks.push(tokio::spawn(async move { c.commit(p).await }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        log.consumer("racer").unwrap().position().await.unwrap(),
+        Some(5)
+    );
 }

@@ -35,6 +35,8 @@
 //! * [`storage`] — backends of the shared log behind the [`Storage`] trait.
 //! * [`log`] — the [`Log`] service, views, typed views, subscriptions.
 //! * [`kv`] — per-view key-value storage with compare-and-set.
+//! * [`retention`] — retention policies and named consumer positions,
+//!   stored with the log and applied by its writer.
 //! * [`exec`] — executors that fold the log into state.
 //!
 //! ## Cargo features
@@ -76,6 +78,7 @@ mod lru;
 pub mod model;
 mod outage;
 mod random;
+pub mod retention;
 pub mod storage;
 pub mod store;
 pub mod wal;

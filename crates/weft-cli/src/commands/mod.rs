@@ -5,6 +5,7 @@ pub(crate) mod append;
 pub(crate) mod demo;
 pub(crate) mod inspect;
 pub(crate) mod read;
+pub(crate) mod retention;
 pub(crate) mod serve;
 pub(crate) mod tail;
 pub(crate) mod trim;

@@ -46,6 +46,7 @@ use futures::TryStreamExt;
 use crate::error::{Error, Result};
 use crate::kv::ViewKv;
 use crate::model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
+use crate::retention::{Consumer, ConsumerPosition, RetentionPolicy};
 use crate::storage::{MemoryStorage, NewEntry, Storage, StreamInfo, Tip};
 
 pub use paged::{EntryStream, PAGE_ENTRIES};
@@ -72,13 +73,19 @@ impl std::fmt::Debug for Log {
 impl Log {
     /// A log over `storage`.
     pub fn new(storage: impl Storage) -> Self {
-        Log {
-            storage: Arc::new(storage),
-        }
+        Log::from_arc(Arc::new(storage))
     }
 
-    /// A log over a shared storage handle.
+    /// A log over a shared storage handle. A writer backend's background
+    /// retention task starts here, with the first log over it made inside
+    /// a tokio runtime (see [`crate::retention`]).
     pub fn from_arc(storage: Arc<dyn Storage>) -> Self {
+        crate::retention::start(&storage);
+        Log { storage }
+    }
+
+    /// A log over `storage` that starts nothing (the retention task's own).
+    pub(crate) fn from_arc_unstarted(storage: Arc<dyn Storage>) -> Self {
         Log { storage }
     }
 
@@ -383,6 +390,63 @@ impl Log {
     /// Errors: `Unsupported` when the backend has no KV.
     pub fn kv(&self, scope: LogTag) -> Result<ViewKv> {
         Ok(ViewKv::new(self.storage.kv()?, scope))
+    }
+
+    /// The log's stored retention policy, `None` when it has none (it keeps
+    /// everything).
+    ///
+    /// Errors: `Corrupt` for a stored policy this build cannot read; the
+    /// KV's kinds.
+    pub async fn retention_policy(&self) -> Result<Option<RetentionPolicy>> {
+        let kv = self.kv(crate::retention::retention_scope())?;
+        match kv.get(crate::retention::POLICY_KEY).await? {
+            None => Ok(None),
+            Some(bytes) => RetentionPolicy::decode(&bytes).map(Some),
+        }
+    }
+
+    /// Stores `policy` with the log (`None` removes it: keep everything).
+    /// The log's writer applies it in the background (see
+    /// [`crate::retention`]); one in this process is woken at once.
+    ///
+    /// Errors: `InvalidInput` for a policy that does not
+    /// [`validate`](RetentionPolicy::validate); the KV's kinds.
+    pub async fn set_retention_policy(&self, policy: Option<RetentionPolicy>) -> Result<()> {
+        let kv = self.kv(crate::retention::retention_scope())?;
+        match policy {
+            Some(p) => kv.set(crate::retention::POLICY_KEY, p.encode()?).await?,
+            None => kv.delete(crate::retention::POLICY_KEY).await?,
+        }
+        if let Some(slot) = self.storage.retention_slot() {
+            slot.nudge();
+        }
+        Ok(())
+    }
+
+    /// The named consumer `name` of the whole log: a durable position it
+    /// commits as it goes, which a retention policy can protect.
+    ///
+    /// Errors: `InvalidInput` for a bad name; `Unsupported` when the
+    /// backend has no KV.
+    pub fn consumer(&self, name: &str) -> Result<Consumer> {
+        Consumer::new(self, name, None)
+    }
+
+    /// The named consumer `name` for `filter`: a position of its own, apart
+    /// from the same name's other filters (a policy protecting `name`
+    /// protects the lowest of them).
+    ///
+    /// Errors: as [`Log::consumer`].
+    pub fn consumer_for(&self, name: &str, filter: &TagFilter) -> Result<Consumer> {
+        Consumer::new(self, name, Some(filter))
+    }
+
+    /// Every committed consumer position, sorted by name (then filter).
+    ///
+    /// Errors: `Corrupt` for stored positions this build cannot read; the
+    /// KV's kinds.
+    pub async fn consumers(&self) -> Result<Vec<ConsumerPosition>> {
+        crate::retention::list_consumers(self).await
     }
 
     /// Flushes and closes the backend; other handles then fail with `Closed`.

@@ -30,6 +30,7 @@ pub struct MemoryStorage {
     kv: Arc<MemoryKv>,
     clock: Arc<dyn Clock>,
     max_entry_bytes: usize,
+    retention: crate::retention::RetentionSlot,
 }
 
 /// The counters and the append ids, under one lock.
@@ -57,6 +58,7 @@ impl MemoryStorage {
             numbering: Mutex::new(Numbering::default()),
             log: CachedLog::new("the memory log", EntryCache::default()),
             kv: Arc::new(MemoryKv::new()),
+            retention: crate::retention::RetentionSlot::new(clock.clone()),
             clock,
             max_entry_bytes: MAX_ENTRY_BYTES,
         }
@@ -138,6 +140,10 @@ impl Storage for MemoryStorage {
 
     fn supports_append_ids(&self) -> bool {
         true
+    }
+
+    fn retention_slot(&self) -> Option<&crate::retention::RetentionSlot> {
+        Some(&self.retention)
     }
 
     async fn close(&self) -> Result<()> {

@@ -290,6 +290,14 @@ pub trait Storage: Send + Sync + 'static {
     /// What the backend can do.
     fn capabilities(&self) -> Capabilities;
 
+    /// The slot of the background task that applies the log's retention
+    /// policy, for a backend whose handle is (or may act as) the log's
+    /// writer; `None` (the default) runs no task (followers, clients of a
+    /// server, whose server runs it).
+    fn retention_slot(&self) -> Option<&crate::retention::RetentionSlot> {
+        None
+    }
+
     /// True when the backend honours append ids (see
     /// [`AppendRequest::with_id`](crate::AppendRequest::with_id)); the
     /// [`Log`](crate::Log) refuses requests with ids otherwise.

@@ -252,6 +252,7 @@ pub struct BucketStorage {
     kv: Arc<BucketKv>,
     clock: Arc<dyn Clock>,
     options: BucketOptions,
+    retention: crate::retention::RetentionSlot,
 }
 
 impl std::fmt::Debug for BucketStorage {
@@ -516,6 +517,7 @@ impl BucketStorage {
             kv: Arc::new(
                 BucketKv::new(store, layout.kv()).with_retry_policy(options.retry.clone()),
             ),
+            retention: crate::retention::RetentionSlot::new(clock.clone()),
             clock,
             options,
         };
@@ -859,6 +861,10 @@ impl Storage for BucketStorage {
 
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
         Ok(self.kv.clone())
+    }
+
+    fn retention_slot(&self) -> Option<&crate::retention::RetentionSlot> {
+        Some(&self.retention)
     }
 
     fn capabilities(&self) -> Capabilities {

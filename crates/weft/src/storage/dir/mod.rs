@@ -171,6 +171,7 @@ pub struct DirStorage {
     thread: Mutex<Option<JoinHandle<()>>>,
     kv: Arc<DirKv>,
     options: DirOptions,
+    retention: crate::retention::RetentionSlot,
 }
 
 impl std::fmt::Debug for DirStorage {
@@ -282,6 +283,7 @@ impl DirStorage {
             sequencer.note_timestamp(newest.timestamp_ms);
         }
         let queue = Arc::new(Queue::new());
+        let retention = crate::retention::RetentionSlot::new(clock.clone());
         let writer = Writer::new(
             Arc::clone(&shared),
             Arc::clone(&queue),
@@ -305,6 +307,7 @@ impl DirStorage {
             thread: Mutex::new(Some(thread)),
             kv: Arc::new(kv),
             options,
+            retention,
         })
     }
 
@@ -433,6 +436,10 @@ impl Storage for DirStorage {
     fn kv(&self) -> Result<Arc<dyn KvStore>> {
         self.check_open()?;
         Ok(self.kv.clone())
+    }
+
+    fn retention_slot(&self) -> Option<&crate::retention::RetentionSlot> {
+        Some(&self.retention)
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -172,6 +172,7 @@ pub struct PgStorage {
     queue: Mutex<Option<mpsc::UnboundedSender<writer::Pending>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     kv: Arc<PgKv>,
+    retention: crate::retention::RetentionSlot,
 }
 
 impl std::fmt::Debug for PgStorage {
@@ -262,6 +263,7 @@ impl PgStorage {
         ];
         Ok(PgStorage {
             kv: Arc::new(PgKv::new(Arc::clone(&shared))),
+            retention: crate::retention::RetentionSlot::new(shared.clock.clone()),
             shared,
             location,
             queue: Mutex::new(Some(tx)),
@@ -599,6 +601,10 @@ impl Storage for PgStorage {
 
     fn supports_append_ids(&self) -> bool {
         true
+    }
+
+    fn retention_slot(&self) -> Option<&crate::retention::RetentionSlot> {
+        Some(&self.retention)
     }
 
     fn capabilities(&self) -> Capabilities {
