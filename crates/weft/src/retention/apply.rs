@@ -342,7 +342,8 @@ pub(crate) async fn first_at_or_after(storage: &dyn Storage, tip: Tip, cutoff: u
 /// timestamps come from) and whether the task runs already.
 ///
 /// The task starts when the first [`Log`] over the backend is made inside
-/// a tokio runtime. It steps once at once, then after commits (at most once
+/// a tokio runtime. It steps one interval after it starts (not at once:
+/// opening does no retention work), then after commits (at most once
 /// per [`STEP_INTERVAL`]), when a policy is set through a handle of this
 /// process, and when the oldest entry kept under `max_age_ms` expires. It
 /// holds the backend weakly and ends when the backend is dropped.
@@ -395,23 +396,22 @@ async fn run(
     mut tip: tokio::sync::watch::Receiver<u64>,
 ) {
     let mut retention = Retention::new(clock);
-    let mut expiry: Option<Duration> = None;
-    let mut first = true;
+    // The first step waits for a commit, a nudge or one interval: opening a
+    // log does no retention work (no policy read, no segment fetched), so
+    // what an open costs does not change with a policy's existence.
+    let mut expiry: Option<Duration> = Some(STEP_INTERVAL);
     loop {
-        if !first {
-            let wait_expiry = async {
-                match expiry {
-                    Some(d) => clock::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                changed = tip.changed() => if changed.is_err() { return },
-                () = nudge.notified() => {}
-                () = wait_expiry => {}
+        let wait_expiry = async {
+            match expiry {
+                Some(d) => clock::sleep(d).await,
+                None => std::future::pending().await,
             }
+        };
+        tokio::select! {
+            changed = tip.changed() => if changed.is_err() { return },
+            () = nudge.notified() => {}
+            () = wait_expiry => {}
         }
-        first = false;
         let Some(storage) = weak.upgrade() else {
             return;
         };
