@@ -60,6 +60,11 @@ use paged::Walk;
 #[derive(Clone)]
 pub struct Log {
     storage: Arc<dyn Storage>,
+    /// The backend's background retention task, shared by every log over
+    /// it (`None` for a backend without one, or a log made outside a
+    /// runtime, or the task's own log): the last log dropped ends it.
+    #[expect(dead_code, reason = "held for its drop, never read")]
+    retention: Option<Arc<crate::retention::TaskOwner>>,
 }
 
 impl std::fmt::Debug for Log {
@@ -80,13 +85,16 @@ impl Log {
     /// retention task starts here, with the first log over it made inside
     /// a tokio runtime (see [`crate::retention`]).
     pub fn from_arc(storage: Arc<dyn Storage>) -> Self {
-        crate::retention::start(&storage);
-        Log { storage }
+        let retention = crate::retention::start(&storage);
+        Log { storage, retention }
     }
 
     /// A log over `storage` that starts nothing (the retention task's own).
     pub(crate) fn from_arc_unstarted(storage: Arc<dyn Storage>) -> Self {
-        Log { storage }
+        Log {
+            storage,
+            retention: None,
+        }
     }
 
     /// A fresh, empty in-memory log.

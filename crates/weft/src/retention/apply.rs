@@ -1,8 +1,10 @@
 //! Applying a retention policy: one bounded [`Retention::step`] at a time,
 //! and the background task a writer runs it in.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -346,11 +348,13 @@ pub(crate) async fn first_at_or_after(storage: &dyn Storage, tip: Tip, cutoff: u
 /// opening does no retention work), then after commits (at most once
 /// per [`STEP_INTERVAL`]), when a policy is set through a handle of this
 /// process, and when the oldest entry kept under `max_age_ms` expires. It
-/// holds the backend weakly and ends when the backend is dropped.
+/// holds the backend weakly and ends when the last log over it is dropped:
+/// a step in flight is dropped then too, so dropping the logs releases
+/// what the backend holds at once, as it would without the task.
 #[derive(Debug)]
 pub struct RetentionSlot {
     clock: Arc<dyn Clock>,
-    started: AtomicBool,
+    owner: Mutex<Weak<TaskOwner>>,
     nudge: Arc<Notify>,
 }
 
@@ -359,7 +363,7 @@ impl RetentionSlot {
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         RetentionSlot {
             clock,
-            started: AtomicBool::new(false),
+            owner: Mutex::new(Weak::new()),
             nudge: Arc::new(Notify::new()),
         }
     }
@@ -370,23 +374,75 @@ impl RetentionSlot {
     }
 }
 
-/// Starts `storage`'s background retention task, if it has a slot, has
-/// none running, and a tokio runtime is current.
-pub(crate) fn start(storage: &Arc<dyn Storage>) {
-    let Some(slot) = storage.retention_slot() else {
-        return;
-    };
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    if slot.started.swap(true, Ordering::SeqCst) {
-        return;
+/// The background task of the logs over one backend, owned by them: every
+/// [`Log`] over the backend holds it, and the last one to go drops the
+/// task's future at once — with any storage handle a step in flight holds
+/// — so dropping a log releases what its backend holds (a directory's
+/// lock, its files) without waiting for that step to end.
+pub(crate) struct TaskOwner {
+    future: Arc<Mutex<Option<TaskFuture>>>,
+    abort: tokio::task::AbortHandle,
+}
+
+type TaskFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl std::fmt::Debug for TaskOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskOwner").finish_non_exhaustive()
+    }
+}
+
+impl Drop for TaskOwner {
+    fn drop(&mut self) {
+        // Waits at most for a poll in progress on another thread (a poll
+        // never blocks); the future is dropped here, outside the lock.
+        let future = self.future.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.abort.abort();
+        drop(future);
+    }
+}
+
+/// Starts `storage`'s background retention task, if it has a slot and a
+/// tokio runtime is current, or joins the one running; the caller holds
+/// the returned owner for as long as its log lives.
+pub(crate) fn start(storage: &Arc<dyn Storage>) -> Option<Arc<TaskOwner>> {
+    let slot = storage.retention_slot()?;
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let mut owner = slot.owner.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(running) = owner.upgrade() {
+        return Some(running);
     }
     let weak = Arc::downgrade(storage);
-    let nudge = slot.nudge.clone();
-    let clock = slot.clock.clone();
-    let tip = storage.feed().watch_tip();
-    runtime.spawn(run(weak, nudge, clock, tip));
+    let task: TaskFuture = Box::pin(run(
+        weak,
+        slot.nudge.clone(),
+        slot.clock.clone(),
+        storage.feed().watch_tip(),
+    ));
+    let future = Arc::new(Mutex::new(Some(task)));
+    let polled = Arc::downgrade(&future);
+    // The spawned driver holds the future weakly: once the owner took it,
+    // the driver has nothing to poll and ends.
+    let handle = runtime.spawn(std::future::poll_fn(move |cx| {
+        let Some(future) = polled.upgrade() else {
+            return Poll::Ready(());
+        };
+        let mut future = future.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(task) = future.as_mut() else {
+            return Poll::Ready(());
+        };
+        let poll = task.as_mut().poll(cx);
+        if poll.is_ready() {
+            *future = None;
+        }
+        poll
+    }));
+    let running = Arc::new(TaskOwner {
+        future,
+        abort: handle.abort_handle(),
+    });
+    *owner = Arc::downgrade(&running);
+    Some(running)
 }
 
 async fn run(

@@ -43,7 +43,7 @@ pub use apply::{Retention, RetentionSlot, RetentionStep, STEP_ENTRIES, STEP_INTE
 pub use consumer::{Consumer, ConsumerPosition, MAX_CONSUMER_NAME_BYTES, validate_name};
 pub use policy::RetentionPolicy;
 
-pub(crate) use apply::start;
+pub(crate) use apply::{TaskOwner, start};
 pub(crate) use consumer::list as list_consumers;
 
 use crate::model::LogTag;
