@@ -223,6 +223,60 @@ async fn subscriptions_resume_after_last_event_id() {
     server.shutdown().await.unwrap();
 }
 
+/// `since` starts a page or a subscription at the first entry whose time
+/// is at or after it (the log's clock is a manual one, so every entry's
+/// time is known); with `from` as well it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_subscriptions_start_at_a_time() {
+    let clock = weft::clock::ManualClock::new(1_000);
+    let log = Log::new(weft::MemoryStorage::with_clock(clock.clone()));
+    for data in ["a", "b", "c"] {
+        log.append(AppendRequest::new(tag("t"), data))
+            .await
+            .unwrap();
+        clock.advance(1_000);
+    }
+    let server = support::serve_with(log.clone(), Role::Leader, support::options()).await;
+    let base = server.url();
+    let http = support::http();
+    let page = |query: String| {
+        let http = http.clone();
+        let url = format!("{base}/v1/entries?{query}");
+        async move {
+            let body: Value = http.get(url).send().await.unwrap().json().await.unwrap();
+            let seqnums: Vec<u64> = body["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["seqnum"].as_u64().unwrap())
+                .collect();
+            (seqnums, body["next"].as_u64().unwrap())
+        }
+    };
+    // Entries were stamped 1000, 2000 and 3000.
+    assert_eq!(page("since=0".into()).await, (vec![0, 1, 2], 3));
+    assert_eq!(page("since=1500".into()).await, (vec![1, 2], 3));
+    assert_eq!(page("since=2000&tag=t".into()).await, (vec![1, 2], 3));
+    assert_eq!(page("since=3001".into()).await, (vec![], 3));
+    for both in ["entries?from=0&since=1", "subscribe?from=0&since=1"] {
+        let r = http.get(format!("{base}/v1/{both}")).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{both}");
+        assert_eq!(support::kind_of(r).await, "invalid_input");
+    }
+    // A subscription from a time: the backlog from there, then live.
+    let sub = http
+        .get(format!("{base}/v1/subscribe?since=2500"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sub.status(), 200);
+    let appender =
+        tokio::spawn(async move { log.append(AppendRequest::new(tag("t"), "d")).await.unwrap() });
+    assert_eq!(sse_ids(sub, 2).await, vec![2, 3]);
+    assert_eq!(appender.await.unwrap().seqnum, 3);
+    server.shutdown().await.unwrap();
+}
+
 /// The session takes many appends before any answer and answers them in
 /// order; a bad message gets an error answer in its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

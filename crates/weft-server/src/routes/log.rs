@@ -138,21 +138,25 @@ pub async fn append(
 #[derive(Debug, Deserialize)]
 pub struct EntriesQuery {
     from: Option<u64>,
+    since: Option<u64>,
     limit: Option<usize>,
     tag: Option<String>,
 }
 
-/// `GET /v1/entries?from=&limit=&tag=`: a page from a seqnum (default: the
-/// first live entry).
+/// `GET /v1/entries?from=&since=&limit=&tag=`: a page from a seqnum, or
+/// from the first entry at or after a time (`since`, milliseconds since
+/// the Unix epoch, found in O(log n) reads); by default from the first
+/// live entry.
 pub async fn entries(
     State(shared): State<Arc<Shared>>,
     query: Result<Query<EntriesQuery>, QueryRejection>,
 ) -> ApiResult<Json<EntriesPage>> {
     let Query(q) = query.map_err(rejection)?;
     let log = shared.log();
-    let from = match q.from {
-        Some(from) => from,
-        None => log.tip().await?.first,
+    let from = match position(q.from, q.since, Position::Beginning)? {
+        Position::At(from) => from,
+        Position::Since(ms) => log.storage().seek_time(ms).await?,
+        _ => log.tip().await?.first,
     };
     let max = page_size(q.limit);
     let tag = q.tag.as_deref().map(tag).transpose()?;
@@ -343,6 +347,21 @@ pub async fn trim(
 }
 
 /// Resolves an optional `from` seqnum: absent is the live end.
-pub(crate) fn position(from: Option<u64>) -> Position {
-    from.map_or(Position::End, Position::At)
+/// Where a read or subscription asked to start: a seqnum (`from`), a time
+/// (`since`, milliseconds since the Unix epoch), or `default`.
+///
+/// Errors: `InvalidInput` when both are given.
+pub(crate) fn position(
+    from: Option<u64>,
+    since: Option<u64>,
+    default: Position,
+) -> weft::Result<Position> {
+    match (from, since) {
+        (Some(_), Some(_)) => Err(Error::invalid_input(
+            "give `from` (a seqnum) or `since` (a time), not both",
+        )),
+        (Some(from), None) => Ok(Position::At(from)),
+        (None, Some(ms)) => Ok(Position::Since(ms)),
+        (None, None) => Ok(default),
+    }
 }

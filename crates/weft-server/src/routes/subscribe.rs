@@ -2,7 +2,8 @@
 //!
 //! Each entry is one event (`id: SEQNUM`, `event: entry`, `data: ENTRY
 //! JSON`). A client that reconnects with `Last-Event-ID` resumes right
-//! after that seqnum; otherwise `from` says where to start (default: the
+//! after that seqnum; otherwise `from` (a seqnum) or `since` (a time, in
+//! milliseconds since the Unix epoch) says where to start (default: the
 //! live end). An error (a position below the trim point, the log closing)
 //! is one `event: error` with the error body, and the stream ends.
 //!
@@ -43,6 +44,7 @@ use crate::state::Shared;
 #[derive(Debug, Deserialize)]
 pub struct SubscribeQuery {
     from: Option<u64>,
+    since: Option<u64>,
     tag: Option<String>,
 }
 
@@ -140,7 +142,7 @@ enum Item {
     KeepAlive,
 }
 
-/// `GET /v1/subscribe?from=&tag=`.
+/// `GET /v1/subscribe?from=&since=&tag=`.
 pub async fn subscribe(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -154,7 +156,7 @@ pub async fn subscribe(
         .and_then(|id| id.checked_add(1));
     let start = match resume {
         Some(next) => Position::At(next),
-        None => position(q.from),
+        None => position(q.from, q.since, Position::End)?,
     };
     let tag = q.tag.as_deref().map(str::parse::<LogTag>).transpose()?;
     let log = shared.log();
