@@ -97,6 +97,8 @@ enum Command {
     Retention(commands::retention::RetentionArgs),
     /// List the log's named consumer positions.
     Consumers(commands::retention::ConsumersArgs),
+    /// Show a stream's start, truncate it before a version or delete it (softly).
+    Stream(commands::stream::StreamArgs),
     /// Serve a log over HTTP: JSON API, subscriptions, pipelined appends, web console.
     Serve(commands::serve::ServeArgs),
 }
@@ -138,6 +140,7 @@ async fn run(cli: Cli) -> weft::Result<ExitCode> {
         | Command::Snapshot(_)
         | Command::Trim(_)
         | Command::Retention(_)
+        | Command::Stream(_)
         | Command::Demo(_) => true,
         _ => false,
     };
@@ -170,6 +173,7 @@ async fn command(command: Command, store: &StoreArgs) -> weft::Result<ExitCode> 
         Command::Trim(args) => commands::trim::run(args, store).await,
         Command::Retention(args) => commands::retention::run(args, store).await,
         Command::Consumers(args) => commands::retention::consumers(args, store).await,
+        Command::Stream(args) => commands::stream::run(args, store).await,
         Command::Serve(args) => commands::serve::run(args, store).await,
     }
 }

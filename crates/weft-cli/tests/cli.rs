@@ -1491,4 +1491,5 @@ fn retention_and_consumers_on_a_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("log");
     retention_cases::retention_rows(&weft, log.to_str().unwrap(), true);
+    retention_cases::stream_rows(&weft, log.to_str().unwrap());
 }

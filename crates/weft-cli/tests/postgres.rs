@@ -189,5 +189,7 @@ mod retention_cases;
 
 #[test]
 fn retention_and_consumers_on_postgres() {
-    retention_cases::retention_rows(&weft, &location(), true);
+    let log = location();
+    retention_cases::retention_rows(&weft, &log, true);
+    retention_cases::stream_rows(&weft, &log);
 }

@@ -1119,4 +1119,5 @@ mod retention_cases;
 fn retention_and_consumers_on_a_bucket() {
     let (_, url) = bucket("retention");
     retention_cases::retention_rows(&weft, &url, false);
+    retention_cases::stream_rows(&weft, &url);
 }

@@ -127,6 +127,7 @@ mod retention_cases;
 fn retention_and_consumers_through_a_server() {
     let served = serve(&["memory:"]);
     retention_cases::retention_rows(&weft, served.url.as_str(), true);
+    retention_cases::stream_rows(&weft, served.url.as_str());
     served.signal("INT");
     assert!(served.wait().success());
 }

@@ -277,6 +277,108 @@ async fn reads_and_subscriptions_start_at_a_time() {
     server.shutdown().await.unwrap();
 }
 
+/// A stream truncated or deleted through the API reads from its start on
+/// every by-tag route; a page that lost hidden entries says `more`, so a
+/// client reading on from `next` misses nothing; bad changes are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_and_deleted_streams_read_from_their_start() {
+    let log = Log::memory();
+    for i in 0..3 {
+        log.append(AppendRequest::new(tag("t"), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    log.append(AppendRequest::new(tag("u"), "other"))
+        .await
+        .unwrap();
+    let server = support::serve_with(log.clone(), Role::Leader, support::options()).await;
+    let base = server.url();
+    let http = support::http();
+    let get = |path: String| {
+        let http = http.clone();
+        let url = format!("{base}{path}");
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let lifecycle = format!("{base}/v1/streams/t/lifecycle");
+    let shown = get("/v1/streams/t/lifecycle".into()).await;
+    assert_eq!(shown["start_version"], 0);
+    assert_eq!(shown["next_version"], 3);
+    let set = post(&lifecycle, json!({"truncate_before": 2})).await;
+    assert_eq!(set.status(), 200);
+    let set: Value = set.json().await.unwrap();
+    assert_eq!(
+        (set["start_version"].as_u64(), set["deleted"].as_bool()),
+        (Some(2), Some(false))
+    );
+
+    let seqnums = |page: &Value| -> Vec<u64> {
+        page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seqnum"].as_u64().unwrap())
+            .collect()
+    };
+    let page = get("/v1/entries?tag=t&from=0".into()).await;
+    assert_eq!(seqnums(&page), [2]);
+    // A full page of hidden entries: empty, but `more` and moved on.
+    let page = get("/v1/entries?tag=t&from=0&limit=2".into()).await;
+    assert_eq!(
+        (
+            seqnums(&page),
+            page["more"].as_bool(),
+            page["next"].as_u64()
+        ),
+        (vec![], Some(true), Some(2))
+    );
+    let page = get("/v1/streams/t/entries?from_version=0".into()).await;
+    assert_eq!(seqnums(&page), [2]);
+    let whole = get("/v1/entries?from=0".into()).await;
+    assert_eq!(seqnums(&whole), [0, 1, 2, 3], "the log keeps them");
+
+    for bad in [
+        json!({}),
+        json!({"truncate_before": 1, "delete": true}),
+        json!({"truncate_before": 9}),
+        json!({"drop": 1}),
+    ] {
+        let r = post(&lifecycle, bad.clone()).await;
+        assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(support::kind_of(r).await, "invalid_input", "{bad}");
+    }
+    let deleted: Value = post(&lifecycle, json!({"delete": true}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            deleted["start_version"].as_u64(),
+            deleted["deleted"].as_bool()
+        ),
+        (Some(3), Some(true))
+    );
+    assert!(seqnums(&get("/v1/entries?tag=t".into()).await).is_empty());
+    // A subscription by tag from the start sees only the new life.
+    let sub = http
+        .get(format!("{base}/v1/subscribe?tag=t&from=0"))
+        .send()
+        .await
+        .unwrap();
+    let appender = tokio::spawn(async move {
+        log.append(AppendRequest::new(tag("t"), "again"))
+            .await
+            .unwrap()
+    });
+    assert_eq!(sse_ids(sub, 1).await, vec![4]);
+    assert_eq!(appender.await.unwrap().stream_version, 3);
+    server.shutdown().await.unwrap();
+}
+
 /// The session takes many appends before any answer and answers them in
 /// order; a bad message gets an error answer in its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,6 +59,7 @@ fn body_for(path: &str) -> serde_json::Value {
     match path {
         "/v1/append" => serde_json::json!({"entries": [{"tags": ["orders"], "data": "eA=="}]}),
         "/v1/trim" => serde_json::json!({"through": 0}),
+        p if p.ends_with("/lifecycle") => serde_json::json!({"truncate_before": 0}),
         p if p.ends_with("/cas") => serde_json::json!({"expected": null, "data": "eA=="}),
         p if p.ends_with("/increment") => serde_json::json!({"delta": 1}),
         _ => serde_json::json!({"data": "eA=="}),

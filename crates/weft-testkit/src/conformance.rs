@@ -23,7 +23,8 @@
 //! subscribers, views, typed views, input validation, the KV,
 //! exactly-once appends with append ids (or their refusal), retention
 //! policies (stored with the log, applied by count, age and size, held
-//! back by protected consumers) and named consumer positions.
+//! back by protected consumers), named consumer positions, and streams
+//! truncated or deleted softly.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -33,7 +34,7 @@ use futures::StreamExt;
 
 use weft::error::{ErrorDetail, ErrorKind};
 use weft::log::Delivery;
-use weft::log::{JsonCodec, Log};
+use weft::log::{JsonCodec, Log, StreamLifecycle};
 use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position, TagFilter};
 use weft::retention::{Retention, RetentionPolicy, RetentionStep};
 use weft::storage::feed::FEED_CAPACITY;
@@ -81,6 +82,7 @@ macro_rules! conformance_suite {
                 batches_are_atomic,
                 trim_makes_old_reads_fail_clearly,
                 streams_list_every_stream_in_order,
+                streams_truncate_and_delete_softly,
                 subscription_hands_over_from_backlog_to_live,
                 tail_subscription_sees_only_new_entries,
                 filtered_subscriptions_pass_sparse_stretches,
@@ -724,6 +726,102 @@ pub async fn streams_list_every_stream_in_order(f: Fixture) {
         want,
         "after a trim, pages of two"
     );
+}
+
+/// Truncating a stream hides its own entries below a version from every
+/// read by tag (pages, versions, the previous entry, subscriptions, views)
+/// and keeps its numbering and conditions; entries carrying the tag as a
+/// secondary tag and whole-log reads keep everything. A soft delete hides
+/// all it had, and the next append starts a new life at the next version.
+/// The start only moves forward; a start past the next version is refused.
+pub async fn streams_truncate_and_delete_softly(f: Fixture) {
+    let log = f.log;
+    let (t, other) = (tag("cart:1"), tag("audit"));
+    for i in 0..5 {
+        log.append(AppendRequest::new(t.clone(), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    // Seqnum 5: another stream's entry that also carries `t`.
+    log.append(AppendRequest::new(other.clone(), "x").with_tag(t.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        log.stream_lifecycle(&t).await.unwrap(),
+        StreamLifecycle::default()
+    );
+    let truncated = log.truncate_stream(&t, 3).await.unwrap();
+    assert_eq!((truncated.start_version, truncated.deleted), (3, false));
+    assert_eq!(log.stream_lifecycle(&t).await.unwrap(), truncated);
+
+    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [3, 4, 5]);
+    let page = log.read_from(&t, Position::Beginning, 2).await.unwrap();
+    assert_eq!(
+        seqnums(&page),
+        [3, 4],
+        "a page is filled past hidden entries"
+    );
+    assert_eq!(seqnums(&log.read_after(&t, 0).await.unwrap()), [3, 4, 5]);
+    let versions: Vec<u64> = log
+        .stream_versions(&t, 0)
+        .map(|e| e.unwrap().stream_version)
+        .collect()
+        .await;
+    assert_eq!(versions, [3, 4]);
+    assert_eq!(
+        seqnums(&log.read_after_version(&t, 1).await.unwrap()),
+        [3, 4]
+    );
+    let view = log.view(t.clone());
+    assert_eq!(view.read_prev_before(3).await.unwrap(), None);
+    assert_eq!(view.check_tail().await.unwrap(), Some(5));
+    assert_eq!(view.read_all().await.unwrap().len(), 3);
+    let mut sub = log.subscribe(&t, Position::Beginning);
+    for want in [3, 4, 5] {
+        let e = within("a subscription's backlog", sub.next()).await;
+        assert_eq!(e.unwrap().unwrap().seqnum, want);
+    }
+    let whole = log.read_log(Position::Beginning, 100).await.unwrap();
+    assert_eq!(seqnums(&whole), [0, 1, 2, 3, 4, 5], "the log keeps them");
+    assert_eq!(log.streams(Some(&t), 1).await.unwrap()[0].next_version, 5);
+
+    // Forward only; never past the next version.
+    assert_eq!(log.truncate_stream(&t, 1).await.unwrap(), truncated);
+    let past = log.truncate_stream(&t, 6).await.unwrap_err();
+    assert_eq!(past.kind(), ErrorKind::InvalidInput);
+    assert_eq!(log.next_version(&t).await.unwrap(), 5);
+
+    // A soft delete: nothing of its own is left; it is not a new stream.
+    let deleted = log.delete_stream(&t).await.unwrap();
+    assert_eq!((deleted.start_version, deleted.deleted), (5, true));
+    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [5]);
+    assert!(log.read_after_version(&t, 0).await.unwrap().is_empty());
+    let fresh = log
+        .append_if(AppendRequest::new(t.clone(), "new"), Expected::NoStream)
+        .await
+        .unwrap_err();
+    assert_eq!(fresh.kind(), ErrorKind::Conflict);
+    let again = log
+        .append_if(AppendRequest::new(t.clone(), "again"), Expected::Exact(5))
+        .await
+        .unwrap();
+    assert_eq!(again.stream_version, 5);
+    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [5, again.seqnum]);
+    let live = within("a live entry after the delete", sub.next()).await;
+    assert_eq!(live.unwrap().unwrap().seqnum, again.seqnum);
+    let later = log.subscribe(&t, Position::Beginning);
+    let got: Vec<u64> = within(
+        "a new subscription's backlog",
+        later.take(2).map(|e| e.unwrap().seqnum).collect::<Vec<_>>(),
+    )
+    .await;
+    assert_eq!(got, [5, again.seqnum]);
+    // A truncate after the delete is a truncate.
+    let moved = log.truncate_stream(&t, 6).await.unwrap();
+    assert_eq!((moved.start_version, moved.deleted), (6, false));
+    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [5]);
+    // Another stream is untouched.
+    assert_eq!(seqnums(&log.read_all(&other).await.unwrap()), [5]);
 }
 
 /// A subscription delivers the backlog, then live entries, with no gap and

@@ -87,7 +87,7 @@ pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use kv::ViewKv;
 pub use log::{
     Codec, Delivery, EntryStream, FilteredSubscription, JsonCodec, Log, LogView, PostcardCodec,
-    Subscription, TypedEntries, TypedSubscription, TypedView,
+    StreamLifecycle, Subscription, TypedEntries, TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
 pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, StreamInfo, Tip};

@@ -7,6 +7,7 @@ pub(crate) mod inspect;
 pub(crate) mod read;
 pub(crate) mod retention;
 pub(crate) mod serve;
+pub(crate) mod stream;
 pub(crate) mod tail;
 pub(crate) mod trim;
 pub(crate) mod verify;

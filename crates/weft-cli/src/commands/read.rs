@@ -67,7 +67,12 @@ pub(crate) async fn run(args: ReadArgs, store: &StoreArgs) -> Result<ExitCode> {
     let outcome = async {
         while left > 0 {
             let want = left.min(CHUNK);
-            let chunk = log.storage().read(tag.as_ref(), cursor, want).await?;
+            // By tag through the log, which leaves out a truncated
+            // stream's hidden entries (and fills the chunk past them).
+            let chunk = match &tag {
+                Some(t) => log.read_from(t, weft::Position::At(cursor), want).await?,
+                None => log.storage().read(None, cursor, want).await?,
+            };
             for entry in &chunk {
                 if args.json {
                     output::json(&EntryLine::from(entry))?;

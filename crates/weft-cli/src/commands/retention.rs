@@ -166,7 +166,7 @@ async fn apply(log: &Log) -> Result<RetentionStep> {
 
 /// A handle whose KV may be written: a directory's writer; otherwise a
 /// follower's (bucket, PostgreSQL, `weft serve`).
-async fn open_for_writing(text: &str, store: &StoreArgs) -> Result<Log> {
+pub(crate) async fn open_for_writing(text: &str, store: &StoreArgs) -> Result<Log> {
     if !crate::remote::is_remote(text)
         && crate::pg::location(text).is_none()
         && let dir @ Location::Dir { .. } = location::parse(text)?

@@ -5,6 +5,9 @@
 //! consumer positions are committed, only move forward and are listed with
 //! how far behind they are; `--apply` drops what the policy says and no
 //! more than a protected consumer allows; `--clear` removes the policy.
+//! `weft stream` (the same four places): a stream truncated before a
+//! version or deleted softly reads from its start, keeps its numbering,
+//! and refuses a start past its next version.
 
 use std::process::Output;
 
@@ -158,4 +161,53 @@ pub(crate) fn retention_rows(weft: &dyn Fn(&[&str]) -> Output, log: &str, can_ap
     // The positions stay.
     let listed = lines(&weft(&["consumers", log, "--json"]));
     assert_eq!(listed.len(), 1);
+}
+
+/// `weft stream` rows on the log at `log` (any state: they use their own
+/// stream).
+pub(crate) fn stream_rows(weft: &dyn Fn(&[&str]) -> Output, log: &str) {
+    let t = "cart:rows";
+    for i in 0..4 {
+        lines(&weft(&["append", log, "--json", "-t", t, &format!("c{i}")]));
+    }
+    let versions = || -> Vec<u64> {
+        lines(&weft(&["read", log, "--tag", t, "--json"]))
+            .iter()
+            .map(|e| e["stream_version"].as_u64().unwrap())
+            .collect()
+    };
+    let shown = lines(&weft(&["stream", log, t, "--json"]));
+    assert_eq!(shown[0]["start_version"], 0, "{shown:?}");
+    assert_eq!(shown[0]["next_version"], 4, "{shown:?}");
+    assert_eq!(shown[0]["deleted"], false, "{shown:?}");
+    let set = lines(&weft(&[
+        "stream",
+        log,
+        t,
+        "--truncate-before",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(set[0]["start_version"], 2, "{set:?}");
+    assert_eq!(versions(), [2, 3]);
+    exit(
+        &weft(&["stream", log, t, "--truncate-before", "9"]),
+        4,
+        "invalid_input",
+    );
+    assert_eq!(
+        lines(&weft(&["stream", log, t, "--json"]))[0]["start_version"],
+        2
+    );
+    let deleted = lines(&weft(&["stream", log, t, "--delete", "--json"]));
+    assert_eq!(deleted[0]["start_version"], 4, "{deleted:?}");
+    assert_eq!(deleted[0]["deleted"], true, "{deleted:?}");
+    assert!(versions().is_empty());
+    lines(&weft(&["append", log, "--json", "-t", t, "again"]));
+    assert_eq!(versions(), [4]);
+    let text = weft(&["stream", log, t]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("deleted; reads start at version 4"),
+        "{text:?}"
+    );
 }

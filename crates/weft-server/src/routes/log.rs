@@ -43,7 +43,7 @@ fn cut(page: &mut Vec<weft::LogEntry>, asked: Option<usize>, max: usize) -> bool
     cut_bytes || (page.len() == max && asked.unwrap_or(DEFAULT_PAGE) > max)
 }
 
-fn tag(text: &str) -> ApiResult<LogTag> {
+pub(crate) fn tag(text: &str) -> ApiResult<LogTag> {
     text.parse::<LogTag>().map_err(ApiError::from)
 }
 
@@ -161,8 +161,16 @@ pub async fn entries(
     let max = page_size(q.limit);
     let tag = q.tag.as_deref().map(tag).transpose()?;
     let mut page = log.storage().read(tag.as_ref(), from, max).await?;
-    let more = cut(&mut page, q.limit, max);
+    let mut more = cut(&mut page, q.limit, max);
     let next = page.last().map_or(from, |last| last.seqnum + 1);
+    if let Some(t) = &tag {
+        // A truncated stream's hidden entries are left out; a page that
+        // lost some says there is more, so a client reads on from `next`.
+        let lifecycle = log.stream_lifecycle(t).await?;
+        let full = page.len();
+        page.retain(|e| !(e.stream_version < lifecycle.start_version && e.primary_tag() == t));
+        more |= page.len() < full && full == max;
+    }
     Ok(Json(EntriesPage {
         entries: page.iter().map(Entry::from).collect(),
         next,
@@ -319,9 +327,12 @@ pub async fn stream_entries(
     let Path(name) = name.map_err(rejection)?;
     let Query(q) = query.map_err(rejection)?;
     let t = tag(&name)?;
-    let from = q.from_version.unwrap_or(0);
+    let log = shared.log();
+    // A truncated stream's reads start at its start.
+    let start = log.stream_lifecycle(&t).await?.start_version;
+    let from = q.from_version.unwrap_or(0).max(start);
     let max = page_size(q.limit);
-    let mut page = shared.log().storage().read_versions(&t, from, max).await?;
+    let mut page = log.storage().read_versions(&t, from, max).await?;
     let more = cut(&mut page, q.limit, max);
     let next_version = page.last().map_or(from, |e| e.stream_version + 1);
     Ok(Json(VersionsPage {

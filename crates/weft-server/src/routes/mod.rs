@@ -4,6 +4,7 @@
 
 pub mod console;
 pub mod kv;
+pub mod lifecycle;
 pub mod log;
 pub mod ops;
 pub mod session;
@@ -59,6 +60,8 @@ pub const ROUTES: &[RouteSpec] = &[
     route("GET", "/v1/streams", READ),
     route("GET", "/v1/streams/{tag}", READ),
     route("GET", "/v1/streams/{tag}/entries", READ),
+    route("GET", "/v1/streams/{tag}/lifecycle", READ),
+    route("POST", "/v1/streams/{tag}/lifecycle", ADMIN),
     route("GET", "/v1/entries", READ),
     route("GET", "/v1/entries/prev", READ),
     route("GET", "/v1/entries/{seqnum}", READ),
@@ -94,6 +97,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/streams", get(log::streams))
         .route("/v1/streams/{tag}", get(log::stream))
         .route("/v1/streams/{tag}/entries", get(log::stream_entries))
+        .route(
+            "/v1/streams/{tag}/lifecycle",
+            get(lifecycle::show).post(lifecycle::change),
+        )
         .route("/v1/entries", get(log::entries))
         .route("/v1/entries/prev", get(log::prev))
         .route("/v1/entries/{seqnum}", get(log::entry))

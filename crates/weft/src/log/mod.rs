@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod lifecycle;
 mod paged;
 mod subscribe;
 mod typed;
@@ -49,6 +50,7 @@ use crate::model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Posi
 use crate::retention::{Consumer, ConsumerPosition, RetentionPolicy};
 use crate::storage::{MemoryStorage, NewEntry, Storage, StreamInfo, Tip};
 
+pub use lifecycle::StreamLifecycle;
 pub use paged::{EntryStream, PAGE_ENTRIES};
 pub use subscribe::{Delivery, FilteredSubscription, Subscription};
 pub use typed::{Codec, JsonCodec, PostcardCodec, TypedEntries, TypedSubscription, TypedView};
@@ -257,8 +259,22 @@ impl Log {
         position: Position,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        let from = self.resolve(position).await?;
-        self.storage.read(Some(tag), from, max).await
+        let mut from = self.resolve(position).await?;
+        let lifecycle = self.stream_lifecycle(tag).await?;
+        let mut out = Vec::new();
+        // Hidden entries of a truncated stream are left out; read on until
+        // `max` are found or the log ends.
+        while out.len() < max {
+            let want = max - out.len();
+            let page = self.storage.read(Some(tag), from, want).await?;
+            let end = page.len() < want;
+            from = page.last().map_or(from, |e| e.seqnum + 1);
+            out.extend(page.into_iter().filter(|e| !lifecycle.hides(tag, e)));
+            if end {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     /// Up to `max` entries of any tag, starting at `position`.

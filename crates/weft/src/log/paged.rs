@@ -17,6 +17,7 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use futures::stream::BoxStream;
 
+use super::lifecycle::{StreamLifecycle, lifecycle_of};
 use crate::error::Result;
 use crate::model::{LogEntry, LogTag, Position};
 use crate::storage::Storage;
@@ -54,25 +55,44 @@ struct Pager {
     /// The next seqnum or version to read; `None` until a seqnum position
     /// is resolved (at the first poll).
     from: Option<u64>,
+    /// The tag's stream lifecycle, read at the first fetch (a tag's walk
+    /// skips the stream's entries below its start).
+    lifecycle: Option<StreamLifecycle>,
     page: VecDeque<LogEntry>,
     done: bool,
 }
 
 impl Pager {
+    /// The next page, with the stream's hidden entries left out; sets
+    /// `done` after a short page (as read, before anything is left out).
     async fn fetch(&mut self) -> Result<Vec<LogEntry>> {
+        let lifecycle = match (&self.walk, self.lifecycle) {
+            (Walk::Seqnums(None, _), _) => StreamLifecycle::default(),
+            (_, Some(known)) => known,
+            (Walk::Seqnums(Some(tag), _) | Walk::Versions(tag, _), None) => {
+                let known = lifecycle_of(self.storage.as_ref(), tag).await?;
+                self.lifecycle = Some(known);
+                known
+            }
+        };
         match &self.walk {
             Walk::Seqnums(tag, position) => {
                 let from = match self.from {
                     Some(from) => from,
                     None => resolve(self.storage.as_ref(), *position).await?,
                 };
-                let page = self.storage.read(tag.as_ref(), from, PAGE_ENTRIES).await?;
+                let mut page = self.storage.read(tag.as_ref(), from, PAGE_ENTRIES).await?;
+                self.done = page.len() < PAGE_ENTRIES;
                 self.from = Some(page.last().map_or(from, |e| e.seqnum + 1));
+                if let Some(tag) = tag {
+                    page.retain(|e| !lifecycle.hides(tag, e));
+                }
                 Ok(page)
             }
             Walk::Versions(tag, first) => {
-                let from = self.from.unwrap_or(*first);
+                let from = self.from.unwrap_or(*first).max(lifecycle.start_version);
                 let page = self.storage.read_versions(tag, from, PAGE_ENTRIES).await?;
+                self.done = page.len() < PAGE_ENTRIES;
                 self.from = Some(page.last().map_or(from, |e| e.stream_version + 1));
                 Ok(page)
             }
@@ -88,10 +108,7 @@ impl Pager {
                 return None;
             }
             match self.fetch().await {
-                Ok(page) => {
-                    self.done = page.len() < PAGE_ENTRIES;
-                    self.page.extend(page);
-                }
+                Ok(page) => self.page.extend(page),
                 Err(e) => {
                     self.done = true;
                     return Some(Err(e));
@@ -123,6 +140,7 @@ impl EntryStream {
             storage,
             walk,
             from,
+            lifecycle: None,
             page: VecDeque::new(),
             done: false,
         };

@@ -45,6 +45,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Log;
+use super::lifecycle::{StreamLifecycle, lifecycle_of};
 use crate::error::Result;
 use crate::model::{LogEntry, Position, TagFilter};
 use crate::storage::feed::CommittedBatch;
@@ -116,11 +117,19 @@ struct State {
     /// True while storage may hold entries at or above `cursor` that the
     /// feed will not deliver.
     catching_up: bool,
+    /// For a one-tag filter, the stream's lifecycle (its entries below the
+    /// start are not delivered); read at the first poll.
+    lifecycle: Option<StreamLifecycle>,
     done: bool,
 }
 
 impl State {
     fn push(&mut self, entry: LogEntry) {
+        if let (Some(lifecycle), Some(tag)) = (&self.lifecycle, self.filter.single_tag())
+            && lifecycle.hides(tag, &entry)
+        {
+            return;
+        }
         self.announced = entry.seqnum + 1;
         self.buffer.push_back(Delivery::Entry(entry));
     }
@@ -137,6 +146,19 @@ impl State {
     }
 
     async fn next(&mut self) -> Option<Result<Delivery>> {
+        if self.lifecycle.is_none() && !self.done {
+            let known = match self.filter.single_tag() {
+                Some(tag) => lifecycle_of(self.log.storage.as_ref(), tag).await,
+                None => Ok(StreamLifecycle::default()),
+            };
+            match known {
+                Ok(known) => self.lifecycle = Some(known),
+                Err(err) => {
+                    self.done = true;
+                    return Some(Err(err));
+                }
+            }
+        }
         loop {
             if let Some(item) = self.buffer.pop_front() {
                 return Some(Ok(item));
@@ -252,6 +274,7 @@ fn deliveries(
         done: feed.is_none(),
         feed,
         catching_up: position != Position::End,
+        lifecycle: None,
     };
     Box::pin(futures::stream::unfold(state, |mut state| async move {
         let item = state.next().await?;

@@ -122,16 +122,12 @@ impl LogView {
 
     /// The last entry of the view with seqnum less than `seqnum`.
     pub async fn read_prev_before(&self, seqnum: u64) -> Result<Option<LogEntry>> {
-        self.log.storage.read_prev(Some(&self.tag), seqnum).await
+        self.log.prev_visible(&self.tag, seqnum).await
     }
 
     /// The seqnum of the view's last entry, `None` if it has none.
     pub async fn check_tail(&self) -> Result<Option<u64>> {
-        let last = self
-            .log
-            .storage
-            .read_prev(Some(&self.tag), u64::MAX)
-            .await?;
+        let last = self.log.prev_visible(&self.tag, u64::MAX).await?;
         Ok(last.map(|e| e.seqnum))
     }
 

@@ -1,0 +1,105 @@
+//! `weft stream LOG TAG`: show a stream's lifecycle, truncate it before a
+//! version or delete it (softly), on every backend.
+//!
+//! The lifecycle is stored with the log, in its KV (see
+//! `weft::log::lifecycle`): reads by tag leave out the stream's entries
+//! below its start, its numbering goes on, and the entries stay in the log
+//! (readable by seqnum) until retention or a trim drops them. Showing
+//! opens the log as a follower would; changing it opens it as `weft
+//! retention` does.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+use weft::{Error, LogTag, Result, StreamLifecycle};
+
+use crate::location::{self, StoreArgs};
+use crate::output;
+
+/// `weft stream`
+#[derive(Debug, Args)]
+pub(crate) struct StreamArgs {
+    /// The log: a directory, s3://, az://, postgres:// or a `weft serve`
+    /// URL.
+    log: String,
+    /// The stream's tag, `namespace` or `namespace:key`.
+    tag: String,
+    /// Hide the stream's entries below this version from reads by tag
+    /// (its numbering goes on; a start only moves forward).
+    #[arg(long, value_name = "VERSION", conflicts_with = "delete")]
+    truncate_before: Option<u64>,
+    /// Delete the stream softly: hide every entry it has so far; a later
+    /// append starts a new life at the next version.
+    #[arg(long)]
+    delete: bool,
+    /// Print one JSON object: {"tag", "start_version", "next_version",
+    /// "deleted"}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `weft stream`.
+pub(crate) async fn run(args: StreamArgs, store: &StoreArgs) -> Result<ExitCode> {
+    let tag: LogTag = args.tag.parse()?;
+    let changes = args.delete || args.truncate_before.is_some();
+    let log = if changes {
+        super::retention::open_for_writing(&args.log, store).await?
+    } else {
+        location::follow_arg(&args.log, store, Duration::from_secs(60))
+            .await?
+            .log
+    };
+    let done = async {
+        let lifecycle = if args.delete {
+            log.delete_stream(&tag).await?
+        } else if let Some(v) = args.truncate_before {
+            log.truncate_stream(&tag, v).await?
+        } else {
+            log.stream_lifecycle(&tag).await?
+        };
+        Ok::<_, Error>((lifecycle, log.next_version(&tag).await?))
+    }
+    .await;
+    let closed = log.close().await;
+    let (lifecycle, next) = done?;
+    closed?;
+    show(&args, &tag, lifecycle, next, changes)
+}
+
+fn show(
+    args: &StreamArgs,
+    tag: &LogTag,
+    lifecycle: StreamLifecycle,
+    next: u64,
+    changed: bool,
+) -> Result<ExitCode> {
+    if args.json {
+        output::json(&json!({
+            "tag": tag.to_string(),
+            "start_version": lifecycle.start_version,
+            "next_version": next,
+            "deleted": lifecycle.deleted,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let prefix = if changed { "set: " } else { "" };
+    let state = if lifecycle.deleted {
+        format!(
+            "deleted; reads start at version {}",
+            lifecycle.start_version
+        )
+    } else if lifecycle.start_version > 0 {
+        format!(
+            "truncated; reads start at version {}",
+            lifecycle.start_version
+        )
+    } else {
+        "whole; reads start at version 0".to_owned()
+    };
+    output::line(&format!(
+        "{prefix}stream {tag}: {state}; next version {next}"
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
