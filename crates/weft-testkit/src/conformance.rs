@@ -728,12 +728,14 @@ pub async fn streams_list_every_stream_in_order(f: Fixture) {
     );
 }
 
-/// Truncating a stream hides its own entries below a version from every
-/// read by tag (pages, versions, the previous entry, subscriptions, views)
-/// and keeps its numbering and conditions; entries carrying the tag as a
-/// secondary tag and whole-log reads keep everything. A soft delete hides
-/// all it had, and the next append starts a new life at the next version.
-/// The start only moves forward; a start past the next version is refused.
+/// Truncating a stream before a version makes every read by tag (pages,
+/// versions, the previous entry, subscriptions, views) start there — by
+/// seqnum at that version's entry, so entries of other streams carrying
+/// the tag below it go too — and keeps its numbering and conditions;
+/// whole-log reads keep everything. A soft delete hides all that carried
+/// the tag so far, and the next append starts a new life at the next
+/// version. The start only moves forward; past the next version is
+/// refused.
 pub async fn streams_truncate_and_delete_softly(f: Fixture) {
     let log = f.log;
     let (t, other) = (tag("cart:1"), tag("audit"));
@@ -751,7 +753,14 @@ pub async fn streams_truncate_and_delete_softly(f: Fixture) {
         StreamLifecycle::default()
     );
     let truncated = log.truncate_stream(&t, 3).await.unwrap();
-    assert_eq!((truncated.start_version, truncated.deleted), (3, false));
+    assert_eq!(
+        (
+            truncated.start_version,
+            truncated.start_seqnum,
+            truncated.deleted
+        ),
+        (3, 3, false)
+    );
     assert_eq!(log.stream_lifecycle(&t).await.unwrap(), truncated);
 
     assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [3, 4, 5]);
@@ -793,8 +802,12 @@ pub async fn streams_truncate_and_delete_softly(f: Fixture) {
 
     // A soft delete: nothing of its own is left; it is not a new stream.
     let deleted = log.delete_stream(&t).await.unwrap();
-    assert_eq!((deleted.start_version, deleted.deleted), (5, true));
-    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [5]);
+    assert_eq!(
+        (deleted.start_version, deleted.start_seqnum, deleted.deleted),
+        (5, 6, true)
+    );
+    assert!(log.read_all(&t).await.unwrap().is_empty());
+    assert_eq!(view.check_tail().await.unwrap(), None);
     assert!(log.read_after_version(&t, 0).await.unwrap().is_empty());
     let fresh = log
         .append_if(AppendRequest::new(t.clone(), "new"), Expected::NoStream)
@@ -805,21 +818,20 @@ pub async fn streams_truncate_and_delete_softly(f: Fixture) {
         .append_if(AppendRequest::new(t.clone(), "again"), Expected::Exact(5))
         .await
         .unwrap();
-    assert_eq!(again.stream_version, 5);
-    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [5, again.seqnum]);
+    assert_eq!((again.seqnum, again.stream_version), (6, 5));
+    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [6]);
     let live = within("a live entry after the delete", sub.next()).await;
     assert_eq!(live.unwrap().unwrap().seqnum, again.seqnum);
-    let later = log.subscribe(&t, Position::Beginning);
-    let got: Vec<u64> = within(
-        "a new subscription's backlog",
-        later.take(2).map(|e| e.unwrap().seqnum).collect::<Vec<_>>(),
-    )
-    .await;
-    assert_eq!(got, [5, again.seqnum]);
+    let mut later = log.subscribe(&t, Position::At(0));
+    let first = within("a new subscription's backlog", later.next()).await;
+    assert_eq!(first.unwrap().unwrap().seqnum, 6);
     // A truncate after the delete is a truncate.
     let moved = log.truncate_stream(&t, 6).await.unwrap();
-    assert_eq!((moved.start_version, moved.deleted), (6, false));
-    assert_eq!(seqnums(&log.read_all(&t).await.unwrap()), [5]);
+    assert_eq!(
+        (moved.start_version, moved.start_seqnum, moved.deleted),
+        (6, 7, false)
+    );
+    assert!(log.read_all(&t).await.unwrap().is_empty());
     // Another stream is untouched.
     assert_eq!(seqnums(&log.read_all(&other).await.unwrap()), [5]);
 }

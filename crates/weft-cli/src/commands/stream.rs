@@ -34,8 +34,8 @@ pub(crate) struct StreamArgs {
     /// append starts a new life at the next version.
     #[arg(long)]
     delete: bool,
-    /// Print one JSON object: {"tag", "start_version", "next_version",
-    /// "deleted"}.
+    /// Print one JSON object: {"tag", "start_version", "start_seqnum",
+    /// "next_version", "deleted"}.
     #[arg(long)]
     json: bool,
 }
@@ -79,6 +79,7 @@ fn show(
         output::json(&json!({
             "tag": tag.to_string(),
             "start_version": lifecycle.start_version,
+            "start_seqnum": lifecycle.start_seqnum,
             "next_version": next,
             "deleted": lifecycle.deleted,
         }))?;

@@ -33,6 +33,7 @@ fn body(t: &LogTag, lifecycle: StreamLifecycle, next_version: u64) -> Value {
     json!({
         "tag": t.to_string(),
         "start_version": lifecycle.start_version,
+        "start_seqnum": lifecycle.start_seqnum,
         "deleted": lifecycle.deleted,
         "next_version": next_version,
     })

@@ -160,17 +160,14 @@ pub async fn entries(
     };
     let max = page_size(q.limit);
     let tag = q.tag.as_deref().map(tag).transpose()?;
+    // A truncated stream is read from its start.
+    let from = match &tag {
+        Some(t) => from.max(log.stream_lifecycle(t).await?.start_seqnum),
+        None => from,
+    };
     let mut page = log.storage().read(tag.as_ref(), from, max).await?;
-    let mut more = cut(&mut page, q.limit, max);
+    let more = cut(&mut page, q.limit, max);
     let next = page.last().map_or(from, |last| last.seqnum + 1);
-    if let Some(t) = &tag {
-        // A truncated stream's hidden entries are left out; a page that
-        // lost some says there is more, so a client reads on from `next`.
-        let lifecycle = log.stream_lifecycle(t).await?;
-        let full = page.len();
-        page.retain(|e| !(e.stream_version < lifecycle.start_version && e.primary_tag() == t));
-        more |= page.len() < full && full == max;
-    }
     Ok(Json(EntriesPage {
         entries: page.iter().map(Entry::from).collect(),
         next,

@@ -1,15 +1,19 @@
 //! Per-stream lifecycle: truncating a stream before a version, and
 //! deleting it (soft), stored with the log.
 //!
-//! A stream's *start* is the first version its reads by tag return:
-//! [`Log::stream`], [`Log::stream_versions`], [`Log::read_from`], the
-//! `read_after*` helpers, [`Log::subscribe`] and the views built on them
-//! skip the stream's own entries (those whose primary tag it is) below it.
-//! Its numbering goes on: the next append gets the next version, and
-//! conditions still name real versions (a deleted stream is not
-//! [`Expected::NoStream`](crate::Expected::NoStream) again — it had
-//! entries). An entry that carries the tag only as a secondary tag belongs
-//! to another stream and is not hidden.
+//! A stream's *start* is a version and the seqnum where that version is (or,
+//! when the stream has no entry at that version yet, the log's end when the
+//! start was set). Reads by seqnum of the tag — [`Log::stream`],
+//! [`Log::read_from`], the `read_after` helpers, [`Log::subscribe`] and the
+//! views built on them — begin at the start's seqnum, so they leave out
+//! every entry that carries the tag below it (the stream's own and other
+//! streams' that carry it as a secondary tag); reads by version
+//! ([`Log::stream_versions`]) begin at the start's version. Either way a
+//! read jumps to the start: it costs nothing per hidden entry, however
+//! many there are. The stream's numbering goes on: the next append gets
+//! the next version, and conditions still name real versions (a deleted
+//! stream is not [`Expected::NoStream`](crate::Expected::NoStream) again —
+//! it had entries).
 //!
 //! The entries stay in the log, readable by seqnum and in whole-log reads
 //! and subscriptions, until retention or a trim drops them: this is a
@@ -59,16 +63,20 @@ use crate::storage::Storage;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StreamLifecycle {
-    /// The first version reads of the stream return (0: all of it).
+    /// The first version reads of the stream by version return (0: all).
     pub start_version: u64,
+    /// The first seqnum reads of the tag by seqnum return: where
+    /// `start_version` is, or the log's end when the start was set if the
+    /// stream had no entry at that version then (0: all).
+    pub start_seqnum: u64,
     /// True when the last change was a [`Log::delete_stream`].
     pub deleted: bool,
 }
 
 impl StreamLifecycle {
-    /// True when `entry` is one of `tag`'s own entries below the start.
-    pub(crate) fn hides(&self, tag: &LogTag, entry: &LogEntry) -> bool {
-        entry.stream_version < self.start_version && entry.primary_tag() == tag
+    /// True when a read of the tag by seqnum leaves `entry` out.
+    pub(crate) fn hides(&self, entry: &LogEntry) -> bool {
+        entry.seqnum < self.start_seqnum
     }
 }
 
@@ -100,12 +108,16 @@ fn key_of(tag: &LogTag) -> String {
     format!(":{h:032x}")
 }
 
+/// The bytes before the tag's text.
+const HEADER_BYTES: usize = 20;
+
 fn encode(tag: &LogTag, state: StreamLifecycle) -> Bytes {
     let text = tag.to_string();
-    let mut out = BytesMut::with_capacity(12 + text.len());
+    let mut out = BytesMut::with_capacity(HEADER_BYTES + text.len());
     out.put_u8(FORMAT_VERSION);
     out.put_u8(if state.deleted { FLAG_DELETED } else { 0 });
     out.put_u64_le(state.start_version);
+    out.put_u64_le(state.start_seqnum);
     // A tag's text is at most 511 bytes.
     out.put_u16_le(text.len() as u16);
     out.put_slice(text.as_bytes());
@@ -114,7 +126,7 @@ fn encode(tag: &LogTag, state: StreamLifecycle) -> Bytes {
 
 fn decode(tag: &LogTag, bytes: &[u8]) -> Result<StreamLifecycle> {
     let bad = |why: &str| Error::corrupt(format!("the lifecycle of stream {tag}: {why}"));
-    if bytes.len() < 12 {
+    if bytes.len() < HEADER_BYTES {
         return Err(bad("shorter than its header"));
     }
     if bytes[0] != FORMAT_VERSION {
@@ -124,15 +136,17 @@ fn decode(tag: &LogTag, bytes: &[u8]) -> Result<StreamLifecycle> {
         return Err(bad(&format!("unknown flags {:#04x}", bytes[1])));
     }
     let start_version = u64::from_le_bytes(bytes[2..10].try_into().expect("8 bytes"));
-    let len = usize::from(u16::from_le_bytes([bytes[10], bytes[11]]));
-    if bytes.len() != 12 + len {
+    let start_seqnum = u64::from_le_bytes(bytes[10..18].try_into().expect("8 bytes"));
+    let len = usize::from(u16::from_le_bytes([bytes[18], bytes[19]]));
+    if bytes.len() != HEADER_BYTES + len {
         return Err(bad("its length does not match its tag's"));
     }
-    if bytes[12..] != *tag.to_string().as_bytes() {
+    if bytes[HEADER_BYTES..] != *tag.to_string().as_bytes() {
         return Err(bad("it names another stream"));
     }
     Ok(StreamLifecycle {
         start_version,
+        start_seqnum,
         deleted: bytes[1] & FLAG_DELETED != 0,
     })
 }
@@ -197,20 +211,31 @@ impl Log {
     }
 
     /// The last entry carrying `tag` below `before` that reads by tag
-    /// show (walking back over the stream's hidden entries, one read each).
+    /// show (`None` when it is below the stream's start).
     ///
     /// Errors: as [`Storage::read_prev`].
-    pub(crate) async fn prev_visible(
-        &self,
-        tag: &LogTag,
-        mut before: u64,
-    ) -> Result<Option<LogEntry>> {
+    pub(crate) async fn prev_visible(&self, tag: &LogTag, before: u64) -> Result<Option<LogEntry>> {
         let lifecycle = self.stream_lifecycle(tag).await?;
-        loop {
-            match self.storage.read_prev(Some(tag), before).await? {
-                Some(e) if lifecycle.hides(tag, &e) => before = e.seqnum,
-                found => return Ok(found),
-            }
+        if before <= lifecycle.start_seqnum {
+            return Ok(None);
+        }
+        let found = self.storage.read_prev(Some(tag), before).await?;
+        Ok(found.filter(|e| !lifecycle.hides(e)))
+    }
+
+    /// The seqnum where `tag`'s stream reaches `version`: its entry at that
+    /// version, or — when it has none yet — the log's end now. The tip is
+    /// read first, so an entry appended at `version` after the read is at
+    /// or past it, and every entry below `version` (which existed when the
+    /// caller read the next version) is below it.
+    async fn seqnum_of(&self, tag: &LogTag, version: u64) -> Result<u64> {
+        let tip = self.storage.tip().await?;
+        match self.storage.read_versions(tag, version, 1).await {
+            Ok(found) => Ok(found.first().map_or(tip.next, |e| e.seqnum)),
+            // The entry at `version` was trimmed: everything below it is
+            // gone, and what is left of the stream is at or past it.
+            Err(e) if e.kind() == ErrorKind::Trimmed => Ok(self.storage.tip().await?.first),
+            Err(e) => Err(e),
         }
     }
 
@@ -228,12 +253,17 @@ impl Log {
                         "cannot truncate {tag} before version {v}: its next version is {next}"
                     )));
                 }
+                // The start only moves forward.
+                Some(v) if v <= current.start_version => current,
                 Some(v) => StreamLifecycle {
-                    start_version: current.start_version.max(v),
-                    deleted: current.deleted && v <= current.start_version,
+                    start_version: v,
+                    start_seqnum: self.seqnum_of(tag, v).await?.max(current.start_seqnum),
+                    deleted: false,
                 },
+                // Everything that carries the tag so far.
                 None => StreamLifecycle {
-                    start_version: current.start_version.max(next),
+                    start_version: next.max(current.start_version),
+                    start_seqnum: self.seqnum_of(tag, next).await?.max(current.start_seqnum),
                     deleted: true,
                 },
             };
@@ -264,6 +294,7 @@ mod tests {
         let tag = LogTag::with_key("cart", "42").unwrap();
         let state = StreamLifecycle {
             start_version: 7,
+            start_seqnum: 1 << 40,
             deleted: true,
         };
         let bytes = encode(&tag, state);

@@ -259,22 +259,10 @@ impl Log {
         position: Position,
         max: usize,
     ) -> Result<Vec<LogEntry>> {
-        let mut from = self.resolve(position).await?;
-        let lifecycle = self.stream_lifecycle(tag).await?;
-        let mut out = Vec::new();
-        // Hidden entries of a truncated stream are left out; read on until
-        // `max` are found or the log ends.
-        while out.len() < max {
-            let want = max - out.len();
-            let page = self.storage.read(Some(tag), from, want).await?;
-            let end = page.len() < want;
-            from = page.last().map_or(from, |e| e.seqnum + 1);
-            out.extend(page.into_iter().filter(|e| !lifecycle.hides(tag, e)));
-            if end {
-                break;
-            }
-        }
-        Ok(out)
+        // A truncated stream is read from its start.
+        let start = self.stream_lifecycle(tag).await?.start_seqnum;
+        let from = self.resolve(position).await?.max(start);
+        self.storage.read(Some(tag), from, max).await
     }
 
     /// Up to `max` entries of any tag, starting at `position`.

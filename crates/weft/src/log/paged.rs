@@ -56,15 +56,15 @@ struct Pager {
     /// is resolved (at the first poll).
     from: Option<u64>,
     /// The tag's stream lifecycle, read at the first fetch (a tag's walk
-    /// skips the stream's entries below its start).
+    /// starts no earlier than the stream's start).
     lifecycle: Option<StreamLifecycle>,
     page: VecDeque<LogEntry>,
     done: bool,
 }
 
 impl Pager {
-    /// The next page, with the stream's hidden entries left out; sets
-    /// `done` after a short page (as read, before anything is left out).
+    /// The next page, from the stream's start at the least; sets `done`
+    /// after a short page.
     async fn fetch(&mut self) -> Result<Vec<LogEntry>> {
         let lifecycle = match (&self.walk, self.lifecycle) {
             (Walk::Seqnums(None, _), _) => StreamLifecycle::default(),
@@ -80,13 +80,11 @@ impl Pager {
                 let from = match self.from {
                     Some(from) => from,
                     None => resolve(self.storage.as_ref(), *position).await?,
-                };
-                let mut page = self.storage.read(tag.as_ref(), from, PAGE_ENTRIES).await?;
+                }
+                .max(lifecycle.start_seqnum);
+                let page = self.storage.read(tag.as_ref(), from, PAGE_ENTRIES).await?;
                 self.done = page.len() < PAGE_ENTRIES;
                 self.from = Some(page.last().map_or(from, |e| e.seqnum + 1));
-                if let Some(tag) = tag {
-                    page.retain(|e| !lifecycle.hides(tag, e));
-                }
                 Ok(page)
             }
             Walk::Versions(tag, first) => {

@@ -125,9 +125,7 @@ struct State {
 
 impl State {
     fn push(&mut self, entry: LogEntry) {
-        if let (Some(lifecycle), Some(tag)) = (&self.lifecycle, self.filter.single_tag())
-            && lifecycle.hides(tag, &entry)
-        {
+        if self.lifecycle.is_some_and(|l| l.hides(&entry)) {
             return;
         }
         self.announced = entry.seqnum + 1;
@@ -152,7 +150,12 @@ impl State {
                 None => Ok(StreamLifecycle::default()),
             };
             match known {
-                Ok(known) => self.lifecycle = Some(known),
+                Ok(known) => {
+                    // A truncated stream is followed from its start.
+                    self.cursor = self.cursor.map(|c| c.max(known.start_seqnum));
+                    self.announced = self.announced.max(known.start_seqnum);
+                    self.lifecycle = Some(known);
+                }
                 Err(err) => {
                     self.done = true;
                     return Some(Err(err));
@@ -216,7 +219,8 @@ impl State {
             (Some(c), _) => c,
             (None, Some(t)) => self.log.storage.seek_time(t).await?,
             (None, None) => tip.first,
-        };
+        }
+        .max(self.lifecycle.map_or(0, |l| l.start_seqnum));
         self.cursor = Some(cursor);
         self.announced = self.announced.max(cursor);
         // One tag (or every entry) reads exactly the matches; any other
