@@ -834,6 +834,28 @@ pub async fn streams_truncate_and_delete_softly(f: Fixture) {
     assert!(log.read_all(&t).await.unwrap().is_empty());
     // Another stream is untouched.
     assert_eq!(seqnums(&log.read_all(&other).await.unwrap()), [5]);
+
+    // Racing truncates: each compare-and-set either lands or retries, and
+    // the start ends at the furthest one asked for.
+    let racer = tag("cart:race");
+    for i in 0..8 {
+        log.append(AppendRequest::new(racer.clone(), format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let tasks: Vec<_> = (1..=8u64)
+        .map(|v| {
+            let (log, racer) = (log.clone(), racer.clone());
+            tokio::spawn(async move { log.truncate_stream(&racer, v).await.unwrap() })
+        })
+        .collect();
+    for task in tasks {
+        let set = within("a racing truncate", task).await.unwrap();
+        assert!(set.start_version >= 1, "{set:?}");
+    }
+    let end = log.stream_lifecycle(&racer).await.unwrap();
+    assert_eq!(end.start_version, 8);
+    assert!(log.read_all(&racer).await.unwrap().is_empty());
 }
 
 /// A subscription delivers the backlog, then live entries, with no gap and
