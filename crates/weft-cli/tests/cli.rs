@@ -1473,6 +1473,8 @@ fn dir_reads_keep_their_index_in_the_cache_named() {
     assert!(second.starts_with(first.trim_end()), "{second}");
 }
 
+#[path = "support/rows.rs"]
+mod rows;
 #[path = "trim_cases/mod.rs"]
 mod trim_cases;
 

@@ -176,6 +176,8 @@ fn demo_splits_its_executors_across_two_processes_and_resumes() {
     assert!(shipped.values().all(|&n| n == 1));
 }
 
+#[path = "support/rows.rs"]
+mod rows;
 #[path = "trim_cases/mod.rs"]
 mod trim_cases;
 

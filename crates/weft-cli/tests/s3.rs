@@ -1103,6 +1103,8 @@ async fn damaged_history_is_judged_alike_by_append_read_and_verify() {
     }
 }
 
+#[path = "support/rows.rs"]
+mod rows;
 #[path = "trim_cases/mod.rs"]
 mod trim_cases;
 

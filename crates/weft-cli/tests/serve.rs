@@ -120,6 +120,8 @@ fn the_command_works_against_a_server() {
 
 #[path = "retention_cases/mod.rs"]
 mod retention_cases;
+#[path = "support/rows.rs"]
+mod rows;
 
 /// The retention rows through a server: the policy and positions are the
 /// served log's, and `--apply` trims through it.

@@ -190,6 +190,23 @@ async fn sse_ids(response: reqwest::Response, n: usize) -> Vec<u64> {
     ids
 }
 
+/// GETs `url`, which must answer 200, as JSON.
+async fn get_json(url: &str) -> Value {
+    let r = support::http().get(url).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{url}");
+    r.json().await.unwrap()
+}
+
+/// The seqnums of a page's entries.
+fn seqnums_of(page: &Value) -> Vec<u64> {
+    page["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seqnum"].as_u64().unwrap())
+        .collect()
+}
+
 /// A subscription delivers backlog then live entries; reconnecting with
 /// Last-Event-ID resumes right after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,25 +256,18 @@ async fn reads_and_subscriptions_start_at_a_time() {
     let server = support::serve_with(log.clone(), Role::Leader, support::options()).await;
     let base = server.url();
     let http = support::http();
-    let page = |query: String| {
-        let http = http.clone();
+    let page = |query: &str| {
         let url = format!("{base}/v1/entries?{query}");
         async move {
-            let body: Value = http.get(url).send().await.unwrap().json().await.unwrap();
-            let seqnums: Vec<u64> = body["entries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["seqnum"].as_u64().unwrap())
-                .collect();
-            (seqnums, body["next"].as_u64().unwrap())
+            let body = get_json(&url).await;
+            (seqnums_of(&body), body["next"].as_u64().unwrap())
         }
     };
     // Entries were stamped 1000, 2000 and 3000.
-    assert_eq!(page("since=0".into()).await, (vec![0, 1, 2], 3));
-    assert_eq!(page("since=1500".into()).await, (vec![1, 2], 3));
-    assert_eq!(page("since=2000&tag=t".into()).await, (vec![1, 2], 3));
-    assert_eq!(page("since=3001".into()).await, (vec![], 3));
+    assert_eq!(page("since=0").await, (vec![0, 1, 2], 3));
+    assert_eq!(page("since=1500").await, (vec![1, 2], 3));
+    assert_eq!(page("since=2000&tag=t").await, (vec![1, 2], 3));
+    assert_eq!(page("since=3001").await, (vec![], 3));
     for both in ["entries?from=0&since=1", "subscribe?from=0&since=1"] {
         let r = http.get(format!("{base}/v1/{both}")).send().await.unwrap();
         assert_eq!(r.status(), 400, "{both}");
@@ -293,17 +303,12 @@ async fn truncated_and_deleted_streams_read_from_their_start() {
     let server = support::serve_with(log.clone(), Role::Leader, support::options()).await;
     let base = server.url();
     let http = support::http();
-    let get = |path: String| {
-        let http = http.clone();
+    let get = |path: &str| {
         let url = format!("{base}{path}");
-        async move {
-            let r = http.get(url).send().await.unwrap();
-            assert_eq!(r.status(), 200);
-            r.json::<Value>().await.unwrap()
-        }
+        async move { get_json(&url).await }
     };
     let lifecycle = format!("{base}/v1/streams/t/lifecycle");
-    let shown = get("/v1/streams/t/lifecycle".into()).await;
+    let shown = get("/v1/streams/t/lifecycle").await;
     assert_eq!(shown["start_version"], 0);
     assert_eq!(shown["next_version"], 3);
     let set = post(&lifecycle, json!({"truncate_before": 2})).await;
@@ -314,23 +319,18 @@ async fn truncated_and_deleted_streams_read_from_their_start() {
         (Some(2), Some(false))
     );
 
-    let seqnums = |page: &Value| -> Vec<u64> {
-        page["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["seqnum"].as_u64().unwrap())
-            .collect()
-    };
-    let page = get("/v1/entries?tag=t&from=0".into()).await;
-    assert_eq!(seqnums(&page), [2]);
+    let page = get("/v1/entries?tag=t&from=0").await;
+    assert_eq!(seqnums_of(&page), [2]);
     // A read from below the start jumps to it.
-    let page = get("/v1/entries?tag=t&from=0&limit=1".into()).await;
-    assert_eq!((seqnums(&page), page["next"].as_u64()), (vec![2], Some(3)));
-    let page = get("/v1/streams/t/entries?from_version=0".into()).await;
-    assert_eq!(seqnums(&page), [2]);
-    let whole = get("/v1/entries?from=0".into()).await;
-    assert_eq!(seqnums(&whole), [0, 1, 2, 3], "the log keeps them");
+    let page = get("/v1/entries?tag=t&from=0&limit=1").await;
+    assert_eq!(
+        (seqnums_of(&page), page["next"].as_u64()),
+        (vec![2], Some(3))
+    );
+    let page = get("/v1/streams/t/entries?from_version=0").await;
+    assert_eq!(seqnums_of(&page), [2]);
+    let whole = get("/v1/entries?from=0").await;
+    assert_eq!(seqnums_of(&whole), [0, 1, 2, 3], "the log keeps them");
 
     for bad in [
         json!({}),
@@ -355,7 +355,7 @@ async fn truncated_and_deleted_streams_read_from_their_start() {
         ),
         (Some(3), Some(4), Some(true))
     );
-    assert!(seqnums(&get("/v1/entries?tag=t".into()).await).is_empty());
+    assert!(seqnums_of(&get("/v1/entries?tag=t").await).is_empty());
     // A subscription by tag from the start sees only the new life.
     let sub = http
         .get(format!("{base}/v1/subscribe?tag=t&from=0"))

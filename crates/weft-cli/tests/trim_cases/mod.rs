@@ -8,26 +8,8 @@
 
 use std::process::Output;
 
-use serde_json::Value;
-
-fn lines(out: &Output) -> Vec<Value> {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn exit(out: &Output, code: i32, kind: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{err}");
-    assert!(err.trim_end().ends_with(&format!("({kind})")), "{err}");
-}
+// The test file declares `rows` (support/rows.rs) once for both tables.
+use super::rows::{exit, lines};
 
 /// Runs the rows on the empty log at `log`, through `weft` (the test
 /// file's way to run the binary against its backend).

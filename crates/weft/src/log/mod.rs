@@ -92,6 +92,9 @@ impl Log {
     }
 
     /// A log over `storage` that starts nothing (the retention task's own).
+    /// It holds no `retention::TaskOwner`, and must not: the
+    /// task's future would then own itself, and the last such log dropped
+    /// inside the task's own poll would wait on the lock that poll holds.
     pub(crate) fn from_arc_unstarted(storage: Arc<dyn Storage>) -> Self {
         Log {
             storage,
