@@ -82,6 +82,17 @@ async fn racing_opens_admit_exactly_one() {
 /// frees the lock at once, whatever the task was doing.
 #[tokio::test]
 async fn drop_releases_the_lock_while_retention_steps() {
+    drop_while_retention_steps().await;
+}
+
+/// The same on a runtime whose other thread may be polling the task when
+/// the log is dropped (the drop waits for that poll, then ends the task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_releases_the_lock_while_retention_steps_on_another_thread() {
+    drop_while_retention_steps().await;
+}
+
+async fn drop_while_retention_steps() {
     let tmp = tempfile::tempdir().unwrap();
     for round in 0..8u64 {
         let log = Log::new(DirStorage::open(tmp.path()).await.unwrap());
