@@ -19,9 +19,10 @@ use weft::{Error, Result};
 pub enum Scope {
     /// Reads, subscriptions, status, metrics.
     Read,
-    /// Appends, sessions, KV writes.
+    /// Appends, sessions, KV writes (but the log settings' scopes).
     Append,
-    /// Trim; implies the others.
+    /// Trim, stream lifecycles, KV writes to the log settings' scopes
+    /// (`_weft:retention`, `_weft:streams`); implies the others.
     Admin,
 }
 

@@ -138,3 +138,65 @@ async fn every_route_checks_tokens_and_scopes() {
     assert!(http.get(&url).send().await.unwrap().status().is_success());
     server.shutdown().await.unwrap();
 }
+
+/// The KV scopes of settings that change what the log keeps or shows (the
+/// retention policy, stream starts) take the admin scope to write, however
+/// the scope is spelled in the path; consumer positions and the views' own
+/// scopes take append; reading any of them takes read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_settings_in_the_kv_need_the_admin_scope_to_write() {
+    let tokens = Tokens::parse("r0 read\na0 append\nadm admin").unwrap();
+    let mut options = support::options();
+    options.tokens = Some(tokens);
+    let server = support::serve_with(Log::memory(), Role::Leader, options).await;
+    let http = support::http();
+    let put = |path: &str, token: &str| {
+        http.put(format!("{}/v1/kv/{path}", server.url()))
+            .json(&serde_json::json!({"data": "eA=="}))
+            .bearer_auth(token)
+            .send()
+    };
+    for path in [
+        "_weft:retention/policy",
+        "_weft%3Aretention/policy",
+        "_weft:streams/orders",
+        "_weft%3astreams/orders",
+    ] {
+        let refused = put(path, "a0").await.unwrap();
+        assert_eq!(refused.status().as_u16(), 403, "{path}");
+        assert_eq!(support::kind_of(refused).await, "permission_denied");
+        let cas = http
+            .post(format!("{}/v1/kv/{path}/cas", server.url()))
+            .json(&serde_json::json!({"expected": null, "data": "eA=="}))
+            .bearer_auth("a0")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cas.status().as_u16(), 403, "{path} cas");
+        let delete = http
+            .delete(format!("{}/v1/kv/{path}", server.url()))
+            .bearer_auth("a0")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(delete.status().as_u16(), 403, "{path} delete");
+        assert!(
+            put(path, "adm").await.unwrap().status().is_success(),
+            "{path}"
+        );
+        let read = http
+            .get(format!("{}/v1/kv/{path}", server.url()))
+            .bearer_auth("r0")
+            .send()
+            .await
+            .unwrap();
+        assert!(read.status().is_success(), "{path} read");
+    }
+    for path in ["_weft:consumers/c", "s/k"] {
+        assert!(
+            put(path, "a0").await.unwrap().status().is_success(),
+            "{path}"
+        );
+    }
+    server.shutdown().await.unwrap();
+}

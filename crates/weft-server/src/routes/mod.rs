@@ -141,9 +141,12 @@ async fn authorize(
         return next.run(request).await;
     };
     let path = matched.as_ref().map_or("", |m| m.as_str());
-    let Some(scope) = scope_of(request.method(), path) else {
+    let Some(mut scope) = scope_of(request.method(), path) else {
         return next.run(request).await;
     };
+    if scope == Scope::Append && writes_log_settings(request.uri().path()) {
+        scope = Scope::Admin;
+    }
     match tokens.check(token_of(&request).as_deref(), scope) {
         Verdict::Allowed => next.run(request).await,
         Verdict::Unauthenticated => ApiError::new(Error::new(
@@ -158,6 +161,21 @@ async fn authorize(
         ))
         .into_response(),
     }
+}
+
+/// True for a KV write to the scope of a setting that changes what the log
+/// keeps or shows — the retention policy (`_weft:retention`) or a stream's
+/// start (`_weft:streams`) — which takes the admin scope, as `/v1/trim`
+/// and the lifecycle route do, not the append scope of other KV writes.
+/// Consumer positions (`_weft:consumers`) stay with append: a consumer
+/// commits its own.
+fn writes_log_settings(uri_path: &str) -> bool {
+    let Some(rest) = uri_path.strip_prefix("/v1/kv/") else {
+        return false;
+    };
+    let scope = percent_decode(rest.split('/').next().unwrap_or(""));
+    scope == weft::retention::retention_scope().to_string()
+        || scope == weft::log::lifecycle::streams_scope().to_string()
 }
 
 /// The request's token: the `Authorization: Bearer` header, else the
