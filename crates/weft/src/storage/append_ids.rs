@@ -38,7 +38,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use super::NewEntry;
-use super::core::results_of;
+use super::kit::results_of;
 use super::sequencer::{Sequencer, VersionTable};
 use crate::error::{Error, Result};
 use crate::model::{AppendResult, LogEntry, MAX_APPEND_ID_BYTES};

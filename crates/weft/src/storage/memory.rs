@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::append_ids::{AppendIds, check_batch_ids};
 use super::cache::EntryCache;
-use super::core::CachedLog;
+use super::kit::CachedLog;
 use super::sequencer::Sequencer;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};

@@ -14,7 +14,7 @@
 //! `postgres` feature, `postgres` (a PostgreSQL database that many writer
 //! processes share). Each one passes the conformance suite of the
 //! `weft-testkit` crate unchanged. What they share (lifecycle, publishing
-//! under one lock, serving from an entry cache) is in [`core`];
+//! under one lock, serving from an entry cache) is in [`kit`];
 //! single-writer numbering is the [`sequencer`], and exactly-once appends
 //! on it are [`append_ids`]. The design and what each kind of backend
 //! promises are in `docs/STORAGE_SEAM.md`.
@@ -39,10 +39,10 @@
 pub mod append_ids;
 pub mod bucket;
 pub mod cache;
-pub mod core;
 pub mod dir;
 pub mod feed;
 pub mod index;
+pub mod kit;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -185,7 +185,7 @@ pub trait Storage: Send + Sync + 'static {
     ///
     /// Errors: as [`append`](Storage::append).
     async fn append_one(&self, entry: NewEntry) -> Result<AppendResult> {
-        core::single_result(self.append(vec![entry]).await?)
+        kit::single_result(self.append(vec![entry]).await?)
     }
 
     /// Up to `max` entries with seqnum `>= from`, in seqnum order; only

@@ -32,8 +32,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, ManifestData, decode_manifest};
 use crate::index::IndexOptions;
 use crate::storage::append_ids::AppendIds;
-use crate::storage::core::result_of;
 use crate::storage::index::LogIndex;
+use crate::storage::kit::result_of;
 use crate::store::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
 use crate::wal::{Applier, Cursor, CursorStore, HistoryReader, MemoryCursorStore, Record, Replica};
 

@@ -34,8 +34,8 @@ use super::reader::BucketReader;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{LogEntry, LogTag};
 use crate::storage::Tip;
-use crate::storage::core::{Gate, Visible};
 use crate::storage::index::LogIndex;
+use crate::storage::kit::{Gate, Visible};
 
 /// The entries since a follower started, while the history before them is
 /// still being filled in.

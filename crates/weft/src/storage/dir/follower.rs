@@ -75,8 +75,8 @@ use crate::index::{Index, IndexOptions};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
-use crate::storage::core::Gate;
 use crate::storage::feed::CommittedBatch;
+use crate::storage::kit::Gate;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 
 /// How a [`DirFollower`] tails its directory.

@@ -113,7 +113,7 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use super::core::Gate;
+use super::kit::Gate;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};

@@ -13,7 +13,7 @@
 //! are opened on demand, a bounded number at a time.
 //!
 //! The state and the commit feed are one shared
-//! [`Visible`](crate::storage::core::Visible): the writer records a group
+//! [`Visible`](crate::storage::kit::Visible): the writer records a group
 //! in the index, makes it readable and announces it in one step; a
 //! follower's tailing thread announces what its polls made readable.
 
@@ -31,8 +31,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::dir_segment::SegmentHeader;
 use crate::index::Index;
 use crate::model::{LogEntry, LogTag};
-use crate::storage::core::Visible;
 use crate::storage::feed::CommittedBatch;
+use crate::storage::kit::Visible;
 use crate::storage::{CommitFeed, StreamInfo, Tip};
 
 /// What readers see: only entries of whole batches (the writer's: synced,

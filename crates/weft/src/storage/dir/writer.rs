@@ -60,8 +60,8 @@ use crate::index::{IndexEntry, IndexVersions};
 use crate::model::{AppendResult, LogEntry, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
 use crate::storage::append_ids::{AppendIds, Planned, check_batch_ids};
-use crate::storage::core::Gate;
-use crate::storage::core::{result_of, single_result};
+use crate::storage::kit::Gate;
+use crate::storage::kit::{result_of, single_result};
 use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
