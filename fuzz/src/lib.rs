@@ -8,9 +8,9 @@
 
 use bytes::Bytes;
 use weft::format::bucket_kv::{KvObject, MAX_WRITERS, WRITER_TOKEN_LEN};
+use weft::format::dir_kv::{decode_kv_bucket, encode_kv_bucket};
 use weft::format::dir_segment::SegmentHeader;
 use weft::format::frame::{self, FrameError};
-use weft::format::kv_bucket::{decode_kv_bucket, encode_kv_bucket};
 use weft::format::replica_cursor::{decode_cursor, encode_cursor};
 use weft::format::trim_point::TrimPoint;
 use weft::format::{

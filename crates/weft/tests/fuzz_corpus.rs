@@ -344,7 +344,7 @@ fn trim_point_seeds() -> Seeds {
 }
 
 fn kv_bucket_seeds() -> Seeds {
-    use weft::format::kv_bucket::encode_kv_bucket;
+    use weft::format::dir_kv::encode_kv_bucket;
     let one = encode_kv_bucket(&vec![(
         "view".parse().unwrap(),
         "owner".into(),

@@ -19,7 +19,7 @@
 //! * [`bucket_kv`] — one key of a bucket log's KV, with the writer tokens
 //!   that make its compare-and-set outcome exact.
 //! * [`writer_lease`] — the object that names a bucket log's live writer.
-//! * [`dir_segment`], [`trim_point`], [`kv_bucket`] — the `dir` backend's
+//! * [`dir_segment`], [`trim_point`], [`dir_kv`] — the `dir` backend's
 //!   segment header, trim file and KV bucket files.
 //! * [`replica_cursor`] — a replica's saved cursor.
 //!
@@ -31,12 +31,12 @@
 //! [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
 
 pub mod bucket_kv;
+pub mod dir_kv;
 pub mod dir_segment;
 mod fields;
 pub mod frame;
 pub mod history;
 pub mod index;
-pub mod kv_bucket;
 pub mod log_state;
 pub mod manifest;
 pub mod replica_cursor;

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use super::follower::require_log;
 use super::scan::{self, Access, Repair, Survey, Versions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::kv_bucket::decode_kv_bucket;
+use crate::format::dir_kv::decode_kv_bucket;
 use crate::model::LogTag;
 
 /// How often a moving (or damaged) tail is looked at, and the pause

@@ -9,7 +9,7 @@
 //! Compare-and-set is atomic under one mutex, which is sound because the
 //! directory lock admits a single process.
 //!
-//! The bucket file's byte layout is [`crate::format::kv_bucket`].
+//! The bucket file's byte layout is [`crate::format::dir_kv`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ use bytes::Bytes;
 use super::fsutil::{self, TEMP_SUFFIX};
 use super::lock::DirIdentity;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::kv_bucket::{
+use crate::format::dir_kv::{
     KvBucket as Bucket, decode_kv_bucket as decode, encode_kv_bucket as encode,
 };
 use crate::kv::{self, KvStore};
