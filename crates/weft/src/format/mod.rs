@@ -33,7 +33,7 @@
 pub mod bucket_kv;
 pub mod dir_kv;
 pub mod dir_segment;
-mod fields;
+pub(crate) mod fields;
 pub mod frame;
 pub mod history;
 pub mod index;

@@ -50,10 +50,11 @@
 //! # Ok(()) }
 //! ```
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::Log;
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::fields::{Reader, Writer};
 use crate::kv::MAX_KEY_BYTES;
 use crate::model::{LogEntry, LogTag};
 use crate::retention::RESERVED_NAMESPACE;
@@ -108,46 +109,41 @@ fn key_of(tag: &LogTag) -> String {
     format!(":{h:032x}")
 }
 
-/// The bytes before the tag's text.
-const HEADER_BYTES: usize = 20;
-
 fn encode(tag: &LogTag, state: StreamLifecycle) -> Bytes {
     let text = tag.to_string();
-    let mut out = BytesMut::with_capacity(HEADER_BYTES + text.len());
-    out.put_u8(FORMAT_VERSION);
-    out.put_u8(if state.deleted { FLAG_DELETED } else { 0 });
-    out.put_u64_le(state.start_version);
-    out.put_u64_le(state.start_seqnum);
-    // A tag's text is at most 511 bytes.
-    out.put_u16_le(text.len() as u16);
-    out.put_slice(text.as_bytes());
-    out.freeze()
+    let mut w = Writer::default();
+    w.u8(FORMAT_VERSION)
+        .u8(if state.deleted { FLAG_DELETED } else { 0 })
+        .u64(state.start_version)
+        .u64(state.start_seqnum)
+        // A tag's text is at most 511 bytes.
+        .u16(text.len() as u16)
+        .bytes(text.as_bytes());
+    Bytes::from(w.finish())
 }
 
 fn decode(tag: &LogTag, bytes: &[u8]) -> Result<StreamLifecycle> {
     let bad = |why: &str| Error::corrupt(format!("the lifecycle of stream {tag}: {why}"));
-    if bytes.len() < HEADER_BYTES {
-        return Err(bad("shorter than its header"));
+    let mut r = Reader::new(bytes, "stream lifecycle");
+    let version = r.u8("format version")?;
+    if version != FORMAT_VERSION {
+        return Err(bad(&format!("unknown format version {version}")));
     }
-    if bytes[0] != FORMAT_VERSION {
-        return Err(bad(&format!("unknown format version {}", bytes[0])));
+    let flags = r.u8("flags")?;
+    if flags & !FLAG_DELETED != 0 {
+        return Err(bad(&format!("unknown flags {flags:#04x}")));
     }
-    if bytes[1] & !FLAG_DELETED != 0 {
-        return Err(bad(&format!("unknown flags {:#04x}", bytes[1])));
-    }
-    let start_version = u64::from_le_bytes(bytes[2..10].try_into().expect("8 bytes"));
-    let start_seqnum = u64::from_le_bytes(bytes[10..18].try_into().expect("8 bytes"));
-    let len = usize::from(u16::from_le_bytes([bytes[18], bytes[19]]));
-    if bytes.len() != HEADER_BYTES + len {
-        return Err(bad("its length does not match its tag's"));
-    }
-    if bytes[HEADER_BYTES..] != *tag.to_string().as_bytes() {
+    let start_version = r.u64("start version")?;
+    let start_seqnum = r.u64("start seqnum")?;
+    let named = r.text("tag")?;
+    r.finish()?;
+    if named != tag.to_string() {
         return Err(bad("it names another stream"));
     }
     Ok(StreamLifecycle {
         start_version,
         start_seqnum,
-        deleted: bytes[1] & FLAG_DELETED != 0,
+        deleted: flags & FLAG_DELETED != 0,
     })
 }
 

@@ -117,17 +117,15 @@ struct State {
     /// True while storage may hold entries at or above `cursor` that the
     /// feed will not deliver.
     catching_up: bool,
-    /// For a one-tag filter, the stream's lifecycle (its entries below the
-    /// start are not delivered); read at the first poll.
+    /// For a one-tag filter, the stream's lifecycle, read at the first
+    /// poll: the cursor starts no earlier than its start, so nothing below
+    /// it is read or delivered.
     lifecycle: Option<StreamLifecycle>,
     done: bool,
 }
 
 impl State {
     fn push(&mut self, entry: LogEntry) {
-        if self.lifecycle.is_some_and(|l| l.hides(&entry)) {
-            return;
-        }
         self.announced = entry.seqnum + 1;
         self.buffer.push_back(Delivery::Entry(entry));
     }
