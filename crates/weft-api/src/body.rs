@@ -301,6 +301,17 @@ pub struct Trim {
     pub through: u64,
 }
 
+/// The answer of `POST /v1/streams/{tag}/erase`: the payloads of the
+/// entries the stream's start hides are erased for good.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Erased {
+    /// The stream, as text.
+    pub tag: String,
+    /// How many entries this request erased (entries erased before are
+    /// not counted again).
+    pub erased: u64,
+}
+
 /// `GET /v1/status`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {

@@ -333,6 +333,32 @@ impl Storage for RemoteStorage {
         Ok(())
     }
 
+    /// The server erases what the stream's start hides, as it stores it
+    /// when the request arrives (a start only moves forward, so that is
+    /// at least what `before_version` names). The request is safe to
+    /// repeat: an erased entry is not erased again.
+    async fn erase_below(
+        &self,
+        tag: &LogTag,
+        _before_version: u64,
+        _below_seqnum: u64,
+    ) -> Result<u64> {
+        self.shared.check_open()?;
+        let name = tag.to_string();
+        let answer: body::Erased = self
+            .shared
+            .api
+            .call(
+                Method::POST,
+                &["v1", "streams", &name, "erase"],
+                &[],
+                Some(&serde_json::json!({})),
+                Effect::Read,
+            )
+            .await?;
+        Ok(answer.erased)
+    }
+
     fn feed(&self) -> &CommitFeed {
         &self.shared.feed
     }

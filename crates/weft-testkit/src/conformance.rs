@@ -24,7 +24,7 @@
 //! exactly-once appends with append ids (or their refusal), retention
 //! policies (stored with the log, applied by count, age and size, held
 //! back by protected consumers), named consumer positions, and streams
-//! truncated or deleted softly.
+//! truncated or deleted softly, then erased for good.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -83,6 +83,7 @@ macro_rules! conformance_suite {
                 trim_makes_old_reads_fail_clearly,
                 streams_list_every_stream_in_order,
                 streams_truncate_and_delete_softly,
+                streams_erase_hard,
                 subscription_hands_over_from_backlog_to_live,
                 tail_subscription_sees_only_new_entries,
                 filtered_subscriptions_pass_sparse_stretches,
@@ -726,6 +727,136 @@ pub async fn streams_list_every_stream_in_order(f: Fixture) {
         want,
         "after a trim, pages of two"
     );
+}
+
+/// A hard delete ([`Log::erase_stream`]) erases the payloads of the
+/// entries a stream's start hides, for every reader: each keeps its
+/// seqnum, tags, version, time and append id and reads with an empty
+/// payload, in whole-log reads too. Entries at or above the start, other
+/// streams' entries (one carrying the tag as a secondary tag included)
+/// and the numbering are untouched; a second erase erases nothing; a
+/// retried append id still answers with its original entry; trimmed
+/// entries are skipped.
+pub async fn streams_erase_hard(f: Fixture) {
+    let log = f.log;
+    let (t, other) = (tag("user:7"), tag("orders"));
+    let ids = log.storage().supports_append_ids();
+    let mut appended = Vec::new();
+    for i in 0..4 {
+        let mut req = AppendRequest::new(t.clone(), format!("secret-{i}"));
+        if ids && i == 1 {
+            req = req.with_id("user-7/1");
+        }
+        appended.push(log.append(req).await.unwrap());
+    }
+    // Seqnum 4: another stream's entry that carries `t` as well.
+    log.append(AppendRequest::new(other.clone(), "order of user 7").with_tag(t.clone()))
+        .await
+        .unwrap();
+    let before = log.read_log(Position::Beginning, 100).await.unwrap();
+    assert_eq!(before.len(), 5);
+    // Nothing hidden yet: nothing to erase.
+    assert_eq!(log.erase_stream(&t).await.unwrap(), 0);
+    assert_eq!(
+        log.read_log(Position::Beginning, 100).await.unwrap(),
+        before
+    );
+
+    let kept_in_place = |after: &[LogEntry], erased: &dyn Fn(&LogEntry) -> bool| {
+        assert_eq!(after.len(), before.len());
+        for (old, new) in before.iter().zip(after) {
+            assert_eq!(
+                (
+                    new.seqnum,
+                    new.stream_version,
+                    &new.tags,
+                    new.timestamp_ms,
+                    &new.append_id
+                ),
+                (
+                    old.seqnum,
+                    old.stream_version,
+                    &old.tags,
+                    old.timestamp_ms,
+                    &old.append_id
+                ),
+                "entry {} keeps its place",
+                old.seqnum
+            );
+            if erased(old) {
+                assert!(new.data.is_empty(), "entry {} is erased", old.seqnum);
+            } else {
+                assert_eq!(new.data, old.data, "entry {} is untouched", old.seqnum);
+            }
+        }
+    };
+
+    // Truncated before version 2: versions 0 and 1 go.
+    log.truncate_stream(&t, 2).await.unwrap();
+    assert_eq!(log.erase_stream(&t).await.unwrap(), 2);
+    let own_below = |v: u64| {
+        let t = t.clone();
+        move |e: &LogEntry| e.primary_tag() == &t && e.stream_version < v
+    };
+    kept_in_place(
+        &log.read_log(Position::Beginning, 100).await.unwrap(),
+        &own_below(2),
+    );
+    let visible = log.read_all(&t).await.unwrap();
+    assert_eq!(seqnums(&visible), [2, 3, 4]);
+    assert_eq!(visible[0].data, "secret-2");
+    assert_eq!(log.erase_stream(&t).await.unwrap(), 0, "erased once only");
+
+    // Deleted: the rest of its own entries go; the other stream's entry
+    // that carries the tag stays whole.
+    log.delete_stream(&t).await.unwrap();
+    assert_eq!(log.erase_stream(&t).await.unwrap(), 2);
+    kept_in_place(
+        &log.read_log(Position::Beginning, 100).await.unwrap(),
+        &own_below(4),
+    );
+    let one = log.read_log(Position::At(3), 1).await.unwrap();
+    assert!(one[0].data.is_empty(), "a read by seqnum sees it erased");
+    assert_eq!(
+        log.read_all(&other).await.unwrap()[0].data,
+        "order of user 7"
+    );
+
+    // The numbering goes on, and a new life is not erased.
+    let next = log
+        .append(AppendRequest::new(t.clone(), "new life"))
+        .await
+        .unwrap();
+    assert_eq!(next.stream_version, 4);
+    assert_eq!(log.erase_stream(&t).await.unwrap(), 0);
+    assert_eq!(log.read_all(&t).await.unwrap()[0].data, "new life");
+    if ids {
+        let retried = AppendRequest::new(t.clone(), "secret-1").with_id("user-7/1");
+        assert_eq!(log.append(retried).await.unwrap(), appended[1]);
+    }
+
+    // What is not committed, or not in order, is refused and changes
+    // nothing (a server's client erases only whole streams).
+    let tip = log.storage().tip().await.unwrap();
+    let whole = log.read_log(Position::Beginning, 100).await.unwrap();
+    for bad in [vec![tip.next], vec![5, 2], vec![5, 5]] {
+        let err = log.storage().erase(&bad).await.unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported),
+            "{bad:?}: {err}"
+        );
+    }
+    assert_eq!(log.read_log(Position::Beginning, 100).await.unwrap(), whole);
+
+    // Trimmed entries are skipped.
+    log.trim(1).await.unwrap();
+    let u = tag("user:8");
+    log.append(AppendRequest::new(u.clone(), "x"))
+        .await
+        .unwrap();
+    log.delete_stream(&u).await.unwrap();
+    assert_eq!(log.erase_stream(&u).await.unwrap(), 1);
+    assert_eq!(log.erase_stream(&t).await.unwrap(), 0);
 }
 
 /// Truncating a stream before a version makes every read by tag (pages,

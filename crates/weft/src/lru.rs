@@ -86,6 +86,15 @@ impl<K: Eq + Hash + Clone, V> ByteLru<K, V> {
         }
     }
 
+    /// Drops the value under `key`, if held (its source changed).
+    pub(crate) fn remove(&self, key: &K) {
+        let mut inner = self.lock();
+        if let Some((_, bytes, tick)) = inner.map.remove(key) {
+            inner.order.remove(&tick);
+            inner.bytes -= bytes;
+        }
+    }
+
     /// Bytes held now.
     pub(crate) fn bytes(&self) -> usize {
         self.lock().bytes
@@ -110,5 +119,9 @@ mod tests {
         assert!(lru.get(&"huge").is_none());
         lru.insert("a", Arc::new(5), 2);
         assert_eq!((lru.get(&"a").as_deref(), lru.bytes()), (Some(&5), 6));
+        lru.remove(&"a");
+        lru.remove(&"absent");
+        assert_eq!((lru.get(&"a"), lru.bytes()), (None, 4));
+        assert!(lru.get(&"c").is_some());
     }
 }

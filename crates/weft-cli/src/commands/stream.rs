@@ -4,9 +4,11 @@
 //! The lifecycle is stored with the log, in its KV (see
 //! `weft::log::lifecycle`): reads by tag leave out the stream's entries
 //! below its start, its numbering goes on, and the entries stay in the log
-//! (readable by seqnum) until retention or a trim drops them. Showing
-//! opens the log as a follower would; changing it opens it as `weft
-//! retention` does.
+//! (readable by seqnum) until retention or a trim drops them. `--erase`
+//! is the hard delete: it erases the payloads of the entries the start
+//! hides (after the change, when one is given too). Showing opens the log
+//! as a follower would; changing it opens it as `weft retention` does (a
+//! bucket log is erased without claiming it, so its writer is not fenced).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,8 +36,13 @@ pub(crate) struct StreamArgs {
     /// append starts a new life at the next version.
     #[arg(long)]
     delete: bool,
+    /// Erase for good the payloads of the entries the stream's start hides
+    /// (after `--delete` or `--truncate-before` when given): they keep
+    /// their seqnums, tags and versions and read with an empty payload.
+    #[arg(long)]
+    erase: bool,
     /// Print one JSON object: {"tag", "start_version", "start_seqnum",
-    /// "next_version", "deleted"}.
+    /// "next_version", "deleted"}, and "erased" with `--erase`.
     #[arg(long)]
     json: bool,
 }
@@ -43,7 +50,7 @@ pub(crate) struct StreamArgs {
 /// Runs `weft stream`.
 pub(crate) async fn run(args: StreamArgs, store: &StoreArgs) -> Result<ExitCode> {
     let tag: LogTag = args.tag.parse()?;
-    let changes = args.delete || args.truncate_before.is_some();
+    let changes = args.delete || args.truncate_before.is_some() || args.erase;
     let log = if changes {
         super::retention::open_for_writing(&args.log, store).await?
     } else {
@@ -59,13 +66,19 @@ pub(crate) async fn run(args: StreamArgs, store: &StoreArgs) -> Result<ExitCode>
         } else {
             log.stream_lifecycle(&tag).await?
         };
-        Ok::<_, Error>((lifecycle, log.next_version(&tag).await?))
+        let erased = if args.erase {
+            Some(log.erase_stream(&tag).await?)
+        } else {
+            None
+        };
+        Ok::<_, Error>((lifecycle, log.next_version(&tag).await?, erased))
     }
     .await;
     let closed = log.close().await;
-    let (lifecycle, next) = done?;
+    let (lifecycle, next, erased) = done?;
     closed?;
-    show(&args, &tag, lifecycle, next, changes)
+    let changed = args.delete || args.truncate_before.is_some();
+    show(&args, &tag, lifecycle, next, changed, erased)
 }
 
 fn show(
@@ -74,15 +87,20 @@ fn show(
     lifecycle: StreamLifecycle,
     next: u64,
     changed: bool,
+    erased: Option<u64>,
 ) -> Result<ExitCode> {
     if args.json {
-        output::json(&json!({
+        let mut out = json!({
             "tag": tag.to_string(),
             "start_version": lifecycle.start_version,
             "start_seqnum": lifecycle.start_seqnum,
             "next_version": next,
             "deleted": lifecycle.deleted,
-        }))?;
+        });
+        if let Some(n) = erased {
+            out["erased"] = json!(n);
+        }
+        output::json(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let prefix = if changed { "set: " } else { "" };
@@ -102,5 +120,11 @@ fn show(
     output::line(&format!(
         "{prefix}stream {tag}: {state}; next version {next}"
     ))?;
+    if let Some(n) = erased {
+        output::line(&format!(
+            "erased the payloads of {n} entries below version {}",
+            lifecycle.start_version
+        ))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,10 @@
 //! start through every by-tag route (see `weft::log::lifecycle`); its
 //! numbering goes on and its entries stay in the log until retention or a
 //! trim drops them. Changing it takes the admin scope, as a trim does.
+//!
+//! `POST /v1/streams/{tag}/erase` is the hard delete: it erases the
+//! payloads of the entries the start hides (`weft::Log::erase_stream`),
+//! also with the admin scope.
 
 use std::sync::Arc;
 
@@ -73,4 +77,28 @@ pub async fn change(
         }
     };
     Ok(Json(body(&t, lifecycle, log.next_version(&t).await?)))
+}
+
+/// `POST /v1/streams/{tag}/erase` (any JSON object as the body, `{}`):
+/// erases the payloads of the entries the stream's start hides.
+pub async fn erase(
+    State(shared): State<Arc<Shared>>,
+    name: Result<Path<String>, PathRejection>,
+    request: Result<Json<serde_json::Map<String, Value>>, JsonRejection>,
+) -> ApiResult<Json<weft_api::body::Erased>> {
+    let Path(name) = name.map_err(rejection)?;
+    let Json(request) = request.map_err(rejection)?;
+    if let Some(field) = request.keys().next() {
+        return Err(Error::invalid_input(format!(
+            "an erase takes no field (got {field:?}): it erases what the stream's start hides"
+        ))
+        .into());
+    }
+    let t = tag(&name)?;
+    let log = writable(&shared)?;
+    let erased = log.erase_stream(&t).await?;
+    Ok(Json(weft_api::body::Erased {
+        tag: t.to_string(),
+        erased,
+    }))
 }

@@ -62,6 +62,7 @@ pub const ROUTES: &[RouteSpec] = &[
     route("GET", "/v1/streams/{tag}/entries", READ),
     route("GET", "/v1/streams/{tag}/lifecycle", READ),
     route("POST", "/v1/streams/{tag}/lifecycle", ADMIN),
+    route("POST", "/v1/streams/{tag}/erase", ADMIN),
     route("GET", "/v1/entries", READ),
     route("GET", "/v1/entries/prev", READ),
     route("GET", "/v1/entries/{seqnum}", READ),
@@ -101,6 +102,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/v1/streams/{tag}/lifecycle",
             get(lifecycle::show).post(lifecycle::change),
         )
+        .route("/v1/streams/{tag}/erase", post(lifecycle::erase))
         .route("/v1/entries", get(log::entries))
         .route("/v1/entries/prev", get(log::prev))
         .route("/v1/entries/{seqnum}", get(log::entry))

@@ -6,7 +6,8 @@
 //! ```text
 //!  offset  size  field
 //!       0     4  magic          "WFTS"
-//!       4     1  format version 1 or 2 (2: frames may carry append ids)
+//!       4     1  format version 1, 2 (frames may carry append ids) or 3
+//!                               (frames may also be erased)
 //!       5     1  flags          bit 0: RELAXED (written in SyncMode::Relaxed)
 //!       6     2  reserved       0
 //!       8     8  first_seqnum   equals the number in the file name
@@ -21,6 +22,12 @@
 //! id frame in the last write for a torn tail and truncate it. Writers
 //! create version 2 segments and never put an id frame into a version 1
 //! segment (they start a new segment instead); readers accept both.
+//!
+//! Version 3 says that some frames may be erased ([`super::frame`], flag
+//! `ERASED`): a hard delete rewrites a sealed segment with its erased
+//! frames and this version, so a build that does not know erased frames
+//! refuses the segment by its header instead of meeting them. Only such
+//! rewrites write version 3.
 
 use super::fields::{Reader, Writer};
 use crate::error::{Error, Result};
@@ -34,6 +41,10 @@ pub const SEGMENT_V1: u8 = 1;
 
 /// The format version this build writes: frames may carry append ids.
 pub const SEGMENT_V2: u8 = 2;
+
+/// The format version of a segment a hard delete rewrote: frames may be
+/// erased (and may carry append ids).
+pub const SEGMENT_V3: u8 = 3;
 const FLAG_RELAXED: u8 = 1;
 const WHAT: &str = "segment header";
 
@@ -45,7 +56,7 @@ pub struct SegmentHeader {
     /// Written in relaxed sync mode: many write groups at its end may be
     /// unsynced, which recovery takes into account.
     pub relaxed: bool,
-    /// [`SEGMENT_V1`] or [`SEGMENT_V2`].
+    /// [`SEGMENT_V1`], [`SEGMENT_V2`] or [`SEGMENT_V3`].
     pub version: u8,
 }
 
@@ -91,10 +102,10 @@ impl SegmentHeader {
         let mut r = Reader::checked(bytes, WHAT)?;
         r.magic(MAGIC)?;
         let version = r.u8("format version")?;
-        if !(SEGMENT_V1..=SEGMENT_V2).contains(&version) {
+        if !(SEGMENT_V1..=SEGMENT_V3).contains(&version) {
             return Err(Error::corrupt(format!(
                 "segment format version {version} is not supported (this build reads \
-                 {SEGMENT_V1} and {SEGMENT_V2})"
+                 {SEGMENT_V1} to {SEGMENT_V3})"
             )));
         }
         let flags = r.u8("flags")?;
@@ -146,12 +157,19 @@ mod tests {
         assert_eq!(decoded, old);
         assert!(!decoded.allows_append_ids());
         assert!(SegmentHeader::new(3, false).allows_append_ids());
-        let three = SegmentHeader {
-            version: 3,
+        let erased = SegmentHeader {
+            version: SEGMENT_V3,
             ..SegmentHeader::new(3, false)
         };
-        let err = SegmentHeader::decode(&three.encode()).unwrap_err();
+        let decoded = SegmentHeader::decode(&erased.encode()).unwrap();
+        assert_eq!(decoded, erased);
+        assert!(decoded.allows_append_ids());
+        let four = SegmentHeader {
+            version: 4,
+            ..SegmentHeader::new(3, false)
+        };
+        let err = SegmentHeader::decode(&four.encode()).unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::Corrupt);
-        assert!(err.message().contains("version 3"), "{err}");
+        assert!(err.message().contains("version 4"), "{err}");
     }
 }

@@ -20,7 +20,10 @@
 //!      32     4  group_offset  position of the entry in its write group
 //!      36     1  flags         bit 0: BATCH_END (last entry of an atomic batch);
 //!                              bit 1: APPEND_ID (the append id field follows
-//!                              the tags); other bits are reserved and must be 0
+//!                              the tags); bit 2: ERASED (the payload was
+//!                              erased: the data bytes are zeros and the
+//!                              entry reads with an empty payload); other bits
+//!                              are reserved and must be 0
 //!      37     1  tag_count     1..=64; the first tag is the primary tag
 //!      38     …  tags          tag_count times:
 //!                                [ns_len u16][namespace utf-8]
@@ -58,6 +61,13 @@
 //! version 2 ([`super::dir_segment`]), so an older build refuses such a
 //! segment by its header rather than mistaking an id frame in the last
 //! write for a torn tail.
+//!
+//! An *erased* frame (v3, [`erase_in_place`]) is a frame whose payload a
+//! hard delete removed: the same length, the same header, tags and id, the
+//! `ERASED` flag set and every data byte zero, so an erased frame takes the
+//! place of the original byte for byte and whatever points into a segment
+//! (offsets, record lengths, counts) stays true. An older decoder refuses
+//! it as malformed.
 
 use std::fmt;
 
@@ -81,7 +91,13 @@ pub const FLAG_BATCH_END: u8 = 1;
 /// Flag bit: the frame carries an append id after its tags.
 pub const FLAG_APPEND_ID: u8 = 2;
 
-const KNOWN_FLAGS: u8 = FLAG_BATCH_END | FLAG_APPEND_ID;
+/// Flag bit: the payload was erased; the data bytes are zeros.
+pub const FLAG_ERASED: u8 = 4;
+
+const KNOWN_FLAGS: u8 = FLAG_BATCH_END | FLAG_APPEND_ID | FLAG_ERASED;
+
+/// The offset of the flags byte in a frame.
+const FLAGS_AT: usize = 36;
 
 /// The longest append id a frame can hold, in bytes (its length is a `u8`).
 pub const MAX_FRAME_APPEND_ID: usize = u8::MAX as usize;
@@ -155,6 +171,8 @@ pub struct FrameMeta {
     pub group_offset: u32,
     /// True for the last entry of an atomic append batch.
     pub batch_end: bool,
+    /// True when a hard delete erased the payload (it reads as empty).
+    pub erased: bool,
 }
 
 impl FrameMeta {
@@ -346,6 +364,34 @@ fn write_head(
     Ok(())
 }
 
+/// Erases the payload of the frame that fills `frame` exactly, in place:
+/// sets `ERASED`, zeroes the data bytes and seals the checksum again. The
+/// frame keeps its length, header, tags and append id. Returns false (and
+/// changes nothing) when the frame was already erased.
+///
+/// Errors: as [`decode_head`] for a frame that does not verify, and
+/// [`FrameError::Malformed`] when `frame` holds more than one frame.
+pub fn erase_in_place(frame: &mut [u8]) -> Result<bool, FrameError> {
+    let head = decode_head(frame)?;
+    if head.frame_len != frame.len() {
+        return Err(malformed(format!(
+            "{} bytes hold a frame of {} and more",
+            frame.len(),
+            head.frame_len
+        )));
+    }
+    if head.meta.erased {
+        return Ok(false);
+    }
+    let data_len = head.data.len();
+    let data_at = frame.len() - data_len;
+    frame[data_at..].fill(0);
+    frame[FLAGS_AT] |= FLAG_ERASED;
+    let crc = checksum(frame);
+    frame[4..PREFIX_LEN].copy_from_slice(&crc.to_le_bytes());
+    Ok(true)
+}
+
 /// True for an id a frame can carry: 1 to [`MAX_FRAME_APPEND_ID`] bytes, no
 /// control characters (the rule `AppendRequest::validate` applies).
 fn valid_append_id(id: &str) -> bool {
@@ -459,7 +505,7 @@ fn parse_checked(frame: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     let timestamp_ms = field(u64_at(frame, 24))?;
     let group_offset = u32_at(frame, 32).ok_or_else(|| malformed("fixed fields truncated"))?;
     let flags = *frame
-        .get(36)
+        .get(FLAGS_AT)
         .ok_or_else(|| malformed("fixed fields truncated"))?;
     let tag_count = *frame
         .get(37)
@@ -502,9 +548,17 @@ fn parse_checked(frame: &[u8]) -> Result<FrameHead<'_>, FrameError> {
     } else {
         None
     };
-    let data = frame
+    let mut data = frame
         .get(at..)
         .ok_or_else(|| malformed("tags overrun the frame"))?;
+    let erased = flags & FLAG_ERASED != 0;
+    if erased {
+        // The zeros only keep the frame's length: they are no payload.
+        if data.iter().any(|&b| b != 0) {
+            return Err(malformed("an erased frame's data bytes are not all zero"));
+        }
+        data = &[];
+    }
     Ok(FrameHead {
         meta: FrameMeta {
             seqnum,
@@ -512,6 +566,7 @@ fn parse_checked(frame: &[u8]) -> Result<FrameHead<'_>, FrameError> {
             timestamp_ms,
             group_offset,
             batch_end: flags & FLAG_BATCH_END != 0,
+            erased,
         },
         tag_count,
         raw_tags,
@@ -592,6 +647,58 @@ mod tests {
         assert_eq!(frame.frame_len, encoded_len(&e.tags, e.data.len()));
         assert_eq!(claimed_len(&buf), Some(frame.frame_len));
         assert_eq!(claimed_position(&buf), Some((42, 3)));
+    }
+
+    #[test]
+    fn an_erased_frame_keeps_its_place_and_loses_its_payload() {
+        let mut e = entry(42, &["orders:o-1", "audit"], b"card 4111 1111 1111 1111");
+        e.append_id = Some("order-42/placed".into());
+        let mut buf = Vec::new();
+        encode_with_id(&mut buf, &e, e.append_id.as_deref(), 3, true).unwrap();
+        let len = buf.len();
+        assert!(erase_in_place(&mut buf).unwrap());
+        assert_eq!(buf.len(), len, "same length, so offsets after it hold");
+        assert!(
+            !buf.windows(4).any(|w| w == b"4111"),
+            "payload bytes remain"
+        );
+        let f = decode(&buf).unwrap();
+        assert!(f.meta.erased);
+        assert!(f.meta.batch_end);
+        assert_eq!(f.meta.group_offset, 3);
+        let erased = f.to_entry();
+        assert_eq!(erased.data, Bytes::new());
+        assert_eq!(
+            (erased.seqnum, erased.stream_version, erased.timestamp_ms),
+            (e.seqnum, e.stream_version, e.timestamp_ms)
+        );
+        assert_eq!((erased.tags, erased.append_id), (e.tags, e.append_id));
+        // Idempotent: a second erase changes nothing.
+        let before = buf.clone();
+        assert!(!erase_in_place(&mut buf).unwrap());
+        assert_eq!(buf, before);
+    }
+
+    #[test]
+    fn an_erased_frame_with_data_left_is_malformed() {
+        let e = entry(5, &["t"], b"secret");
+        let mut buf = Vec::new();
+        encode(&mut buf, &e, 0, true).unwrap();
+        // The flag set without zeroing the data, checksum sealed again.
+        buf[FLAGS_AT] |= FLAG_ERASED;
+        let crc = checksum(&buf);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(decode(&buf), Err(FrameError::Malformed(_))));
+        let mut damaged = buf.clone();
+        assert!(erase_in_place(&mut damaged).is_err());
+        // Bytes after the frame are refused rather than zeroed with it.
+        let mut good = Vec::new();
+        encode(&mut good, &e, 0, true).unwrap();
+        good.push(0);
+        assert!(matches!(
+            erase_in_place(&mut good),
+            Err(FrameError::Malformed(_))
+        ));
     }
 
     #[test]

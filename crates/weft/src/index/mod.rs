@@ -857,6 +857,17 @@ impl Index {
         Ok(rows.into_iter().map(|(t, r)| (t, r.next_version)).collect())
     }
 
+    /// Records that entry `seqnum`'s bytes changed in place (an erase) and
+    /// that its check value is now `check`, so that the tip check of the
+    /// next open still matches the log when `seqnum` is the tip. Flushes
+    /// the tail first; a later entry makes this a no-op.
+    ///
+    /// Errors: the flush's and the store's.
+    pub fn recheck(&self, seqnum: u64, check: u64) -> Result<()> {
+        self.flush()?;
+        with_store(&self.inner, |s| s.recheck(seqnum, check))
+    }
+
     /// Moves the whole tail into the store and syncs it.
     ///
     /// Errors: the store's error when the flush fails.

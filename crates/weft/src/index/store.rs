@@ -751,6 +751,20 @@ impl Store {
         self.sync()
     }
 
+    /// Records `check` as the tip's check value when the tip is `seqnum`.
+    pub(super) fn recheck(&self, seqnum: u64, check: u64) -> Result<()> {
+        let _writer = self.writer();
+        let m = self.meta()?;
+        if m.tip.map(|(s, _)| s) != Some(seqnum) {
+            return Ok(());
+        }
+        let mut b = self.db.batch();
+        b.insert(&self.meta, meta::TIP, tip_value(seqnum, check));
+        self.seal_batch(&mut b)?;
+        self.commit(b, "record the tip's new check value")?;
+        self.sync()
+    }
+
     /// Writes one batch of consecutive entries in one store batch.
     pub(super) fn write(&self, batch: &FlushBatch, sync: bool) -> Result<()> {
         let Some(&(last, ref last_entry)) = batch.entries.last() else {

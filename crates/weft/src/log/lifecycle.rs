@@ -206,6 +206,38 @@ impl Log {
         self.change_lifecycle(tag, None).await
     }
 
+    /// Erases, for good, the payloads of the entries `tag`'s start hides
+    /// (after [`Log::delete_stream`] or [`Log::truncate_stream`]): a hard
+    /// delete, for erasure requests. Each entry whose primary tag is `tag`
+    /// and whose version is below the start keeps its place — seqnum,
+    /// tags, version, time, append id — and reads with an empty payload
+    /// from then on, in whole-log reads too; the backend overwrites the
+    /// stored bytes (rewriting sealed segments, or the rows). Entries of
+    /// other streams that carry `tag` as a secondary tag are theirs and
+    /// stay. Returns how many entries this call erased; calling it again
+    /// erases what a crash or an error left, and nothing more.
+    ///
+    /// What is *not* reached: copies made before the erase — entries a
+    /// subscriber or a replica already read, state folded from them,
+    /// snapshots and backups — and, on a directory, followers in other
+    /// processes that hold the old segment file open (until they close
+    /// it). See `docs/FAILURE_SEMANTICS.md`.
+    ///
+    /// Errors: `Unsupported` when the backend cannot erase (a backend
+    /// without a KV hides nothing, so there is nothing to erase: `Ok(0)`);
+    /// `ReadOnly` on a follower; `Corrupt` for a stored lifecycle or
+    /// segment that does not decode; the backend's kinds, after which some
+    /// entries may be erased (call it again).
+    pub async fn erase_stream(&self, tag: &LogTag) -> Result<u64> {
+        let start = self.stream_lifecycle(tag).await?;
+        if start.start_version == 0 {
+            return Ok(0);
+        }
+        self.storage
+            .erase_below(tag, start.start_version, start.start_seqnum)
+            .await
+    }
+
     /// The last entry carrying `tag` below `before` that reads by tag
     /// show (`None` when it is below the stream's start).
     ///

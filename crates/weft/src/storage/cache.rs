@@ -109,6 +109,36 @@ impl EntryCache {
         self.index.prev(tag, before).map(|s| self.get(s))
     }
 
+    /// Empties the payloads of the cached entries `seqnums` (ascending;
+    /// those not cached are skipped) and returns how many had one. A batch
+    /// that holds one is copied once with its erased entries: subscribers
+    /// that were handed the old batch keep what they were given.
+    pub fn erase(&mut self, seqnums: &[u64]) -> u64 {
+        let mut erased = 0;
+        let mut todo = seqnums.iter().copied().peekable();
+        for batch in self.batches.iter_mut() {
+            let (first, next) = (batch[0].seqnum, batch[0].seqnum + batch.len() as u64);
+            while todo.next_if(|&s| s < first).is_some() {}
+            let mut copy: Option<Vec<LogEntry>> = None;
+            while let Some(s) = todo.next_if(|&s| s < next) {
+                let at = (s - first) as usize;
+                if batch[at].data.is_empty() {
+                    continue;
+                }
+                let entries = copy.get_or_insert_with(|| batch.to_vec());
+                entries[at].data = bytes::Bytes::new();
+                erased += 1;
+            }
+            if let Some(entries) = copy {
+                *batch = entries.into();
+            }
+            if todo.peek().is_none() {
+                break;
+            }
+        }
+        erased
+    }
+
     /// Checks that `through` can be trimmed.
     ///
     /// Errors: `InvalidInput` when `through` is not below the next seqnum.

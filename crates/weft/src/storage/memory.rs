@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::append_ids::{AppendIds, check_batch_ids};
 use super::cache::EntryCache;
-use super::kit::CachedLog;
+use super::kit::{self, CachedLog};
 use super::sequencer::Sequencer;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
@@ -119,6 +119,13 @@ impl Storage for MemoryStorage {
         cache.trim(through);
         numbering.ids.forget_through(through);
         Ok(())
+    }
+
+    async fn erase(&self, seqnums: &[u64]) -> Result<u64> {
+        self.log.gate().check_writable()?;
+        let mut cache = self.log.visible().write();
+        kit::check_erasable(seqnums, cache.index().next())?;
+        Ok(cache.erase(seqnums))
     }
 
     fn feed(&self) -> &CommitFeed {

@@ -275,6 +275,85 @@ pub trait Storage: Send + Sync + 'static {
     /// Errors: `InvalidInput` when `through` is not below the tip's `next`.
     async fn trim(&self, through: u64) -> Result<()>;
 
+    /// Erases the payloads of the committed entries `seqnums` (ascending):
+    /// each keeps its place — seqnum, tags, version, time, append id — and
+    /// reads with an empty payload from then on, through this handle and
+    /// every later reader of the stored log, while the stored bytes of its
+    /// payload are overwritten (a hard delete; see
+    /// [`Log::erase_stream`](crate::Log::erase_stream)). Seqnums a trim
+    /// removed meanwhile are skipped. Returns how many entries were erased
+    /// by this call (an entry erased before is not counted again).
+    ///
+    /// Errors: `Unsupported` (the default: the backend cannot erase);
+    /// `InvalidInput` for a seqnum at or past the tip's `next`; `ReadOnly`;
+    /// `Closed`; backend I/O kinds, after which some of the entries may be
+    /// erased and the rest not (erase again).
+    async fn erase(&self, seqnums: &[u64]) -> Result<u64> {
+        let _ = seqnums;
+        Err(Error::unsupported(
+            "this storage backend cannot erase entries",
+        ))
+    }
+
+    /// Erases the payloads of `tag`'s entries below `before_version` (as
+    /// [`erase`](Storage::erase) does), which all lie below seqnum
+    /// `below_seqnum` (the stream's start, see
+    /// [`Log::erase_stream`](crate::Log::erase_stream)). Returns how many
+    /// this call erased.
+    ///
+    /// The default reads the tag's entries a page at a time from the log's
+    /// first live seqnum and erases each page's share; a backend that
+    /// forwards the whole request elsewhere (a server's client) overrides
+    /// it.
+    ///
+    /// Errors: as [`read`](Storage::read) and [`erase`](Storage::erase).
+    async fn erase_below(
+        &self,
+        tag: &LogTag,
+        before_version: u64,
+        below_seqnum: u64,
+    ) -> Result<u64> {
+        const PAGE: usize = 256;
+        let mut from = self.tip().await?.first;
+        let mut erased = 0;
+        while from < below_seqnum {
+            let page = match self.read(Some(tag), from, PAGE).await {
+                Ok(page) => page,
+                Err(e) if e.kind() == crate::ErrorKind::Trimmed => {
+                    // A trim moved the start meanwhile; trims only go
+                    // forward, so this ends.
+                    let first = self.tip().await?.first;
+                    if first <= from {
+                        return Err(e);
+                    }
+                    from = first;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let Some(last) = page.last() else {
+                break;
+            };
+            from = last.seqnum + 1;
+            let doomed: Vec<u64> = page
+                .iter()
+                .filter(|e| {
+                    e.primary_tag() == tag
+                        && e.stream_version < before_version
+                        && !e.data.is_empty()
+                })
+                .map(|e| e.seqnum)
+                .collect();
+            if !doomed.is_empty() {
+                erased += self.erase(&doomed).await?;
+            }
+            if page.len() < PAGE {
+                break;
+            }
+        }
+        Ok(erased)
+    }
+
     /// The feed of committed batches.
     fn feed(&self) -> &CommitFeed;
 

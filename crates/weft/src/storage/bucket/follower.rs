@@ -201,6 +201,8 @@ async fn tail(
 /// A read-only replica of a bucket log that serves the whole read API.
 pub struct BucketFollower {
     shared: Arc<Shared>,
+    /// The store as given: erases write segment objects through it.
+    store: Arc<dyn ObjectStore>,
     kv: Arc<BucketKv>,
     stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -300,7 +302,10 @@ impl BucketFollower {
         }
         Ok(BucketFollower {
             shared,
-            kv: Arc::new(BucketKv::new(store, layout.kv()).with_retry_policy(options.retry)),
+            kv: Arc::new(
+                BucketKv::new(store.clone(), layout.kv()).with_retry_policy(options.retry),
+            ),
+            store,
             stop,
             tasks: Mutex::new(tasks),
         })
@@ -381,6 +386,14 @@ impl Storage for BucketFollower {
 
     async fn trim(&self, _through: u64) -> Result<()> {
         Err(Self::read_only())
+    }
+
+    /// A follower erases as a tool does: it rewrites segment objects
+    /// without claiming the log (no manifest is written, so the writer is
+    /// not fenced), through the store it was given — a read-only store
+    /// refuses with `ReadOnly`.
+    async fn erase(&self, seqnums: &[u64]) -> Result<u64> {
+        self.shared.erase(&self.store, seqnums).await
     }
 
     fn feed(&self) -> &CommitFeed {

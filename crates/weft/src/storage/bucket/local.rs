@@ -27,9 +27,12 @@
 
 use std::collections::VecDeque;
 
+use std::sync::Arc;
+
+use object_store::ObjectStore;
 use tokio::sync::watch;
 
-use super::numbers::{EntryNumbers, Floors, Numbers};
+use super::numbers::{EntryNumbers, Floors, Numbers, check_of};
 use super::reader::BucketReader;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{LogEntry, LogTag};
@@ -94,6 +97,24 @@ impl Recent {
         let first = self.entries.front()?.seqnum;
         self.entries
             .get(usize::try_from(seqnum.checked_sub(first)?).ok()?)
+    }
+
+    /// Empties the payloads of the held entries among `seqnums`.
+    fn erase(&mut self, seqnums: &[u64]) {
+        let Some(first) = self.entries.front().map(|e| e.seqnum) else {
+            return;
+        };
+        for &s in seqnums {
+            let Some(e) = s
+                .checked_sub(first)
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| self.entries.get_mut(i))
+            else {
+                continue;
+            };
+            self.bytes -= e.data.len();
+            e.data = bytes::Bytes::new();
+        }
     }
 
     fn trim(&mut self, through: u64) {
@@ -462,6 +483,39 @@ impl LocalLog {
             .publish(batch, |state, entries| state.add_live(entries))?;
         self.indexed.send_replace(self.visible.read().indexed());
         Ok(())
+    }
+
+    /// Erases the payloads of `seqnums` (ascending, committed) in their
+    /// segment objects (see [`super::erase`]), then in what this handle
+    /// holds: its newest entries, its segment cache and, when the cache
+    /// directory's index ends at one of them, the index's tip check.
+    ///
+    /// Errors: `InvalidInput` for a seqnum this handle has not seen
+    /// committed; as [`super::erase::erase_entries`].
+    pub(crate) async fn erase(&self, store: &Arc<dyn ObjectStore>, seqnums: &[u64]) -> Result<u64> {
+        self.gate.check_writable()?;
+        let next = self.visible.read().tip().next;
+        crate::storage::kit::check_erasable(seqnums, next)?;
+        let result = super::erase::erase_entries(store, &self.reader, seqnums).await;
+        self.visible.write().recent.erase(seqnums);
+        let (erased, _) = result?;
+        let index = match self.visible.read().numbers() {
+            Numbers::Disk(index, _) => Some(Arc::clone(index)),
+            Numbers::Memory(..) => None,
+        };
+        if let (Some(index), Some(&last)) = (index, seqnums.last())
+            && last + 1 == index.next()
+        {
+            // The tip check covers the payload: record the erased one's,
+            // or the next open would find the tip changed and rebuild.
+            let mut entry = self.reader.read_seqnums(&[last]).await?;
+            if let Some(e) = entry.pop()
+                && let Err(err) = index.recheck(last, check_of(&e))
+            {
+                tracing::warn!(error = %err, "could not record the erased tip's check in the cache index");
+            }
+        }
+        Ok(erased)
     }
 
     /// Adds a batch of filled-in history.

@@ -53,6 +53,7 @@
 mod budget;
 mod catchup;
 pub mod check;
+mod erase;
 pub mod follower;
 pub mod kv;
 mod local;

@@ -138,7 +138,55 @@ impl BucketReader {
         Ok(out)
     }
 
-    /// The manifest entries from the one holding `seq`, checked against the
+    /// The manifest entries holding `seqnums` (ascending, committed), each
+    /// with the seqnums it holds; seqnums below the first live one are
+    /// left out.
+    ///
+    /// Errors: as [`Self::read_seqnums`].
+    pub(crate) async fn segments_of(
+        &self,
+        seqnums: &[u64],
+    ) -> Result<Vec<(ManifestEntry, Vec<u64>)>> {
+        let mut out: Vec<(ManifestEntry, Vec<u64>)> = Vec::new();
+        let mut located: Vec<ManifestEntry> = Vec::new();
+        for &seq in seqnums {
+            if let Some((entry, list)) = out.last_mut()
+                && entry.contains(seq)
+            {
+                list.push(seq);
+                continue;
+            }
+            let entry = match located.iter().find(|e| e.contains(seq)) {
+                Some(e) => e.clone(),
+                None => {
+                    located = match self.locate(seq).await {
+                        Ok(found) => found,
+                        Err(e) if e.kind() == ErrorKind::Trimmed => continue,
+                        Err(e) => return Err(e),
+                    };
+                    located.first().cloned().ok_or_else(|| {
+                        Error::corrupt(format!("no manifest entry holds committed seqnum {seq}"))
+                    })?
+                }
+            };
+            out.push((entry, vec![seq]));
+        }
+        Ok(out)
+    }
+
+    /// Drops the cached copy of the segment at `location` (its object was
+    /// rewritten).
+    pub(crate) fn forget_segment(&self, location: &str) {
+        self.segments.remove(&location.to_owned());
+    }
+
+    /// The error for a segment that is gone when the manifest entry
+    /// `entry` held `seq`: `Trimmed` if a trim dropped it, else `Corrupt`.
+    pub(crate) async fn segment_gone(&self, seq: u64, entry: &ManifestEntry, err: Error) -> Error {
+        self.missing(seq, entry, err).await
+    }
+
+    /// The manifest entries from the one holding `seq`, checked against the    /// The manifest entries from the one holding `seq`, checked against the
     /// first live seqnum.
     async fn locate(&self, seq: u64) -> Result<Vec<ManifestEntry>> {
         let mut m = self.manifest();

@@ -855,6 +855,11 @@ impl Storage for BucketStorage {
         Ok(())
     }
 
+    async fn erase(&self, seqnums: &[u64]) -> Result<u64> {
+        self.check_failed()?;
+        self.shared.log.erase(&self.store, seqnums).await
+    }
+
     fn feed(&self) -> &CommitFeed {
         self.shared.log.feed()
     }

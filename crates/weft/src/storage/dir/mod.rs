@@ -88,6 +88,7 @@
 //! committed entries are served from memory (see `read.rs`).
 
 mod check;
+mod erase;
 mod follower;
 mod fsutil;
 mod ids;
@@ -427,6 +428,11 @@ impl Storage for DirStorage {
 
     async fn trim(&self, through: u64) -> Result<()> {
         self.call(|reply| Command::Trim { through, reply }).await
+    }
+
+    async fn erase(&self, seqnums: &[u64]) -> Result<u64> {
+        let seqnums = seqnums.to_vec();
+        self.call(|reply| Command::Erase { seqnums, reply }).await
     }
 
     fn feed(&self) -> &CommitFeed {

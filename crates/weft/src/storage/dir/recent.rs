@@ -53,6 +53,25 @@ impl Recent {
         self.bytes = 0;
     }
 
+    /// Drops everything held when it holds any of `seqnums` (ascending):
+    /// their entries changed on disk (an erase), and reads must get the
+    /// new bytes.
+    pub(super) fn forget_any(&mut self, seqnums: &[u64]) {
+        let (Some(start), Some(end)) = (self.start_seqnum(), self.end()) else {
+            return;
+        };
+        let from = seqnums.partition_point(|&s| s < start);
+        if seqnums.get(from).is_some_and(|&s| s < end) {
+            self.clear();
+        }
+    }
+
+    /// The seqnum of the first entry held.
+    fn start_seqnum(&self) -> Option<u64> {
+        let batch = self.batches.front()?;
+        batch.get(self.skip).map(|e| e.seqnum)
+    }
+
     /// The seqnum after the last entry held.
     fn end(&self) -> Option<u64> {
         self.batches.back()?.last().map(|e| e.seqnum + 1)

@@ -45,6 +45,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tracing::{debug, error, warn};
 
+use super::erase;
 use super::fsutil;
 use super::lock::DirLock;
 use super::options::{DirOptions, SyncMode};
@@ -227,10 +228,24 @@ impl Plan {
 
 /// What the writer thread is asked to do.
 pub(super) enum Command {
-    Append { batch: Batch, reply: Replier },
-    Trim { through: u64, reply: Reply<()> },
-    Sync { reply: Reply<()> },
-    Close { reply: Reply<()> },
+    Append {
+        batch: Batch,
+        reply: Replier,
+    },
+    Trim {
+        through: u64,
+        reply: Reply<()>,
+    },
+    Erase {
+        seqnums: Vec<u64>,
+        reply: Reply<u64>,
+    },
+    Sync {
+        reply: Reply<()>,
+    },
+    Close {
+        reply: Reply<()>,
+    },
 }
 
 /// Counters behind [`DirStats`](super::DirStats).
@@ -437,6 +452,9 @@ impl Writer {
                 }
                 Command::Trim { through, reply } => {
                     let _ = reply.send(self.trim(through));
+                }
+                Command::Erase { seqnums, reply } => {
+                    let _ = reply.send(self.erase(&seqnums));
                 }
                 Command::Sync { reply } => {
                     let _ = reply.send(self.sync_if_dirty());
@@ -938,6 +956,64 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+impl Writer {
+    /// Erases the payloads of `seqnums` (a hard delete, see
+    /// [`super::erase`]): seals the active segment first when it holds one
+    /// of them, rewrites each sealed segment that does, then drops what
+    /// readers cached of the old bytes and gives the index the new check
+    /// value of its tip when that was erased.
+    fn erase(&mut self, seqnums: &[u64]) -> Result<u64> {
+        self.check_writable()?;
+        self.check_directory()?;
+        let next = self.sequencer.next_seqnum();
+        crate::storage::kit::check_erasable(seqnums, next)?;
+        let first_live = self.shared.read_state().first;
+        let live = &seqnums[seqnums.partition_point(|&s| s < first_live)..];
+        let Some(&last) = live.last() else {
+            return Ok(0);
+        };
+        if self.active.as_ref().is_some_and(|a| last >= a.first) {
+            self.roll(next)?;
+        }
+        // The segment of each seqnum: the last one starting at or below it.
+        let mut plan: Vec<(u64, Vec<u64>)> = Vec::new();
+        {
+            let state = self.shared.read_state();
+            for &s in live {
+                let Some((&first, _)) = state.segments.range(..=s).next_back() else {
+                    return Err(Error::corrupt(format!("no segment holds live seqnum {s}")));
+                };
+                match plan.last_mut() {
+                    Some((f, list)) if *f == first => list.push(s),
+                    _ => plan.push((first, vec![s])),
+                }
+            }
+        }
+        let mut erased = 0;
+        let mut checks = Vec::new();
+        for (first, list) in &plan {
+            let result = erase::rewrite_segment(&self.shared.dir, *first, list);
+            // Whatever happened, reads must open the file again.
+            self.shared.state.forget_segments([*first]);
+            let done = result?;
+            erased += done.erased;
+            checks.extend(done.checks);
+        }
+        self.shared.write_state().recent.forget_any(live);
+        if let Some(&(seqnum, check)) = checks.last()
+            && seqnum + 1 == next
+        {
+            let index = Arc::clone(self.shared.state.index());
+            if let Err(e) = index.recheck(seqnum, check) {
+                // The next open finds the tip check changed and rebuilds
+                // the index: slow, not wrong.
+                warn!(error = %e, "could not record the erased tip's check in the log index");
+            }
+        }
+        Ok(erased)
     }
 }
 

@@ -16,6 +16,8 @@
 //!   through their indexes and use the gate and [`Visible`] directly.
 //! * [`results_of`], [`result_of`] — the answer to an append, from the
 //!   numbered entries.
+//! * [`check_erasable`] — the argument check every backend's
+//!   [`Storage::erase`](super::Storage::erase) makes first.
 //!
 //! A backend whose numbers are assigned by a shared database has no
 //! sequencer and may keep no copy of the entries: it uses a [`Gate`] and
@@ -61,5 +63,23 @@ pub fn result_of(entry: &LogEntry) -> AppendResult {
         stream_version: entry.stream_version,
         primary_tag: entry.tags[0].clone(),
         timestamp_ms: entry.timestamp_ms,
+    }
+}
+
+/// Checks the seqnums of an erase: ascending, without repeats, and all
+/// below `next` (the log's end).
+///
+/// Errors: `InvalidInput`, and nothing is erased.
+pub fn check_erasable(seqnums: &[u64], next: u64) -> Result<()> {
+    if !seqnums.windows(2).all(|w| w[0] < w[1]) {
+        return Err(Error::invalid_input(
+            "the seqnums to erase must ascend without repeats",
+        ));
+    }
+    match seqnums.last() {
+        Some(&last) if last >= next => Err(Error::invalid_input(format!(
+            "cannot erase seqnum {last}: the log ends before it (next seqnum {next})"
+        ))),
+        _ => Ok(()),
     }
 }

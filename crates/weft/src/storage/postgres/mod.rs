@@ -534,6 +534,30 @@ impl Storage for PgStorage {
             .collect()
     }
 
+    async fn erase(&self, seqnums: &[u64]) -> Result<u64> {
+        let tip = self.tip_now().await?;
+        crate::storage::kit::check_erasable(seqnums, tip.next)?;
+        let seqnums_i = seqnums
+            .iter()
+            .map(|&s| i64_of(s, "seqnum"))
+            .collect::<Result<Vec<i64>>>()?;
+        let sql = if self.shared.installed.payloads {
+            &self.shared.sql.erase
+        } else {
+            &self.shared.sql.erase_v1
+        };
+        let rows = self
+            .shared
+            .connections
+            .query(Op::Write, "erase", sql, &[&seqnums_i])
+            .await?;
+        let count: i64 = rows
+            .first()
+            .ok_or_else(|| Error::internal("the erase returned no row"))?
+            .get(0);
+        u64_of(count, "erased count")
+    }
+
     async fn trim(&self, through: u64) -> Result<()> {
         self.shared.check_open()?;
         let through_i = i64_of(through, "seqnum")?;

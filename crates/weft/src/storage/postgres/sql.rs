@@ -26,6 +26,13 @@ pub(super) struct Statements {
     pub(super) delete_trimmed: String,
     /// As `delete_trimmed`, for a log of layout 1.
     pub(super) delete_trimmed_v1: String,
+    /// `$1` seqnums (bigint[]): empties the live ones' payloads, returns
+    /// how many had one (the current layout: the payload is the row's
+    /// `data` for entries numbered before layout 2, else its `payloads`
+    /// row's).
+    pub(super) erase: String,
+    /// As `erase`, for a log of layout 1.
+    pub(super) erase_v1: String,
     /// `$1` from, `$2` limit: `first, next, entries...`.
     pub(super) read_all: String,
     /// `$1` tag, `$2` from, `$3` limit: `first, entries...`.
@@ -83,6 +90,23 @@ impl Statements {
                    USING (SELECT d.seqnum, unnest(d.tags[2:]) AS tag FROM d) x \
                    WHERE et.tag = x.tag AND et.seqnum = x.seqnum RETURNING 1) \
                  SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM t)"
+            ),
+            erase: format!(
+                "WITH d AS (SELECT n.seqnum, n.group_id, n.ord, n.data FROM {s}.numbered n \
+                    JOIN {s}.head h ON h.id = 1 \
+                    WHERE n.seqnum = ANY($1) AND n.seqnum >= h.first_seqnum), \
+                 a AS (UPDATE {s}.numbered n SET data = ''::bytea FROM d \
+                   WHERE n.seqnum = d.seqnum AND length(d.data) > 0 RETURNING 1), \
+                 b AS (UPDATE {s}.payloads p SET data = ''::bytea FROM d \
+                   WHERE d.data IS NULL AND p.group_id = d.group_id AND p.ord = d.ord \
+                     AND length(p.data) > 0 RETURNING 1) \
+                 SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)"
+            ),
+            erase_v1: format!(
+                "WITH a AS (UPDATE {s}.entries e SET data = ''::bytea FROM {s}.head h \
+                   WHERE h.id = 1 AND e.seqnum = ANY($1) AND e.seqnum >= h.first_seqnum \
+                     AND length(e.data) > 0 RETURNING 1) \
+                 SELECT count(*) FROM a"
             ),
             read_all: format!(
                 "SELECT h.first_seqnum, h.next_seqnum, {ENTRY_COLUMNS} FROM {s}.head h \
