@@ -230,3 +230,8 @@ async fn the_stream_list_is_answered_from_the_cache_dir_index() {
     assert_eq!(w.streams(None, 100).await.unwrap(), want);
     w.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_tip_keeps_the_cache_index_in_memory() {
+    an_erased_tip_keeps_the_cache_index(Arc::new(InMemory::new())).await;
+}

@@ -265,3 +265,9 @@ async fn append_ids_read_back_after_a_reopen_and_on_a_follower() {
     wait_caught_up(&follower, 2).await;
     assert_eq!(ids(everything(&follower).await), want);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erase_removes_payloads_from_the_bucket_in_memory() {
+    support::bucket_log_cases::erase_removes_payloads_from_the_bucket(Arc::new(InMemory::new()))
+        .await;
+}

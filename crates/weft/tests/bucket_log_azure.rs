@@ -32,3 +32,11 @@ async fn reopened_writer_resumes_counters_and_kv_holds_across_handles_on_azurite
     let (store, _) = support::azure::store("bucket_reopen");
     reopened_writer_resumes_counters_and_kv_holds_across_handles(store).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erase_removes_payloads_from_the_bucket_on_azurite() {
+    support::bucket_log_cases::erase_removes_payloads_from_the_bucket(
+        support::azure::store("bucket_erase").0,
+    )
+    .await;
+}

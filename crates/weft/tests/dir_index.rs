@@ -268,3 +268,114 @@ async fn a_follower_with_its_own_index_dir_reads_alike_and_resumes() {
         .unwrap();
     assert_eq!(reads(&follower).await, longer);
 }
+
+/// True when some file under `dir` holds `needle`.
+fn on_disk(dir: &Path, needle: &[u8]) -> bool {
+    weft_testkit::files::files_under(dir).iter().any(|p| {
+        std::fs::read(p)
+            .unwrap()
+            .windows(needle.len())
+            .any(|w| w == needle)
+    })
+}
+
+/// An erase rewrites the segments that hold the entries — a sealed one,
+/// and the active one (sealed first) — so that no file of the log holds
+/// their payloads, and keeps the index valid: every other read answers as
+/// before, and a reopen replays nothing, also when the log's last entry
+/// was erased (its check changed with it).
+#[tokio::test]
+async fn an_erase_leaves_no_payload_on_disk_and_keeps_the_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = |i: u64| format!("SECRET-{i:04}-of-user-x").into_bytes();
+    let user = tag("user:x");
+    let storage = DirStorage::open_with(tmp.path(), small_segments())
+        .await
+        .unwrap();
+    // Secrets at 0 (a sealed segment by the end), 150 and 160 (the active
+    // segment), 160 the log's last entry.
+    let mut doomed = Vec::new();
+    for i in 0..161 {
+        let e = if [0, 150, 160].contains(&i) {
+            doomed.push(i);
+            entry(vec![user.clone(), tag("audit")], secret(i))
+        } else {
+            entry(vec![stream(i)], payload(i))
+        };
+        storage.append(vec![e]).await.unwrap();
+    }
+    let before = reads(&storage).await;
+    let segments_before = dir_support::segments(tmp.path()).len();
+    for &i in &doomed {
+        assert!(on_disk(tmp.path(), &secret(i)), "secret {i} is written");
+    }
+
+    assert_eq!(storage.erase(&doomed).await.unwrap(), 3);
+    assert_eq!(storage.erase(&doomed).await.unwrap(), 0, "erased once");
+    for &i in &doomed {
+        assert!(!on_disk(tmp.path(), &secret(i)), "secret {i} is gone");
+    }
+    assert_eq!(
+        dir_support::segments(tmp.path()).len(),
+        segments_before + 1,
+        "the active segment was sealed and a new one started"
+    );
+    let mut want = before;
+    for e in want.all.iter_mut().chain(want.by_tag.iter_mut().flatten()) {
+        if doomed.contains(&e.seqnum) {
+            e.data = Bytes::new();
+        }
+    }
+    for e in want.by_version.iter_mut().flatten() {
+        if doomed.contains(&e.seqnum) {
+            e.data = Bytes::new();
+        }
+    }
+    for e in want.prev.iter_mut().flatten() {
+        if doomed.contains(&e.seqnum) {
+            e.data = Bytes::new();
+        }
+    }
+    let got = reads(&storage).await;
+    assert_eq!(got, want, "only the erased payloads changed");
+    let mine = storage.read(Some(&user), 0, 10).await.unwrap();
+    assert_eq!(mine.len(), 3);
+    assert!(mine.iter().all(|e| e.data.is_empty() && e.tags.len() == 2));
+    // Appends go on in the new segment.
+    storage
+        .append(vec![entry(vec![user.clone()], "after")])
+        .await
+        .unwrap();
+    storage.close().await.unwrap();
+
+    let storage = DirStorage::open_with(tmp.path(), small_segments())
+        .await
+        .unwrap();
+    assert_eq!(storage.stats().replayed, 0, "the index stayed valid");
+    let mine = storage.read(Some(&user), 0, 10).await.unwrap();
+    assert_eq!(mine.len(), 4);
+    assert_eq!(mine[3].data, "after");
+    assert_eq!(mine[3].stream_version, 3);
+    assert!(mine[..3].iter().all(|e| e.data.is_empty()));
+    storage.close().await.unwrap();
+}
+
+/// The log's last entry erased and the log closed at once: the next open
+/// finds the index's tip check current and replays nothing.
+#[tokio::test]
+async fn erasing_the_last_entry_keeps_the_index_tip_valid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let storage = DirStorage::open_with(tmp.path(), small_segments())
+        .await
+        .unwrap();
+    append(&storage, 0, 40).await;
+    storage.erase(&[39]).await.unwrap();
+    storage.close().await.unwrap();
+    let storage = DirStorage::open_with(tmp.path(), small_segments())
+        .await
+        .unwrap();
+    assert_eq!(storage.stats().replayed, 0);
+    let last = storage.read(None, 39, 1).await.unwrap();
+    assert!(last[0].data.is_empty());
+    storage.close().await.unwrap();
+}
