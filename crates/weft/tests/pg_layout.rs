@@ -144,6 +144,39 @@ async fn a_log_of_layout_1_with_a_staged_group_opens_and_reads() {
     );
     assert_eq!(log.tip().await.unwrap().next, 8);
     assert_eq!(pg_support::count_rows(&location, "staged").await, 0);
+
+    // A hard delete reaches both places a payload lives: the rows layout 1
+    // numbered (their own `data`) and this build's (`payloads`).
+    let o1 = tag("orders:1");
+    log.delete_stream(&o1).await.unwrap();
+    assert_eq!(log.erase_stream(&o1).await.unwrap(), 3);
+    let client = pg_support::raw_client().await;
+    for secret in ["placed 1", "paid 1", "shipped 1"] {
+        let found: i64 = client
+            .query_one(
+                &format!(
+                    "SELECT (SELECT count(*) FROM \"{s}\".numbered \
+                       WHERE position($1::bytea in coalesce(data, '')) > 0) \
+                     + (SELECT count(*) FROM \"{s}\".payloads WHERE position($1::bytea in data) > 0)",
+                    s = location.log()
+                ),
+                &[&secret.as_bytes()],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(found, 0, "{secret:?} is still stored");
+    }
+    let after = log.read_log(Position::Beginning, 100).await.unwrap();
+    for e in &after {
+        assert_eq!(
+            e.data.is_empty(),
+            e.primary_tag() == &o1,
+            "entry {}",
+            e.seqnum
+        );
+    }
+    assert_eq!(after[3].data, &b"bin\x01ary"[..]);
     log.close().await.unwrap();
 }
 

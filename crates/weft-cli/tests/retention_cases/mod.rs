@@ -7,7 +7,8 @@
 //! more than a protected consumer allows; `--clear` removes the policy.
 //! `weft stream` (the same four places): a stream truncated before a
 //! version or deleted softly reads from its start, keeps its numbering,
-//! and refuses a start past its next version.
+//! and refuses a start past its next version; `--erase` empties, in place,
+//! the payloads its start hides.
 
 use std::process::Output;
 
@@ -192,6 +193,37 @@ pub(crate) fn stream_rows(weft: &dyn Fn(&[&str]) -> Output, log: &str) {
     let text = weft(&["stream", log, t]);
     assert!(
         String::from_utf8_lossy(&text.stdout).contains("deleted; reads start at version 4"),
+        "{text:?}"
+    );
+
+    // The hard delete: the payloads of versions 0..4 are erased, in place;
+    // the new life (version 4) keeps its own.
+    let erased = lines(&weft(&["stream", log, t, "--erase", "--json"]));
+    assert_eq!(erased[0]["erased"], 4, "{erased:?}");
+    assert_eq!(erased[0]["start_version"], 4, "{erased:?}");
+    let mine: Vec<Value> = lines(&weft(&["read", log, "--json"]))
+        .into_iter()
+        .filter(|e| e["tags"][0] == t)
+        .collect();
+    let summary: Vec<(u64, &str)> = mine
+        .iter()
+        .map(|e| {
+            (
+                e["stream_version"].as_u64().unwrap(),
+                e["data"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // "again" in base64.
+    assert_eq!(
+        summary,
+        [(0, ""), (1, ""), (2, ""), (3, ""), (4, "YWdhaW4=")],
+        "{mine:?}"
+    );
+    let text = weft(&["stream", log, t, "--erase"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout)
+            .contains("erased the payloads of 0 entries below version 4"),
         "{text:?}"
     );
 }
