@@ -60,6 +60,7 @@ fn body_for(path: &str) -> serde_json::Value {
         "/v1/append" => serde_json::json!({"entries": [{"tags": ["orders"], "data": "eA=="}]}),
         "/v1/trim" => serde_json::json!({"through": 0}),
         p if p.ends_with("/lifecycle") => serde_json::json!({"truncate_before": 0}),
+        p if p.ends_with("/erase") => serde_json::json!({}),
         p if p.ends_with("/cas") => serde_json::json!({"expected": null, "data": "eA=="}),
         p if p.ends_with("/increment") => serde_json::json!({"delta": 1}),
         _ => serde_json::json!({"data": "eA=="}),
@@ -198,5 +199,48 @@ async fn log_settings_in_the_kv_need_the_admin_scope_to_write() {
             "{path}"
         );
     }
+    server.shutdown().await.unwrap();
+}
+
+/// `POST /v1/streams/{tag}/erase` erases what the stream's start hides and
+/// answers how many; it takes no field (an erase of anything else is not
+/// what it does) and is safe to repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erase_takes_no_field_and_counts_what_it_erased() {
+    let log = Log::memory();
+    let t: weft::LogTag = "user:9".parse().unwrap();
+    for data in ["a", "b"] {
+        log.append(weft::AppendRequest::new(t.clone(), data))
+            .await
+            .unwrap();
+    }
+    log.delete_stream(&t).await.unwrap();
+    let server = support::serve_with(log.clone(), Role::Leader, support::options()).await;
+    let http = support::http();
+    let erase = |body: serde_json::Value| {
+        http.post(format!("{}/v1/streams/user:9/erase", server.url()))
+            .json(&body)
+            .send()
+    };
+    let refused = erase(serde_json::json!({"before_version": 1}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    assert_eq!(support::kind_of(refused).await, "invalid_input");
+    assert_eq!(
+        log.read_log(weft::Position::Beginning, 9).await.unwrap()[0].data,
+        "a"
+    );
+    for want in [2, 0] {
+        let done: serde_json::Value = erase(serde_json::json!({}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(done, serde_json::json!({"tag": "user:9", "erased": want}));
+    }
+    let all = log.read_log(weft::Position::Beginning, 9).await.unwrap();
+    assert!(all.iter().all(|e| e.data.is_empty()));
     server.shutdown().await.unwrap();
 }
