@@ -113,24 +113,46 @@ pub fn frame_decode(data: &[u8]) -> bool {
     assert_eq!(frame::claimed_len(data), Some(f.frame_len));
     let entry = f.to_entry();
     assert_eq!(&entry.data[..], f.data);
+    // An erased frame is its original with the data zeroed: re-encode it
+    // with that many zeros and erase it again.
+    let padding = if f.meta.erased {
+        assert!(entry.data.is_empty(), "an erased frame has no payload");
+        f.frame_len - frame::encoded_len_with_id(&entry.tags, f.append_id, 0)
+    } else {
+        0
+    };
+    let mut original = entry.clone();
+    if f.meta.erased {
+        original.data = vec![0u8; padding].into();
+    }
     let mut again = Vec::new();
     frame::encode_with_id(
         &mut again,
-        &entry,
+        &original,
         f.append_id,
         f.meta.group_offset,
         f.meta.batch_end,
     )
     .expect("a decoded frame must re-encode");
+    if f.meta.erased {
+        assert!(frame::erase_in_place(&mut again).expect("erase a re-encoded frame"));
+    }
     assert_eq!(again, &data[..f.frame_len], "re-encoding changed the bytes");
     assert_eq!(
         again.len(),
-        frame::encoded_len_with_id(&entry.tags, f.append_id, entry.data.len())
+        frame::encoded_len_with_id(&entry.tags, f.append_id, original.data.len())
     );
     let back = frame::decode(&again).expect("a re-encoded frame must decode");
     assert_eq!(back.to_entry(), entry);
     assert_eq!(back.meta, f.meta);
     assert_eq!(back.append_id, f.append_id);
+    // Erasing is idempotent and keeps the frame's place.
+    let mut erased = again.clone();
+    frame::erase_in_place(&mut erased).expect("a decoded frame can be erased");
+    let e = frame::decode(&erased).expect("an erased frame decodes");
+    assert!(e.meta.erased && e.data.is_empty());
+    assert_eq!((e.frame_len, e.append_id), (f.frame_len, f.append_id));
+    assert_eq!(e.tags, f.tags);
     true
 }
 

@@ -260,6 +260,7 @@ async fn writes_through_a_follower_are_read_only() {
             .unwrap_err()
             .kind(),
         follower.trim(0).await.unwrap_err().kind(),
+        follower.storage().erase(&[0]).await.unwrap_err().kind(),
         follower
             .view(tag("v"))
             .kv()
@@ -269,7 +270,7 @@ async fn writes_through_a_follower_are_read_only() {
             .unwrap_err()
             .kind(),
     ];
-    assert_eq!(kinds, [ErrorKind::ReadOnly; 3]);
+    assert_eq!(kinds, [ErrorKind::ReadOnly; 4]);
     let kv = follower.view(tag("v")).kv().unwrap();
     assert_eq!(kv.get("k").await.unwrap().as_deref(), Some(&b"v1"[..]));
     assert!(follower.storage().capabilities().read_only);

@@ -194,7 +194,16 @@ fn frame_seeds() -> Vec<(&'static str, Vec<u8>)> {
     control_id[44] = 0x1b;
     let mut long_id = with_id.clone();
     long_id[43] = 0xff;
+    let mut erased = with_id.clone();
+    assert!(frame::erase_in_place(&mut erased).unwrap());
+    let mut erased_with_data = tags.clone();
+    erased_with_data[36] |= frame::FLAG_ERASED;
     vec![
+        ("frame_erased.bin", erased),
+        (
+            "bad_frame_erased_with_data.bin",
+            reseal_frame(erased_with_data),
+        ),
         ("frame_append_id.bin", with_id.clone()),
         (
             "frame_append_id_longest.bin",
@@ -293,13 +302,16 @@ fn dir_header_seeds() -> Seeds {
     let mut reserved = durable.clone();
     reserved[5] |= 0x80;
     let mut version = durable.clone();
-    version[4] = 3;
+    version[4] = 4;
+    let mut erased_v3 = durable.clone();
+    erased_v3[4] = 3;
     let mut with_frame = relaxed.clone();
     with_frame.extend(frame_of(175, &["a"], b"x", 0, true));
     vec![
         ("dir_header_durable.bin", durable.clone()),
         ("dir_header_relaxed.bin", relaxed.clone()),
         ("dir_header_v1.bin", v1),
+        ("dir_header_v3.bin", reseal_trailing_crc(erased_v3)),
         ("dir_header_then_frame.bin", with_frame),
         ("bad_dir_header_short.bin", durable[..19].to_vec()),
         ("bad_dir_header_flipped.bin", flipped(durable.clone(), 9)),

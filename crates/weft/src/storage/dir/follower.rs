@@ -792,6 +792,10 @@ impl Storage for DirFollower {
         Err(Self::read_only())
     }
 
+    async fn erase(&self, _seqnums: &[u64]) -> Result<u64> {
+        Err(Self::read_only())
+    }
+
     fn feed(&self) -> &CommitFeed {
         self.shared.state.feed()
     }
