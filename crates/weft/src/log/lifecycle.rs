@@ -1,5 +1,5 @@
-//! Per-stream lifecycle: truncating a stream before a version, and
-//! deleting it (soft), stored with the log.
+//! Per-stream lifecycle: truncating a stream before a version, deleting
+//! it (soft), stored with the log, and erasing what that hides (hard).
 //!
 //! A stream's *start* is a version and the seqnum where that version is (or,
 //! when the stream has no entry at that version yet, the log's end when the
@@ -19,6 +19,15 @@
 //! and subscriptions, until retention or a trim drops them: this is a
 //! *soft* delete (as a truncate-before is in event stores), not an
 //! erasure. Replicas and snapshots hold them as they hold every entry.
+//!
+//! [`Log::erase_stream`] is the *hard* delete, for erasure requests: it
+//! erases the payloads of the entries the start hides in the stored log
+//! itself. Each keeps its place — seqnum, tags, version, time, append id —
+//! and reads with an empty payload, in every read; seqnums, other streams
+//! and the numbering do not change. What it cannot reach (copies made
+//! before, other processes' caches until they turn over, the database's
+//! old row versions until `VACUUM`) is listed in
+//! `docs/FAILURE_SEMANTICS.md`.
 //!
 //! The start is stored in the log's KV under the reserved scope
 //! `_weft:streams` (layout in `docs/FORMATS.md`), so every process and
@@ -47,6 +56,14 @@
 //! let again = log.append(AppendRequest::new(cart.clone(), "fig")).await?;
 //! assert_eq!(again.stream_version, 3);
 //! assert_eq!(log.read_all(&cart).await?.len(), 1);
+//!
+//! // The hard delete: the three hidden payloads are erased for good; the
+//! // entries keep their places in the log.
+//! assert_eq!(log.erase_stream(&cart).await?, 3);
+//! let whole = log.read_log(weft::Position::Beginning, 10).await?;
+//! assert_eq!(whole.len(), 4);
+//! assert!(whole[..3].iter().all(|e| e.data.is_empty()));
+//! assert_eq!(whole[3].data, "fig");
 //! # Ok(()) }
 //! ```
 
