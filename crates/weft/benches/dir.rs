@@ -32,11 +32,15 @@
 //!    log and the smallest group commit; weft ÷ the better peer and
 //!    weft ÷ bare group commit as medians of back-to-back runs;
 //!    `WEFT_BENCH_SYSTEMS=weft,group,okaywal,fjall` runs only those named
-//!    (to count one system's system calls with `strace -f -c`).
+//!    (to count one system's system calls with `strace -f -c`);
+//! 7. the hard delete (`benches/dir/erase.rs`): erasing one user's stream
+//!    of 32 entries, spread over a log of 50,000 or 500,000 entries or in
+//!    its newest 2 %, against a bare rewrite (read, write beside,
+//!    `fdatasync`, rename) of the same segment files in the same run.
 //!
 //! The data lives under the workspace's `target/` (the repo's filesystem).
 //! `WEFT_BENCH_QUICK=1` shrinks everything to a smoke run of a few seconds.
-//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen,peers,work` picks
+//! `WEFT_BENCH_ONLY=appends,bandwidth,latency,reopen,peers,work,erase` picks
 //! sections;
 //! `WEFT_BENCH_RUNS=n` overrides the number of runs;
 //! `WEFT_BENCH_REOPEN_ENTRY=1024,100` sets the reopen section's entry sizes,
@@ -62,6 +66,8 @@
 // library code.
 #![allow(clippy::disallowed_methods)]
 
+#[path = "dir/erase.rs"]
+mod erase;
 #[path = "dir/peers.rs"]
 mod peers;
 
@@ -821,6 +827,9 @@ fn main() {
     }
     if wanted("peers") {
         section_peers(&rt, &cfg);
+    }
+    if wanted("erase") {
+        erase::section_erase(&rt, &cfg);
     }
 }
 
