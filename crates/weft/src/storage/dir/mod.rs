@@ -431,8 +431,18 @@ impl Storage for DirStorage {
     }
 
     async fn erase(&self, seqnums: &[u64]) -> Result<u64> {
-        let seqnums = seqnums.to_vec();
-        self.call(|reply| Command::Erase { seqnums, reply }).await
+        // One segment per command, so appends queued behind an erase wait
+        // for one segment's rewrite at a time.
+        let mut erased = 0;
+        let mut rest = seqnums;
+        while !rest.is_empty() {
+            let seqnums = rest.to_vec();
+            let (n, done) = self.call(|reply| Command::Erase { seqnums, reply }).await?;
+            erased += n;
+            // Every command deals with at least one seqnum.
+            rest = &rest[done.clamp(1, rest.len())..];
+        }
+        Ok(erased)
     }
 
     fn feed(&self) -> &CommitFeed {

@@ -236,9 +236,11 @@ pub(super) enum Command {
         through: u64,
         reply: Reply<()>,
     },
+    /// Erases the first segment's worth of `seqnums`: answers how many it
+    /// erased and how many of `seqnums` it dealt with.
     Erase {
         seqnums: Vec<u64>,
-        reply: Reply<u64>,
+        reply: Reply<(u64, usize)>,
     },
     Sync {
         reply: Reply<()>,
@@ -960,50 +962,52 @@ impl Writer {
 }
 
 impl Writer {
-    /// Erases the payloads of `seqnums` (a hard delete, see
-    /// [`super::erase`]): seals the active segment first when it holds one
-    /// of them, rewrites each sealed segment that does, then drops what
-    /// readers cached of the old bytes and gives the index the new check
-    /// value of its tip when that was erased.
-    fn erase(&mut self, seqnums: &[u64]) -> Result<u64> {
+    /// Erases the payloads of the first of `seqnums` (a hard delete, see
+    /// [`super::erase`]) that share a segment: seals the active segment
+    /// first when it holds one of them, rewrites that segment, then drops
+    /// what readers cached of the old bytes and gives the index the new
+    /// check value of its tip when that was erased. Returns how many it
+    /// erased and how many of `seqnums` it dealt with (the handle sends the
+    /// rest again, so appends queued meanwhile wait for one segment's
+    /// rewrite at a time, not for the whole erase).
+    fn erase(&mut self, seqnums: &[u64]) -> Result<(u64, usize)> {
         self.check_writable()?;
         self.check_directory()?;
         let next = self.sequencer.next_seqnum();
         crate::storage::kit::check_erasable(seqnums, next)?;
         let first_live = self.shared.read_state().first;
-        let live = &seqnums[seqnums.partition_point(|&s| s < first_live)..];
-        let Some(&last) = live.last() else {
-            return Ok(0);
+        let skipped = seqnums.partition_point(|&s| s < first_live);
+        let live = &seqnums[skipped..];
+        let Some(&head) = live.first() else {
+            return Ok((0, seqnums.len()));
         };
-        if self.active.as_ref().is_some_and(|a| last >= a.first) {
+        if self.active.as_ref().is_some_and(|a| head >= a.first) {
             self.roll(next)?;
         }
-        // The segment of each seqnum: the last one starting at or below it.
-        let mut plan: Vec<(u64, Vec<u64>)> = Vec::new();
-        {
+        // The segment of `head`, the last one starting at or below it, and
+        // the seqnums it holds.
+        let (first, end) = {
             let state = self.shared.read_state();
-            for &s in live {
-                let Some((&first, _)) = state.segments.range(..=s).next_back() else {
-                    return Err(Error::corrupt(format!("no segment holds live seqnum {s}")));
-                };
-                match plan.last_mut() {
-                    Some((f, list)) if *f == first => list.push(s),
-                    _ => plan.push((first, vec![s])),
-                }
-            }
-        }
-        let mut erased = 0;
-        let mut checks = Vec::new();
-        for (first, list) in &plan {
-            let result = erase::rewrite_segment(&self.shared.dir, *first, list);
-            // Whatever happened, reads must open the file again.
-            self.shared.state.forget_segments([*first]);
-            let done = result?;
-            erased += done.erased;
-            checks.extend(done.checks);
-        }
-        self.shared.write_state().recent.forget_any(live);
-        if let Some(&(seqnum, check)) = checks.last()
+            let mut from = state.segments.range(..=head);
+            let Some((&first, _)) = from.next_back() else {
+                return Err(Error::corrupt(format!(
+                    "no segment holds live seqnum {head}"
+                )));
+            };
+            let end = state
+                .segments
+                .range(first + 1..)
+                .next()
+                .map_or(u64::MAX, |(&f, _)| f);
+            (first, end)
+        };
+        let mine = &live[..live.partition_point(|&s| s < end)];
+        let result = erase::rewrite_segment(&self.shared.dir, first, mine);
+        // Whatever happened, reads must open the file again.
+        self.shared.state.forget_segments([first]);
+        let done = result?;
+        self.shared.write_state().recent.forget_any(mine);
+        if let Some(&(seqnum, check)) = done.checks.last()
             && seqnum + 1 == next
         {
             let index = Arc::clone(self.shared.state.index());
@@ -1013,7 +1017,7 @@ impl Writer {
                 warn!(error = %e, "could not record the erased tip's check in the log index");
             }
         }
-        Ok(erased)
+        Ok((done.erased, skipped + mine.len()))
     }
 }
 
