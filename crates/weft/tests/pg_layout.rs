@@ -470,3 +470,84 @@ async fn staged_groups_keep_expected_states_and_append_ids() {
     log.close().await.unwrap();
     other.close().await.unwrap();
 }
+
+/// A role that may use a layout-1 log but not alter its tables keeps it at
+/// layout 1 (its handle works as layout 1 did); a hard delete there
+/// empties the payloads in `entries` itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_kept_at_layout_1_erases_in_place() {
+    let location = pg_support::fresh_location("layout1_erase");
+    let schema = location.log().to_owned();
+    let admin = pg_support::raw_client().await;
+    let fixture = include_str!("data/pg_layout1_staged_rounds.sql");
+    admin
+        .batch_execute(&fixture.replace("__LOG__", &schema))
+        .await
+        .expect("restore the layout-1 log");
+    let role = format!("{schema}_user");
+    admin
+        .batch_execute(&format!(
+            r#"CREATE ROLE "{role}" LOGIN;
+               GRANT CREATE ON DATABASE weft TO "{role}";
+               GRANT USAGE, CREATE ON SCHEMA "{schema}" TO "{role}";
+               GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}";
+               GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA "{schema}" TO "{role}";
+               GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA "{schema}" TO "{role}";"#
+        ))
+        .await
+        .expect("a role that does not own the log");
+    let as_role: weft::storage::postgres::PgLocation = format!(
+        "postgres://{role}@{}/weft?log={schema}",
+        pg_support::server_addr()
+    )
+    .parse()
+    .unwrap();
+    let log = Log::new(
+        PgStorage::open_with(as_role, pg_support::test_options())
+            .await
+            .expect("open a log it may not alter"),
+    );
+    let layout: i32 = admin
+        .query_one(&format!(r#"SELECT layout FROM "{schema}".head"#), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(layout, 1, "the log stays at layout 1");
+    // The first append numbers the staged group too.
+    log.append(AppendRequest::new(tag("orders:1"), "shipped 1"))
+        .await
+        .unwrap();
+    let o3 = tag("orders:3");
+    log.delete_stream(&o3).await.unwrap();
+    assert_eq!(log.erase_stream(&o3).await.unwrap(), 2);
+    assert_eq!(log.erase_stream(&o3).await.unwrap(), 0);
+    let stored: Vec<(i64, Vec<u8>)> = admin
+        .query(
+            &format!(r#"SELECT seqnum, data FROM "{schema}".entries ORDER BY seqnum"#),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        stored,
+        vec![
+            (0, b"placed 1".to_vec()),
+            (1, b"paid 1".to_vec()),
+            (2, b"placed 2".to_vec()),
+            (3, b"bin\x01ary".to_vec()),
+            (4, Vec::new()),
+            (5, Vec::new()),
+            (6, b"shipped 1".to_vec()),
+        ]
+    );
+    log.close().await.unwrap();
+    admin
+        .batch_execute(&format!(
+            r#"DROP SCHEMA "{schema}" CASCADE; REVOKE ALL ON DATABASE weft FROM "{role}"; DROP ROLE "{role}";"#
+        ))
+        .await
+        .unwrap();
+}
