@@ -242,7 +242,9 @@ impl Log {
     ///
     /// Errors: `Unsupported` when the backend cannot erase (a backend
     /// without a KV hides nothing, so there is nothing to erase: `Ok(0)`);
-    /// `ReadOnly` on a follower; `Corrupt` for a stored lifecycle or
+    /// `ReadOnly` on a directory follower or through a read-only store (a
+    /// bucket follower erases as a tool does, without claiming the log);
+    /// `Corrupt` for a stored lifecycle or
     /// segment that does not decode; the backend's kinds, after which some
     /// entries may be erased (call it again).
     pub async fn erase_stream(&self, tag: &LogTag) -> Result<u64> {

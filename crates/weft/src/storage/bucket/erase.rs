@@ -98,9 +98,13 @@ async fn rewrite(
         {
             Ok(_) => return Ok(erased),
             Err(e) => match classify(StoreOp::UpdateIfMatch, &e) {
-                // Someone rewrote it meanwhile, or the answer was lost:
-                // read it again and erase what is left.
-                Outcome::Conflict | Outcome::Ambiguous | Outcome::Transient => continue,
+                // Someone rewrote it meanwhile, the answer was lost, or a
+                // trim's collection removed it: read it again (and erase
+                // what is left, or find it gone).
+                Outcome::Conflict
+                | Outcome::Ambiguous
+                | Outcome::Transient
+                | Outcome::NotFound => continue,
                 _ => return Err(to_error(StoreOp::UpdateIfMatch, path.as_ref(), e)),
             },
         }
