@@ -186,14 +186,7 @@ pub(crate) fn parse(text: &str) -> Result<Location> {
     Location::parse(text)
 }
 
-/// Whether a command may create the log when it does not exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Create {
-    /// A missing log is a `NotFound` error.
-    No,
-    /// Create an empty log.
-    IfMissing,
-}
+pub(crate) use crate::create::Create;
 
 /// Opens the shared log at `location` for reading and writing: the one
 /// place that picks a backend.
@@ -325,7 +318,7 @@ pub(crate) async fn follow_arg(
     poll: std::time::Duration,
 ) -> Result<Followed> {
     if crate::remote::is_remote(text) {
-        let log = crate::remote::open(text, args).await?;
+        let log = crate::remote::open(text, args.deadline()).await?;
         return Ok(Followed {
             log,
             stop_error: Box::new(|| None),

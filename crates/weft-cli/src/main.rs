@@ -15,6 +15,7 @@
 mod args_props;
 mod bucket;
 mod commands;
+mod create;
 mod exit;
 mod index_cache;
 mod interrupt;

@@ -11,7 +11,7 @@ use serde::Serialize;
 use weft::storage::postgres::{PgLocation, PgOptions, PgStorage, PgSummary};
 use weft::{Log, Result};
 
-use crate::location::Create;
+use crate::create::Create;
 use crate::output;
 
 /// The PostgreSQL location `text` names, if it names one (parsed by

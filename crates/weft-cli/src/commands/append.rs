@@ -147,7 +147,7 @@ pub(crate) async fn run(args: AppendArgs, store: &StoreArgs) -> Result<ExitCode>
         Create::No
     };
     let log = match target {
-        Target::Remote => crate::remote::open(&args.log, store).await?,
+        Target::Remote => crate::remote::open(&args.log, store.deadline()).await?,
         Target::Pg(pg) => weft::Log::new(crate::pg::open(*pg, create).await?),
         Target::Other(location) => {
             location::open_log(&location, create, args.take_over, store).await?

@@ -39,7 +39,7 @@ pub(crate) struct TrimArgs {
 /// Runs `weft trim`.
 pub(crate) async fn run(args: TrimArgs, store: &StoreArgs) -> Result<ExitCode> {
     if crate::remote::is_remote(&args.log) {
-        let log = crate::remote::open(&args.log, store).await?;
+        let log = crate::remote::open(&args.log, store.deadline()).await?;
         return trim_log(log, &args).await;
     }
     if let Some(pg) = crate::pg::location(&args.log) {

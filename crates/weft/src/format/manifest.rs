@@ -68,7 +68,7 @@ use std::ops::Range;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::fields::{Reader, split_tail};
-use super::history::{History, check_history, decode_history_block, encode_history_block};
+use super::history_block::{History, check_history, decode_history_block, encode_history_block};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Footer length of manifest versions 1 to 3.
@@ -400,7 +400,7 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<ManifestData> {
     check_entries(version, &entries, footer.next_sequence)
         .map_err(|msg| Error::corrupt(format!("manifest: {msg}")))?;
     if let Some(h) = &history {
-        check_history(h, &entries, footer.next_sequence)
+        check_history(h, entries.first().map(|e| e.sequence), footer.next_sequence)
             .map_err(|msg| Error::corrupt(format!("manifest: {msg}")))?;
     }
     Ok(ManifestData {
@@ -775,7 +775,11 @@ fn check_data_history(data: &ManifestData) -> std::result::Result<(), String> {
             "a v{} manifest has no history block",
             data.version.as_u16()
         )),
-        Some(h) => check_history(h, &data.entries, data.next_sequence),
+        Some(h) => check_history(
+            h,
+            data.entries.first().map(|e| e.sequence),
+            data.next_sequence,
+        ),
     }
 }
 

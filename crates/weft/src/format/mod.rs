@@ -36,6 +36,7 @@ pub mod dir_segment;
 pub(crate) mod fields;
 pub mod frame;
 pub mod history;
+pub(crate) mod history_block;
 pub mod index;
 pub mod log_state;
 pub mod manifest;

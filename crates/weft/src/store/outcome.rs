@@ -255,7 +255,7 @@ fn classify_chain(op: StoreOp, source: &(dyn StdError + Send + Sync + 'static)) 
     let mut next: Option<&(dyn StdError + 'static)> = Some(source);
     while let Some(e) = next {
         // Cut off by weft's own deadline (any store).
-        if let Some(cut) = e.downcast_ref::<super::retry::DeadlinePassed>() {
+        if let Some(cut) = e.downcast_ref::<DeadlinePassed>() {
             return if cut.sent() && op.is_write() {
                 Outcome::Ambiguous
             } else {
@@ -343,6 +343,36 @@ pub(crate) async fn read_whole(
         .await
         .map_err(|e| to_error(StoreOp::Read, path.as_ref(), e))
 }
+
+/// Why an attempt was cut off (by [`super::retry`]'s deadline), in the
+/// source chain of the error. [`classify`] reads it whatever the store (an HTTP client's or not): a
+/// request that was sent and cut off is ambiguous for a write, one never
+/// sent is transient.
+#[derive(Debug)]
+pub struct DeadlinePassed {
+    pub(super) what: &'static str,
+    pub(super) sent: bool,
+}
+
+impl DeadlinePassed {
+    /// Whether the request had been sent when it was cut off (so a write
+    /// may have landed).
+    pub fn sent(&self) -> bool {
+        self.sent
+    }
+}
+
+impl std::fmt::Display for DeadlinePassed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request {} before the operation's deadline",
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for DeadlinePassed {}
 
 /// Converts an object-store error into weft's error, classified for `op` on
 /// `path`. The original error is kept as the source.

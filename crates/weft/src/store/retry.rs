@@ -26,6 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+pub use super::outcome::DeadlinePassed;
 use super::outcome::{Outcome, StoreOp, classify};
 use crate::clock::monotonic_now;
 
@@ -237,36 +238,6 @@ fn after(d: Duration) -> Instant {
     now.checked_add(d)
         .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
 }
-
-/// Why an attempt was cut off, in the source chain of the error.
-/// [`classify`] reads it whatever the store (an HTTP client's or not): a
-/// request that was sent and cut off is ambiguous for a write, one never
-/// sent is transient.
-#[derive(Debug)]
-pub struct DeadlinePassed {
-    what: &'static str,
-    sent: bool,
-}
-
-impl DeadlinePassed {
-    /// Whether the request had been sent when it was cut off (so a write
-    /// may have landed).
-    pub fn sent(&self) -> bool {
-        self.sent
-    }
-}
-
-impl std::fmt::Display for DeadlinePassed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the request {} before the operation's deadline",
-            self.what
-        )
-    }
-}
-
-impl std::error::Error for DeadlinePassed {}
 
 fn deadline_error(sent: bool, what: &'static str) -> object_store::Error {
     object_store::Error::Generic {

@@ -206,8 +206,12 @@ impl Manifest {
                     data.version.as_u16()
                 )));
             }
-            crate::format::history::check_history(h, &data.entries, data.next_sequence)
-                .map_err(|m| Error::invalid_input(format!("manifest: {m}")))?;
+            crate::format::history_block::check_history(
+                h,
+                data.entries.first().map(|e| e.sequence),
+                data.next_sequence,
+            )
+            .map_err(|m| Error::invalid_input(format!("manifest: {m}")))?;
         }
         check_entry_count(data.entries.len())?;
         let (encoded, encoded_lens) = encode_all(&data.entries, data.version)?;

@@ -25,9 +25,9 @@ use super::BucketLayout;
 use super::budget::Budget;
 use super::local::LocalLog;
 use super::numbers::{CacheDir, Numbers, check_of, identity};
+use super::open_checks::{check_weft_log, decode_trim_state};
 use super::reader::BucketReader;
 use super::records::BatchAssembler;
-use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, ManifestData, decode_manifest};
 use crate::index::IndexOptions;
@@ -242,7 +242,7 @@ pub(crate) async fn read_numbers(
             format!("no bucket log at {}", layout.manifest()),
         ));
     };
-    super::writer::check_weft_log(&layout.manifest(), &manifest)?;
+    check_weft_log(&layout.manifest(), &manifest)?;
     // A tool's one-off read: small caches, no cache directory.
     let budget = Budget {
         in_flight: 0,

@@ -101,10 +101,9 @@ async fn rewrite(
                 // Someone rewrote it meanwhile, the answer was lost, or a
                 // trim's collection removed it: read it again (and erase
                 // what is left, or find it gone).
-                Outcome::Conflict
-                | Outcome::Ambiguous
-                | Outcome::Transient
-                | Outcome::NotFound => continue,
+                Outcome::Conflict | Outcome::Ambiguous | Outcome::Transient | Outcome::NotFound => {
+                    continue;
+                }
                 _ => return Err(to_error(StoreOp::UpdateIfMatch, path.as_ref(), e)),
             },
         }

@@ -48,9 +48,9 @@ use super::budget::Budget;
 use super::catchup::{open_numbers, read_start, request_timeout, spawn_history_fill};
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
-use super::numbers::{CacheDir, Numbers};
+use super::numbers::CacheDir;
+use super::open_checks::{check_weft_log, decode_trim_state};
 use super::records::BatchAssembler;
-use super::writer::decode_trim_state;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestData;
 use crate::kv::KvStore;
@@ -238,7 +238,7 @@ impl BucketFollower {
         let cache = CacheDir::for_handle(options.cache_dir.as_deref(), options.numbers_in_memory)?;
         let (manifest, trim) = read_start(&store, &layout, &options.retry).await?;
         if let Some(m) = &manifest {
-            super::writer::check_weft_log(&layout.manifest(), m)?;
+            check_weft_log(&layout.manifest(), m)?;
         }
         let exists = manifest.is_some();
         let manifest = manifest
@@ -425,37 +425,7 @@ impl Storage for BucketFollower {
             let _ = task.await;
         }
         self.shared.close();
-        close_index(&self.shared).await
-    }
-}
-
-/// Flushes, closes and lets go of the persistent index, if the numbers
-/// live in one, so that another handle may open its directory (off the
-/// runtime: it waits for the index's flusher). Call once the handle is
-/// closed: its reads fail with `Closed` from then on anyway.
-pub(super) async fn close_index(shared: &LocalLog) -> Result<()> {
-    let numbers = shared.visible().write().take_numbers();
-    match numbers {
-        Numbers::Disk(index, lock) => tokio::task::spawn_blocking(move || {
-            if lock.is_temporary() {
-                // Deleted next: nothing to write out for a later open.
-                index.discard();
-                drop(index);
-                drop(lock);
-                return Ok(());
-            }
-            // Lets go of the store even if a reader still holds the index,
-            // and, after a clean close, empties its journal for the next
-            // open.
-            let closed = index.release();
-            drop(index);
-            // Only now may another handle take the directory.
-            drop(lock);
-            closed
-        })
-        .await
-        .map_err(|e| Error::internal("closing the log index panicked").with_source(e))?,
-        Numbers::Memory(_) => Ok(()),
+        self.shared.close_index().await
     }
 }
 

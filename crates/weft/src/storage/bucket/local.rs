@@ -485,6 +485,36 @@ impl LocalLog {
         Ok(())
     }
 
+    /// Flushes, closes and lets go of the persistent index, if the numbers
+    /// live in one, so that another handle may open its directory (off the
+    /// runtime: it waits for the index's flusher). Call once the handle is
+    /// closed: its reads fail with `Closed` from then on anyway.
+    pub(crate) async fn close_index(&self) -> Result<()> {
+        let numbers = self.visible().write().take_numbers();
+        match numbers {
+            Numbers::Disk(index, lock) => tokio::task::spawn_blocking(move || {
+                if lock.is_temporary() {
+                    // Deleted next: nothing to write out for a later open.
+                    index.discard();
+                    drop(index);
+                    drop(lock);
+                    return Ok(());
+                }
+                // Lets go of the store even if a reader still holds the index,
+                // and, after a clean close, empties its journal for the next
+                // open.
+                let closed = index.release();
+                drop(index);
+                // Only now may another handle take the directory.
+                drop(lock);
+                closed
+            })
+            .await
+            .map_err(|e| Error::internal("closing the log index panicked").with_source(e))?,
+            Numbers::Memory(_) => Ok(()),
+        }
+    }
+
     /// Erases the payloads of `seqnums` (ascending, committed) in their
     /// segment objects (see [`super::erase`]), then in what this handle
     /// holds: its newest entries, its segment cache and, when the cache

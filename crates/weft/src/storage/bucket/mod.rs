@@ -58,6 +58,7 @@ pub mod follower;
 pub mod kv;
 mod local;
 mod numbers;
+mod open_checks;
 mod reader;
 mod records;
 pub mod retention;

@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::local::LocalLog;
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry, IndexOptions};
 use crate::model::{LogEntry, LogTag};
@@ -347,8 +346,30 @@ pub(crate) struct IndexVersions {
     capacity: usize,
     /// While the writer fills in the history before the state checkpoint
     /// it opened from, the index does not know every stream yet: their
-    /// versions as of the checkpoint, and the log whose fill is watched.
-    while_filling: Option<(Floors, Arc<LocalLog>)>,
+    /// versions as of the checkpoint, and whether the fill goes on.
+    while_filling: Option<(Floors, FillWatch)>,
+}
+
+/// Whether a log's history fill is still going on, asked of the log
+/// without this module knowing its type.
+#[derive(Clone)]
+pub(crate) struct FillWatch(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl FillWatch {
+    /// A watch that asks `filling`.
+    pub(crate) fn new(filling: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        FillWatch(Arc::new(filling))
+    }
+
+    fn filling(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for FillWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FillWatch").field(&self.filling()).finish()
+    }
 }
 
 /// Every stream's next version as of a state checkpoint.
@@ -367,17 +388,17 @@ impl IndexVersions {
     /// The table of a writer that opened from a state checkpoint on a log
     /// index that does not cover it yet: `floors` are every stream's next
     /// versions as of the checkpoint, `live` those of the entries read
-    /// after it; the index answers for the other streams once `log` has
-    /// filled in its history.
+    /// after it; the index answers for the other streams once `fill`
+    /// says the log has filled in its history.
     pub(crate) fn starting_at_checkpoint(
         mut self,
         floors: Floors,
         live: Vec<(LogTag, u64)>,
-        log: Arc<LocalLog>,
+        fill: FillWatch,
     ) -> Self {
         // Held, not shrunk, while filling: the index cannot agree yet.
         self.held.extend(live);
-        self.while_filling = Some((floors, log));
+        self.while_filling = Some((floors, fill));
         self
     }
 
@@ -401,8 +422,8 @@ impl VersionTable for IndexVersions {
         if let Some(v) = self.held.get(tag) {
             return Ok(Some(*v));
         }
-        if let Some((floors, log)) = &self.while_filling {
-            if log.visible().read().filling_in() {
+        if let Some((floors, fill)) = &self.while_filling {
+            if fill.filling() {
                 return Ok(floors.get(tag).copied());
             }
             self.while_filling = None;

@@ -81,18 +81,16 @@ use super::catchup::{
     FillInto, Patience, SharedIds, fill, open_numbers, read_ids, read_start, request_timeout,
     spawn_history_fill,
 };
-use super::follower::close_index;
 use super::kv::BucketKv;
 use super::local::{LocalLog, LocalState};
-use super::numbers::{CacheDir, IndexVersions, Numbers, WriterVersions};
+use super::numbers::{CacheDir, FillWatch, IndexVersions, Numbers, WriterVersions};
+use super::open_checks::check_weft_log;
 use super::records::encode_batch;
 use super::states::{self, CheckpointTaker};
 use super::stream_checks::StreamChecks;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{
-    LogState, ManifestData, ManifestVersion, decode_log_state, decode_manifest, encode_log_state,
-};
+use crate::format::{LogState, ManifestData, ManifestVersion, decode_manifest, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::append_ids::{AppendIds, check_batch_ids};
@@ -261,20 +259,6 @@ impl std::fmt::Debug for BucketStorage {
     }
 }
 
-/// A weft log's manifest numbers records (v3/v4) and every entry has
-/// records; segment-numbered entries (v1/v2, or legacy entries of a
-/// converted v1/v2 manifest) mean a WAL some other writer keeps.
-pub(super) fn check_weft_log(path: &object_store::path::Path, m: &ManifestData) -> Result<()> {
-    if m.version.has_record_counts() && m.entries.iter().all(|e| e.count.is_some_and(|c| c > 0)) {
-        return Ok(());
-    }
-    Err(Error::invalid_input(format!(
-        "{path} is a {:?} manifest with segment-numbered entries, not a weft log \
-         (which numbers records: v3 or v4)",
-        m.version
-    )))
-}
-
 /// Refuses, before claiming it, a manifest that is not a weft log's: the
 /// claim would bump its epoch (fencing its own writer) and convert it.
 async fn refuse_foreign_wal(
@@ -294,22 +278,6 @@ async fn refuse_foreign_wal(
     };
     let m = decode_manifest(&bytes).map_err(|e| e.context(format!("manifest {path}")))?;
     check_weft_log(path, &m)
-}
-
-/// Decodes the log state a trim stored as the WAL's snapshot.
-///
-/// Errors: `Corrupt` when the snapshot is not a log state, or covers
-/// another trim point than the manifest's pointer says.
-pub(super) fn decode_trim_state(snapshot: &[u8], through_seq: u64) -> Result<LogState> {
-    let state = decode_log_state(snapshot)
-        .map_err(|e| e.context("the bucket log's snapshot is not a weft log state"))?;
-    if state.through != through_seq {
-        return Err(Error::corrupt(format!(
-            "the snapshot pointer says through {through_seq}, its log state says {}",
-            state.through
-        )));
-    }
-    Ok(state)
 }
 
 impl BucketStorage {
@@ -460,7 +428,10 @@ impl BucketStorage {
                         IndexVersions::new(index.clone(), 100_000).starting_at_checkpoint(
                             floors,
                             state.live_next_versions(),
-                            log.clone(),
+                            FillWatch::new({
+                                let log = log.clone();
+                                move || log.visible().read().filling_in()
+                            }),
                         ),
                     ),
                 ),
@@ -895,7 +866,7 @@ impl Storage for BucketStorage {
         // go of its directory.
         *self.sequencer.lock().await =
             Sequencer::with_table(0, WriterVersions::Memory(MemoryVersions::default()));
-        let closed = close_index(&self.shared.log).await;
+        let closed = self.shared.log.close_index().await;
         result.and(closed)
     }
 }

@@ -61,9 +61,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::check::{DirCheck, DirSegmentInfo, DirTagInfo};
+use super::check_report::{DirCheck, DirSegmentInfo, DirTagInfo};
 use super::kv::DirKv;
 use super::options::{MIN_MEMORY_BUDGET, MemorySplit};
+use super::presence::require_log;
 use super::read::{ReadState, Shelf, TempDir};
 use super::recovery;
 use super::scan::{self, Access, Repair, Scan, SegmentRef};
@@ -463,40 +464,6 @@ fn open_blocking(dir: &Path, settings: &FollowerIndex) -> Result<(Arc<Shared>, T
         trim: Mutex::new(survey.trim),
     });
     Ok((shared, tailer))
-}
-
-/// `Ok` when `dir` is a directory holding a log: a segment, the trim file,
-/// the KV directory the writer creates on open, or the `LOCK` file of an
-/// earlier build. For callers that must not create a log by opening one.
-///
-/// Errors: `NotFound` when there is no such directory or it holds no log;
-/// `InvalidInput` when `dir` is not a directory; I/O kinds.
-pub fn require_log(dir: &Path) -> Result<()> {
-    let handle = super::lock::open_dir(dir).map_err(|e| {
-        if e.kind() == ErrorKind::NotFound {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("no log at {}: the directory does not exist", dir.display()),
-            )
-        } else {
-            e
-        }
-    })?;
-    drop(handle);
-    let (firsts, _) = scan::list(dir)?;
-    let marked = ["kv", trim::FILE_NAME, "LOCK", recovery::INDEX_DIR]
-        .iter()
-        .any(|name| dir.join(name).exists());
-    if firsts.is_empty() && !marked {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "no log at {}: the directory holds no weft log",
-                dir.display()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// The tailing thread's own state: where the scan stands.

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::check::DirCheck;
+use super::check_report::DirCheck;
 use super::recovery::{IDENTITY, INDEX_DIR};
 use crate::error::{ErrorKind, Result};
 use crate::index::{self, Index};

@@ -88,6 +88,7 @@
 //! committed entries are served from memory (see `read.rs`).
 
 mod check;
+mod check_report;
 mod erase;
 mod follower;
 mod fsutil;
@@ -96,6 +97,7 @@ mod index_check;
 mod kv;
 mod lock;
 mod options;
+mod presence;
 mod queue;
 mod read;
 mod recent;
@@ -123,13 +125,15 @@ use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
 use crate::storage::sequencer::Sequencer;
 
-pub use check::{DirCheck, DirSegmentInfo, DirTagInfo, check};
-pub use follower::{DirFollower, DirFollowerOptions, FollowerIndex, require_log};
+pub use check::check;
+pub use check_report::{DirCheck, DirSegmentInfo, DirTagInfo};
+pub use follower::{DirFollower, DirFollowerOptions, FollowerIndex};
 pub use kv::DirKv;
 pub use options::{
     DirOptions, MAX_PREALLOCATE_BYTES, MAX_SEGMENT_BYTES, MIN_MEMORY_BUDGET, MIN_SEGMENT_BYTES,
     MemorySplit, SyncMode,
 };
+pub use presence::require_log;
 
 use lock::DirLock;
 use queue::Queue;

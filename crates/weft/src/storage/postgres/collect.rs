@@ -19,7 +19,7 @@
 //!   start the next round, so a waiter must (`outcomes_of` runs a round
 //!   when the lock is free);
 //! * when no round has been heard for [`QUIET`] while a group waits (and
-//!   at the latest after [`PENDING_RECHECK`]: a lost notification, a
+//!   at the latest after [`PENDING_RECHECK`](super::outcome::PENDING_RECHECK): a lost notification, a
 //!   reconnecting tailer), the group is asked for anyway.
 //!
 //! Who starts the next round: an append that finds the lock free (under
@@ -38,12 +38,8 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::errors::Op;
-use super::writer::{Outcome, STATUS_PENDING, STATUS_UNKNOWN};
+use super::outcome::{Outcome, PENDING_RECHECK, STATUS_PENDING, STATUS_UNKNOWN, Shape};
 use crate::error::{Error, Result};
-
-/// How long a staged group waits for a round that settles it before its
-/// handle asks anyway.
-pub(super) const PENDING_RECHECK: Duration = Duration::from_millis(50);
 
 /// How long without any round heard before a waiting group is asked for
 /// (nobody may be driving rounds). Above the round cycle of a busy log on
@@ -80,46 +76,6 @@ impl RoundsHeard {
         if more && !settled.is_empty() {
             self.empty += 1;
         }
-    }
-}
-
-/// What an appender knows of its staged group, to read its outcome from
-/// a told item: each entry's primary tag, and the group's timestamp.
-pub(super) struct Shape {
-    pub(super) primary: Vec<String>,
-    pub(super) ts: i64,
-}
-
-impl Shape {
-    /// Every entry's outcome from a told item: the group's entries got
-    /// `first`, `first + 1`, ... in order, and `versions` holds, per
-    /// primary tag in the order the tags first appear in the group, the
-    /// version of its first entry there.
-    fn outcomes(&self, first: i64, versions: &[i64]) -> Result<Vec<Outcome>> {
-        let mut tags: Vec<(&str, i64)> = Vec::new();
-        let mut out = Vec::with_capacity(self.primary.len());
-        for (i, tag) in self.primary.iter().enumerate() {
-            let version = match tags.iter_mut().find(|(t, _)| *t == tag.as_str()) {
-                Some((_, next)) => {
-                    *next += 1;
-                    *next
-                }
-                None => {
-                    let v = *versions.get(tags.len()).ok_or_else(|| {
-                        Error::internal("a told outcome names fewer streams than the group has")
-                    })?;
-                    tags.push((tag, v));
-                    v
-                }
-            };
-            out.push(Outcome::written(first + i as i64, version, self.ts));
-        }
-        if tags.len() != versions.len() {
-            return Err(Error::internal(
-                "a told outcome names more streams than the group has",
-            ));
-        }
-        Ok(out)
     }
 }
 

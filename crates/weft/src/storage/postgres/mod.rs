@@ -78,6 +78,7 @@ mod errors;
 mod inspect;
 mod kv;
 mod options;
+mod outcome;
 mod rows;
 mod schema;
 mod sql;

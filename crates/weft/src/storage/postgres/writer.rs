@@ -29,8 +29,11 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::Shared;
-use super::collect::{PENDING_RECHECK, Shape};
 use super::errors::{self, Op};
+use super::outcome::{
+    Outcome, PENDING_RECHECK, STATUS_ID_PENDING, STATUS_PENDING, STATUS_STAGED, STATUS_UNKNOWN,
+    Shape,
+};
 use super::rows::{i64_of, u64_of};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{AppendResult, Expected, LogEntry};
@@ -124,43 +127,6 @@ async fn commit(shared: &Shared, group: Vec<Pending>) {
             for p in group {
                 let _ = p.reply.send(Err(e.clone()));
             }
-        }
-    }
-}
-
-/// One row of the `append` function's answer.
-pub(super) struct Outcome {
-    pub(super) status: i16,
-    seqnum: Option<i64>,
-    version: Option<i64>,
-    ts: Option<i64>,
-    tag: Option<String>,
-    next: Option<i64>,
-}
-
-impl Outcome {
-    /// An entry written with these numbers.
-    pub(super) fn written(seqnum: i64, version: i64, ts: i64) -> Outcome {
-        Outcome {
-            status: 0,
-            seqnum: Some(seqnum),
-            version: Some(version),
-            ts: Some(ts),
-            tag: None,
-            next: None,
-        }
-    }
-
-    /// The outcome in `row`'s columns from `first` on (status, seqnum,
-    /// version, ts, tag, next).
-    pub(super) fn from_row(row: &tokio_postgres::Row, first: usize) -> Outcome {
-        Outcome {
-            status: row.get(first),
-            seqnum: row.get(first + 1),
-            version: row.get(first + 2),
-            ts: row.get(first + 3),
-            tag: row.get(first + 4),
-            next: row.get(first + 5),
         }
     }
 }
@@ -299,17 +265,8 @@ async fn collected(
     }
 }
 
-/// The `append` function's answer when it staged the group: its id.
-const STATUS_STAGED: i16 = 4;
 /// The append function's argument for [`Expected::StreamExists`].
 const STREAM_EXISTS: i64 = -1;
-/// `outcome_of`'s answer for a group neither staged nor numbered.
-pub(super) const STATUS_UNKNOWN: i16 = 5;
-/// The `append` function's answer when an append id of the group is in a
-/// group still staged: nothing was staged.
-const STATUS_ID_PENDING: i16 = 7;
-/// `outcome_of`'s answer while another process's round runs.
-pub(super) const STATUS_PENDING: i16 = 6;
 
 /// The outcome rows of the staged group `id` on a log whose functions
 /// predate `outcomes_of`: asks `outcome_of`, and while
