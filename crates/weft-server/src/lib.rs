@@ -22,6 +22,7 @@
 //! [`run`] (listening, TLS, draining).
 
 pub mod auth;
+pub mod events;
 pub mod limits;
 pub mod metrics;
 pub mod options;

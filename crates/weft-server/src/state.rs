@@ -53,7 +53,7 @@ pub struct Shared {
     /// The counters `/metrics` shows.
     pub counters: Counters,
     /// Encoded subscription events of recent entries.
-    pub events: crate::routes::subscribe::EventCache,
+    pub events: crate::events::EventCache,
     /// Requests in flight.
     pub requests: Arc<Semaphore>,
     /// Request body bytes in flight.

@@ -555,3 +555,63 @@ async fn stream_list(base: &str) -> Vec<(String, u64, u64)> {
     }
     panic!("the stream list did not end within 100 pages");
 }
+
+/// The `data:` JSON of the first `n` entry events of an SSE response.
+async fn sse_data(response: reqwest::Response, n: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut stream = response.bytes_stream();
+    while out.len() < n {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while out.len() < n
+            && let Some(end) = text.find("\n\n")
+        {
+            let event: String = text.drain(..end + 2).collect();
+            if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                out.push(serde_json::from_str(data).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The server keeps the encoded events of recent entries for its
+/// subscribers; an erase through it drops them, so a subscription that
+/// starts after the erase sends the entries erased, not the cached bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_after_an_erase_sends_the_erased_entries() {
+    let log = Log::memory();
+    let t: weft::LogTag = "user:5".parse().unwrap();
+    for data in ["secret-a", "secret-b"] {
+        log.append(weft::AppendRequest::new(t.clone(), data))
+            .await
+            .unwrap();
+    }
+    let server = support::serve_with(log.clone(), Role::Leader, support::options()).await;
+    let base = server.url().to_string();
+    let http = support::http();
+    let subscribe = || http.get(format!("{base}/v1/subscribe?from=0")).send();
+    let before = sse_data(subscribe().await.unwrap(), 2).await;
+    assert_eq!(before[0]["data"], "c2VjcmV0LWE=", "{before:?}");
+    log.delete_stream(&t).await.unwrap();
+    let erased: Value = http
+        .post(format!("{base}/v1/streams/user:5/erase"))
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(erased["erased"], 2);
+    let after = sse_data(subscribe().await.unwrap(), 2).await;
+    for e in &after {
+        assert_eq!(e["data"], "", "{after:?}");
+    }
+    server.shutdown().await.unwrap();
+}

@@ -96,7 +96,11 @@ pub async fn erase(
     }
     let t = tag(&name)?;
     let log = writable(&shared)?;
-    let erased = log.erase_stream(&t).await?;
+    let erased = log.erase_stream(&t).await;
+    // Even after an error: some entries may be erased, and the cached
+    // events of entries must not outlive their payloads.
+    shared.events.clear();
+    let erased = erased?;
     Ok(Json(weft_api::body::Erased {
         tag: t.to_string(),
         erased,

@@ -12,16 +12,15 @@
 //! bounded feed), and the socket's own buffer is the only one per client.
 //!
 //! Fan-out is cheap per subscriber: an entry's event is encoded once, kept
-//! in a small shared cache by seqnum ([`EventCache`]), and every subscriber
+//! in a small shared cache by seqnum ([`EventCache`](crate::events::EventCache)), and every subscriber
 //! that sends it clones the same bytes; the entries a subscription has
 //! ready at once go out as one body chunk (one write), not one each. With
 //! 64 subscribers the encoding per subscriber and entry (JSON, base64, the
 //! event's framing) had been most of the server's work.
 
-use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -32,8 +31,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use serde::Deserialize;
-use weft::{LogEntry, LogTag, Position};
-use weft_api::body::Entry;
+use weft::{LogTag, Position};
 use weft_api::fault::ErrorBody;
 
 use crate::reply::{ApiResult, rejection};
@@ -62,77 +60,6 @@ const CHUNK_ENTRIES: usize = 256;
 
 /// How often an idle stream sends a comment, so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// The encoded events of recent entries, by seqnum, shared by every
-/// subscription of a server: most subscribers send the same entries at
-/// about the same time, and encoding each once is what keeps fan-out cheap.
-/// Holds at most [`EventCache::CAPACITY`] events (the oldest inserted go
-/// first); a miss is encoded again, never wrong (an entry's seqnum names
-/// it for good).
-#[derive(Default)]
-pub struct EventCache {
-    inner: Mutex<CacheInner>,
-}
-
-#[derive(Default)]
-struct CacheInner {
-    events: HashMap<u64, Bytes>,
-    order: VecDeque<u64>,
-}
-
-impl EventCache {
-    /// Events kept.
-    pub const CAPACITY: usize = 16_384;
-
-    /// The events of `entries`, concatenated: from the cache, or encoded
-    /// and added to it.
-    fn events_of(&self, entries: &[LogEntry]) -> Bytes {
-        let mut out = BytesMut::new();
-        let mut missing: Vec<(usize, Bytes)> = Vec::new();
-        let mut found: Vec<Option<Bytes>> = Vec::with_capacity(entries.len());
-        {
-            let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            for e in entries {
-                found.push(inner.events.get(&e.seqnum).cloned());
-            }
-        }
-        for (i, (e, f)) in entries.iter().zip(&mut found).enumerate() {
-            if f.is_none() {
-                let event = encode(e);
-                missing.push((i, event.clone()));
-                *f = Some(event);
-            }
-        }
-        if !missing.is_empty() {
-            let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            for (i, event) in missing {
-                let seqnum = entries[i].seqnum;
-                if inner.events.insert(seqnum, event).is_none() {
-                    inner.order.push_back(seqnum);
-                }
-            }
-            while inner.order.len() > Self::CAPACITY {
-                if let Some(old) = inner.order.pop_front() {
-                    inner.events.remove(&old);
-                }
-            }
-        }
-        for event in found.into_iter().flatten() {
-            out.extend_from_slice(&event);
-        }
-        out.freeze()
-    }
-}
-
-/// One entry's event: `id`, `event: entry`, and the entry's JSON (which
-/// has no line break) as `data`.
-fn encode(entry: &LogEntry) -> Bytes {
-    let json = serde_json::to_string(&Entry::from(entry)).unwrap_or_default();
-    Bytes::from(format!(
-        "id: {}\nevent: entry\ndata: {json}\n\n",
-        entry.seqnum
-    ))
-}
 
 /// What a subscription's stream yields before it ends.
 enum Item {
