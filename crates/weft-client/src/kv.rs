@@ -12,7 +12,7 @@ use weft::{LogTag, Result};
 use weft_api::body::{KvCas, KvValue, KvWritten};
 
 use crate::http::Effect;
-use crate::storage::Shared;
+use crate::shared::Shared;
 
 /// The KV of a [`RemoteStorage`](crate::RemoteStorage).
 pub struct RemoteKv {

@@ -33,6 +33,7 @@
 pub mod http;
 pub mod kv;
 pub mod options;
+mod shared;
 pub mod storage;
 pub mod tailer;
 

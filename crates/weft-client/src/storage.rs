@@ -13,35 +13,13 @@ use weft_api::body::{self, AppendBody, AppendReply, EntriesPage, PrevEntry, Vers
 use crate::http::{Api, Effect};
 use crate::kv::RemoteKv;
 use crate::options::RemoteOptions;
+use crate::shared::Shared;
 use crate::tailer::Tailer;
 
 /// A weft log served by `weft serve`, as a storage backend.
 pub struct RemoteStorage {
     shared: Arc<Shared>,
     tailer: Tailer,
-}
-
-/// What the storage, its KV and its tailer share.
-pub(crate) struct Shared {
-    pub(crate) api: Api,
-    pub(crate) feed: CommitFeed,
-    closed: AtomicBool,
-    capabilities: Capabilities,
-    append_ids: bool,
-    kv: bool,
-}
-
-impl Shared {
-    pub(crate) fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("this remote log handle is closed"));
-        }
-        Ok(())
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
 }
 
 impl std::fmt::Debug for RemoteStorage {

@@ -22,7 +22,7 @@ use weft::{ErrorDetail, LogEntry};
 use weft_api::body::Entry;
 use weft_api::fault::ErrorBody;
 
-use crate::storage::Shared;
+use crate::shared::Shared;
 
 /// The running tailer of one handle.
 pub(crate) struct Tailer {
