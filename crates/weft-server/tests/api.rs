@@ -164,30 +164,40 @@ async fn limits_shed_with_a_retry_hint() {
     server.shutdown().await.unwrap();
 }
 
-/// Reads one SSE event's `id:` lines from a response until `n` entries.
-async fn sse_ids(response: reqwest::Response, n: usize) -> Vec<u64> {
-    let mut ids = Vec::new();
+/// The first `n` events of an SSE response that have an `id:` line (entry
+/// events), as text. One chunk may carry many events: only the first `n`
+/// are taken (the client stops there, as if it disconnected after the nth).
+async fn sse_events(response: reqwest::Response, n: usize) -> Vec<String> {
+    let mut events = Vec::new();
     let mut text = String::new();
     let mut stream = response.bytes_stream();
-    while ids.len() < n {
+    while events.len() < n {
         let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
             .await
             .expect("an event in time")
             .expect("the stream goes on")
             .unwrap();
         text.push_str(&String::from_utf8_lossy(&chunk));
-        // One chunk may carry many events: take only the first `n` (the
-        // client stops there, as if it disconnected after the nth).
-        while ids.len() < n
+        while events.len() < n
             && let Some(end) = text.find("\n\n")
         {
             let event: String = text.drain(..end + 2).collect();
-            if let Some(id) = event.lines().find_map(|l| l.strip_prefix("id: ")) {
-                ids.push(id.trim().parse().unwrap());
+            if event.lines().any(|l| l.starts_with("id: ")) {
+                events.push(event);
             }
         }
     }
-    ids
+    events
+}
+
+/// The seqnums (`id:` lines) of the first `n` entry events.
+async fn sse_ids(response: reqwest::Response, n: usize) -> Vec<u64> {
+    sse_events(response, n)
+        .await
+        .iter()
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("id: ")))
+        .map(|id| id.trim().parse().unwrap())
+        .collect()
 }
 
 /// GETs `url`, which must answer 200, as JSON.
@@ -558,26 +568,12 @@ async fn stream_list(base: &str) -> Vec<(String, u64, u64)> {
 
 /// The `data:` JSON of the first `n` entry events of an SSE response.
 async fn sse_data(response: reqwest::Response, n: usize) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut stream = response.bytes_stream();
-    while out.len() < n {
-        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
-            .await
-            .expect("an event in time")
-            .expect("the stream goes on")
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        while out.len() < n
-            && let Some(end) = text.find("\n\n")
-        {
-            let event: String = text.drain(..end + 2).collect();
-            if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
-                out.push(serde_json::from_str(data).unwrap());
-            }
-        }
-    }
-    out
+    sse_events(response, n)
+        .await
+        .iter()
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
 }
 
 /// The server keeps the encoded events of recent entries for its
