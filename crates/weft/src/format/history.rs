@@ -234,6 +234,7 @@ pub fn decode_page(bytes: &[u8]) -> Result<HistoryPage> {
 mod tests {
     use super::*;
     use crate::ErrorKind;
+    use crate::format::history_block::tests::pointer;
 
     fn entry(sequence: u64, count: u32) -> ManifestEntry {
         ManifestEntry {
@@ -241,15 +242,6 @@ mod tests {
             count: Some(count),
             location: format!("seg/{sequence}"),
             metadata: vec![],
-        }
-    }
-
-    fn pointer(first: u64, end: u64) -> PagePointer {
-        PagePointer {
-            first_seq: first,
-            end_seq: end,
-            entries: 2,
-            location: format!("hist/{first}"),
         }
     }
 

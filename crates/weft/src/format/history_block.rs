@@ -261,10 +261,11 @@ pub(crate) fn decode_history_block(c: &mut Reader<'_>) -> Result<History> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn pointer(first: u64, end: u64) -> PagePointer {
+    /// A pointer to a page of two entries covering `first..end`.
+    pub(in crate::format) fn pointer(first: u64, end: u64) -> PagePointer {
         PagePointer {
             first_seq: first,
             end_seq: end,

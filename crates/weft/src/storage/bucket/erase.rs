@@ -31,8 +31,7 @@ const ATTEMPTS: usize = 8;
 
 /// Erases the entries `seqnums` (ascending, committed) of the log `reader`
 /// reads, segment by segment; entries trimmed meanwhile are skipped.
-/// Returns how many were erased by this call and the locations of the
-/// segments rewritten (for the caller's caches).
+/// Returns how many were erased by this call.
 ///
 /// Errors: `Corrupt` when a segment does not hold its records intact;
 /// `Unavailable` after [`ATTEMPTS`] lost races on one segment; store kinds
@@ -42,20 +41,15 @@ pub(crate) async fn erase_entries(
     store: &Arc<dyn ObjectStore>,
     reader: &BucketReader,
     seqnums: &[u64],
-) -> Result<(u64, Vec<String>)> {
+) -> Result<u64> {
     let mut erased = 0;
-    let mut rewritten = Vec::new();
     for (entry, list) in reader.segments_of(seqnums).await? {
         let result = rewrite(store.as_ref(), reader, &entry, &list).await;
         // Whatever happened, the next read fetches the object again.
         reader.forget_segment(&entry.location);
-        let n = result?;
-        if n > 0 {
-            erased += n;
-            rewritten.push(entry.location);
-        }
+        erased += result?;
     }
-    Ok((erased, rewritten))
+    Ok(erased)
 }
 
 /// Rewrites the segment of manifest entry `entry` with the records of
@@ -72,7 +66,7 @@ async fn rewrite(
             Ok(got) => got,
             Err(e) if classify(StoreOp::Read, &e) == Outcome::NotFound => {
                 let err = to_error(StoreOp::Read, path.as_ref(), e);
-                return match reader.segment_gone(seqnums[0], entry, err).await {
+                return match reader.missing(seqnums[0], entry, err).await {
                     // Trimmed and collected meanwhile: nothing to erase.
                     e if e.kind() == ErrorKind::Trimmed => Ok(0),
                     e => Err(e),

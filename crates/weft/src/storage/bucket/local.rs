@@ -528,7 +528,7 @@ impl LocalLog {
         crate::storage::kit::check_erasable(seqnums, next)?;
         let result = super::erase::erase_entries(store, &self.reader, seqnums).await;
         self.visible.write().recent.erase(seqnums);
-        let (erased, _) = result?;
+        let erased = result?;
         let index = match self.visible.read().numbers() {
             Numbers::Disk(index, _) => Some(Arc::clone(index)),
             Numbers::Memory(..) => None,

@@ -180,12 +180,6 @@ impl BucketReader {
         self.segments.remove(&location.to_owned());
     }
 
-    /// The error for a segment that is gone when the manifest entry
-    /// `entry` held `seq`: `Trimmed` if a trim dropped it, else `Corrupt`.
-    pub(crate) async fn segment_gone(&self, seq: u64, entry: &ManifestEntry, err: Error) -> Error {
-        self.missing(seq, entry, err).await
-    }
-
     /// The manifest entries from the one holding `seq`, checked against the    /// The manifest entries from the one holding `seq`, checked against the
     /// first live seqnum.
     async fn locate(&self, seq: u64) -> Result<Vec<ManifestEntry>> {
@@ -255,8 +249,9 @@ impl BucketReader {
         Ok(m)
     }
 
-    /// The error for a segment that is gone.
-    async fn missing(&self, seq: u64, entry: &ManifestEntry, err: Error) -> Error {
+    /// The error for a segment that is gone when the manifest entry
+    /// `entry` held `seq`: `Trimmed` if a trim dropped it, else `Corrupt`.
+    pub(crate) async fn missing(&self, seq: u64, entry: &ManifestEntry, err: Error) -> Error {
         match self.reload().await {
             Ok(m) if seq < m.first_sequence() => Error::trimmed(seq, m.first_sequence()),
             Ok(_) => Error::corrupt(format!(

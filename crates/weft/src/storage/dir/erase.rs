@@ -27,8 +27,9 @@ use crate::format::frame;
 pub(super) struct Rewritten {
     /// How many frames it erased (frames erased before are not counted).
     pub(super) erased: u64,
-    /// The new check value (CRC-32C) of each frame it erased.
-    pub(super) checks: Vec<(u64, u64)>,
+    /// The seqnum and new check value (CRC-32C) of the last frame it
+    /// erased (the index's tip check needs it when that is the tip).
+    pub(super) last_check: Option<(u64, u64)>,
 }
 
 /// Erases the frames `seqnums` (ascending, all inside the segment) of the
@@ -67,7 +68,7 @@ pub(super) fn rewrite_segment(dir: &Path, first: u64, seqnums: &[u64]) -> Result
             if frame::erase_in_place(slot).map_err(|e| damaged(format!("frame {seqnum}: {e}")))? {
                 done.erased += 1;
                 let crc = u32::from_le_bytes([slot[4], slot[5], slot[6], slot[7]]);
-                done.checks.push((seqnum, u64::from(crc)));
+                done.last_check = Some((seqnum, u64::from(crc)));
             }
         }
         at = end;

@@ -1007,7 +1007,7 @@ impl Writer {
         self.shared.state.forget_segments([first]);
         let done = result?;
         self.shared.write_state().recent.forget_any(mine);
-        if let Some(&(seqnum, check)) = done.checks.last()
+        if let Some((seqnum, check)) = done.last_check
             && seqnum + 1 == next
         {
             let index = Arc::clone(self.shared.state.index());
