@@ -117,7 +117,7 @@ pub enum Detail {
     StreamStateConflict {
         /// The condition, as on the wire (`"no_stream"`, `"stream_exists"`,
         /// `"any"`).
-        expected: crate::body::StreamState,
+        expected: crate::expected::StreamState,
         /// The stream's next version now (0: it never had an entry).
         next: u64,
     },
@@ -150,12 +150,14 @@ impl ErrorBody {
                 Some(Detail::VersionConflict { expected, next })
             }
             ErrorDetail::StreamStateConflict { expected, next } => {
-                match crate::body::ExpectedWire::from(expected) {
-                    crate::body::ExpectedWire::State(state) => Some(Detail::StreamStateConflict {
-                        expected: state,
-                        next,
-                    }),
-                    crate::body::ExpectedWire::Version(v) => {
+                match crate::expected::ExpectedWire::from(expected) {
+                    crate::expected::ExpectedWire::State(state) => {
+                        Some(Detail::StreamStateConflict {
+                            expected: state,
+                            next,
+                        })
+                    }
+                    crate::expected::ExpectedWire::Version(v) => {
                         Some(Detail::VersionConflict { expected: v, next })
                     }
                 }
@@ -204,7 +206,7 @@ impl ErrorBody {
             }
             Some(Detail::StreamStateConflict { expected, next }) => {
                 err.with_detail(ErrorDetail::StreamStateConflict {
-                    expected: crate::body::ExpectedWire::State(expected).into(),
+                    expected: crate::expected::ExpectedWire::State(expected).into(),
                     next,
                 })
             }

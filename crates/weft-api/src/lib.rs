@@ -4,6 +4,8 @@
 //!
 //! * [`body`] — the JSON bodies of every route (payloads are base64,
 //!   standard alphabet, padded, in fields named `data`).
+//! * [`expected`] — a condition on a stream (a version or a state), as
+//!   appends and conflict errors carry it.
 //! * [`fault`] — the error body every non-2xx answer carries, and the one
 //!   map between a [`weft::ErrorKind`] and an HTTP status.
 //!
@@ -12,6 +14,7 @@
 
 pub mod b64;
 pub mod body;
+pub mod expected;
 pub mod fault;
 
 /// The version prefix of every API route.

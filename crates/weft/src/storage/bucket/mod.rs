@@ -61,6 +61,7 @@ mod numbers;
 mod open_checks;
 mod reader;
 mod records;
+mod restore;
 pub mod retention;
 mod states;
 mod stream_checks;

@@ -77,20 +77,18 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::BucketLayout;
 use super::budget::Budget;
-use super::catchup::{
-    FillInto, Patience, SharedIds, fill, open_numbers, read_ids, read_start, request_timeout,
-    spawn_history_fill,
-};
+use super::catchup::{read_ids, request_timeout, spawn_history_fill};
 use super::kv::BucketKv;
-use super::local::{LocalLog, LocalState};
-use super::numbers::{CacheDir, FillWatch, IndexVersions, Numbers, WriterVersions};
+use super::local::LocalLog;
+use super::numbers::{CacheDir, WriterVersions};
 use super::open_checks::check_weft_log;
 use super::records::encode_batch;
-use super::states::{self, CheckpointTaker};
+use super::restore::{self, Restored};
+use super::states::CheckpointTaker;
 use super::stream_checks::StreamChecks;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{LogState, ManifestData, ManifestVersion, decode_manifest, encode_log_state};
+use crate::format::{LogState, decode_manifest, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::storage::append_ids::{AppendIds, check_batch_ids};
@@ -318,129 +316,21 @@ impl BucketStorage {
         // Taken before the claim: a writer that cannot have its directory
         // must not fence the one that has it.
         let cache = CacheDir::for_handle(options.cache_dir.as_deref(), options.numbers_in_memory)?;
+        let budget = Budget::writer(options.memory_budget);
         // Claim first, then read: once our epoch is in the manifest no older
         // writer can commit, so what we rebuild from is final.
-        let mut builder = Producer::builder(store.clone(), layout.manifest(), layout.segments())
-            .with_flush_interval(options.flush_interval)
-            .with_flush_bytes(options.flush_bytes)
-            .with_manifest_version(ManifestVersion::V5)
-            .with_checkpoint_policy(options.checkpoint.clone())
-            .with_history_prefix(layout.history())
-            .with_retry_policy(options.retry.clone())
-            .with_lease_renewal(options.lease_renew_every)
-            .with_take_over(options.take_over)
-            .with_clock(clock.clone());
-        if let Some(seed) = options.seed {
-            builder = builder.with_seed(seed);
-        }
-        if let Some(name) = &options.writer_name {
-            builder = builder.with_holder(name.clone());
-        }
-        let budget = Budget::writer(options.memory_budget);
-        builder = builder.with_max_inflight_bytes(budget.in_flight);
-        let producer = builder.open().await?;
-        // Our epoch is in the manifest: what is read from here on is final.
-        let (manifest, trim) = read_start(&store, &layout, &options.retry).await?;
-        let manifest = manifest.unwrap_or_else(|| ManifestData::empty(ManifestVersion::default()));
-        check_weft_log(&layout.manifest(), &manifest)?;
-        let next = manifest.next_sequence;
-        let (reader, numbers, from) =
-            open_numbers(&store, &layout, &manifest, trim.as_ref(), cache, &budget).await?;
-        // With no local state, start from the newest stream-state
-        // checkpoint: only the entries after it are read before appends
-        // are taken; the history before it is indexed in the background.
-        let opened_from = if from < next {
-            states::newest(&store, &layout, &reader, from, next, &options.retry).await
-        } else {
-            None
-        };
-        let checkpoint = opened_from.as_ref().map(|c| {
-            let floors: std::collections::HashMap<_, _> =
-                c.state.next_versions.iter().cloned().collect();
-            (c.state.through, Arc::new(floors))
-        });
-        let live_from = checkpoint.as_ref().map_or(from, |(through, _)| through + 1);
-        let state = match &checkpoint {
-            Some((_, floors)) => {
-                LocalState::filling_from(numbers, live_from, floors.clone(), budget.recent)
-            }
-            None => LocalState::new(numbers, budget.recent),
-        };
-        let log = Arc::new(LocalLog::new("the bucket writer", state, reader));
-        let ids: SharedIds = Arc::new(std::sync::Mutex::new(AppendIds::bounded(
-            options.append_id_window,
-        )));
-        let patience = Patience::Bounded(options.retry.clone(), options.seed.unwrap_or(0));
-        let into = if live_from > from {
-            FillInto::Live
-        } else {
-            FillInto::History
-        };
-        fill(
-            store.clone(),
-            layout.clone(),
-            log.clone(),
+        let producer = restore::claim(&store, &layout, &options, &budget, &clock).await?;
+        let restored = restore::restore(&store, &layout, &options, cache, &budget).await?;
+        let stream_checks = restored.stream_checks();
+        let sequencer = restored.sequencer();
+        let Restored {
+            log,
+            from,
             live_from,
             next,
-            options.rebuild_prefetch,
-            patience,
-            Some(ids.clone()),
-            into,
-        )
-        .await?;
-        let ids = Arc::into_inner(ids)
-            .ok_or_else(|| Error::internal("the rebuild kept a handle on the append ids"))?
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Until the fill has compared the checkpoint with the log, each
-        // stream is checked before the writer first numbers it.
-        let stream_checks = match (&opened_from, &checkpoint) {
-            (Some(c), Some((_, floors))) => {
-                let live = log.visible().read().live_first_versions();
-                let trim_floors = trim.as_ref().map_or(&[][..], |t| &t.next_versions[..]);
-                Some(StreamChecks::new(c, floors.clone(), live, trim_floors))
-            }
-            _ => None,
-        };
-        let sequencer = {
-            let state = log.visible().read();
-            match (state.numbers(), checkpoint) {
-                // The checkpoint's versions, then those of the entries
-                // after it (a stream's later entries win).
-                (Numbers::Memory(_), Some((_, floors))) => Sequencer::with_table(
-                    next,
-                    WriterVersions::Memory(MemoryVersions::from_versions(
-                        floors
-                            .iter()
-                            .map(|(t, v)| (t.clone(), *v))
-                            .chain(state.live_next_versions()),
-                    )),
-                ),
-                (Numbers::Memory(index), None) => Sequencer::with_table(
-                    next,
-                    WriterVersions::Memory(MemoryVersions::from_versions(
-                        index.next_versions_through(u64::MAX),
-                    )),
-                ),
-                (Numbers::Disk(index, _), Some((_, floors))) => Sequencer::with_table(
-                    next,
-                    WriterVersions::Index(
-                        IndexVersions::new(index.clone(), 100_000).starting_at_checkpoint(
-                            floors,
-                            state.live_next_versions(),
-                            FillWatch::new({
-                                let log = log.clone();
-                                move || log.visible().read().filling_in()
-                            }),
-                        ),
-                    ),
-                ),
-                (Numbers::Disk(index, _), None) => Sequencer::with_table(
-                    next,
-                    WriterVersions::Index(IndexVersions::new(index.clone(), 100_000)),
-                ),
-            }
-        };
+            ids,
+            ..
+        } = restored;
         // Reads and trims that wait for the history get a fill's error.
         let history_fill = (live_from > from).then(|| {
             spawn_history_fill(

@@ -543,29 +543,73 @@ impl Writer {
     /// Writes, syncs, publishes and answers one group; leaves `group`
     /// empty (its capacity kept for the next).
     fn commit(&mut self, group: &mut Vec<Pending>) {
-        if let Err(e) = self.check_writable() {
+        // Nothing is numbered or written yet: a closed log, or a directory
+        // swapped under the lock (which stops the writer), tells every
+        // appender why.
+        if let Err(e) = self.check_writable().and_then(|()| self.check_directory()) {
             for p in group.drain(..) {
                 p.reply.send(Err(e.clone()));
             }
             return;
         }
-        // Nothing is numbered or written yet: a directory swapped under
-        // the lock stops the writer with every appender told `Closed`.
-        if let Err(e) = self.check_directory() {
-            for p in group.drain(..) {
-                p.reply.send(Err(e.clone()));
-            }
-            return;
-        }
-        let timestamp_ms = self.clock.now_ms();
         let group_first = self.sequencer.next_seqnum();
+        let mut planned = std::mem::take(&mut self.planned);
+        let mut frame_starts = std::mem::take(&mut self.frame_starts);
+        planned.clear();
+        frame_starts.clear();
+        let placed = match self.plan_and_encode(group, group_first, &mut planned, &mut frame_starts)
+        {
+            Err(e) => {
+                // Never write a group whose numbering the sequencer
+                // already moved past a frame that failed to encode.
+                self.stop(&e);
+                for (reply, _) in planned.drain(..) {
+                    reply.send(Err(e.clone()));
+                }
+                None
+            }
+            // Nothing to write: conflicts, and retries of committed appends.
+            Ok(_) if self.group_len == 0 => {
+                for (reply, outcome) in planned.drain(..) {
+                    reply.send(outcome.map(Plan::results));
+                }
+                None
+            }
+            Ok(writes_ids) => match self.write_group(group_first, writes_ids) {
+                Ok(placed) => Some(placed),
+                Err(e) => {
+                    self.stop(&e);
+                    answer_unwritten(&mut planned, &e, group_first);
+                    None
+                }
+            },
+        };
+        if let Some((first, base)) = placed {
+            self.publish_and_answer(first, base, &mut planned, &frame_starts);
+        }
+        self.planned = planned;
+        self.frame_starts = frame_starts;
+    }
+
+    /// Numbers every append of `group` and encodes its frames into the
+    /// group buffers; each append's reply goes into `planned` with its
+    /// plan or its conflict, and `frame_starts` gets each frame's place
+    /// (in the written group, in the buffer). Returns whether any frame
+    /// carries an append id.
+    ///
+    /// Errors: `Internal` when a validated entry fails to encode (the
+    /// failing append's reply is in `planned` then; the caller must stop).
+    fn plan_and_encode(
+        &mut self,
+        group: &mut Vec<Pending>,
+        group_first: u64,
+        planned: &mut Vec<Answer>,
+        frame_starts: &mut Vec<(usize, usize)>,
+    ) -> Result<bool> {
+        let timestamp_ms = self.clock.now_ms();
         self.buf.clear();
         self.large.clear();
         let mut referenced = 0usize;
-        let mut planned = std::mem::take(&mut self.planned);
-        planned.clear();
-        let mut frame_starts = std::mem::take(&mut self.frame_starts);
-        frame_starts.clear();
         let mut writes_ids = false;
         for p in group.drain(..) {
             // `DirStorage::append` validated the batch before sending it.
@@ -595,82 +639,71 @@ impl Writer {
             };
             if let Ok(plan) = &outcome {
                 writes_ids |= plan.writes_ids();
-                let entries = plan.entries();
-                // The appender's payload checksums are by batch position,
-                // which retried entries shifted: without them large
-                // payloads are copied instead.
-                let crcs: &[u32] = if data_crcs.len() == entries.len() {
-                    &data_crcs
-                } else {
-                    &[]
-                };
-                for (i, entry) in entries.iter().enumerate() {
-                    frame_starts.push((self.buf.len() + referenced, self.buf.len()));
-                    let offset = (entry.seqnum - group_first) as u32;
-                    let end = i + 1 == entries.len();
-                    let id = plan.id(i);
-                    let encoded = match crcs.get(i) {
-                        Some(&crc) if entry.data.len() >= LARGE_PAYLOAD => {
-                            frame::encode_head_with_id(&mut self.buf, entry, id, offset, end, crc)
-                                .map(|()| {
-                                    self.large.push((self.buf.len(), entry.data.clone()));
-                                    referenced += entry.data.len();
-                                })
-                        }
-                        _ => frame::encode_with_id(&mut self.buf, entry, id, offset, end),
-                    };
-                    if let Err(e) = encoded {
-                        // Validation makes this unreachable; never write a
-                        // group whose numbering the sequencer already moved.
-                        let e = Error::internal(format!("encoding a validated entry failed: {e}"));
-                        self.stop(&e);
-                        p.reply.send(Err(e.clone()));
-                        for (reply, _) in planned.drain(..) {
-                            reply.send(Err(e.clone()));
-                        }
-                        return;
-                    }
+                if let Err(e) =
+                    self.encode_plan(plan, &data_crcs, group_first, &mut referenced, frame_starts)
+                {
+                    planned.push((p.reply, Err(e.clone())));
+                    return Err(e);
                 }
             }
             planned.push((p.reply, outcome));
         }
         self.group_len = self.buf.len() + referenced;
-        if self.group_len == 0 {
-            // Nothing to write: conflicts, and retries of committed appends.
-            for (reply, outcome) in planned.drain(..) {
-                reply.send(outcome.map(Plan::results));
-            }
-            return;
-        }
+        Ok(writes_ids)
+    }
 
-        let (first, base) = match self.write_group(group_first, writes_ids) {
-            Ok(placed) => placed,
-            Err(e) => {
-                self.stop(&e);
-                for (reply, outcome) in planned.drain(..) {
-                    let answer = match outcome {
-                        // A retry of an append committed before this group
-                        // has its answer whatever became of the group.
-                        Ok(plan)
-                            if plan.entries().is_empty()
-                                && plan.known_through().is_none_or(|s| s < group_first) =>
-                        {
-                            Ok(plan.results())
-                        }
-                        Ok(_) => Err(Error::new(
-                            ErrorKind::Indeterminate,
-                            "the write or sync of this append failed; it may or may not be durable",
-                        )
-                        .with_source(e.clone())),
-                        Err(conflict) => Err(conflict),
-                    };
-                    reply.send(answer);
-                }
-                return;
-            }
+    /// Encodes one planned append's frames into the group buffers. A large
+    /// payload whose checksum the appender computed is referenced, not
+    /// copied (`referenced` counts those bytes).
+    fn encode_plan(
+        &mut self,
+        plan: &Plan,
+        data_crcs: &[u32],
+        group_first: u64,
+        referenced: &mut usize,
+        frame_starts: &mut Vec<(usize, usize)>,
+    ) -> Result<()> {
+        let entries = plan.entries();
+        // The appender's payload checksums are by batch position, which
+        // retried entries shifted: without them large payloads are copied.
+        let crcs: &[u32] = if data_crcs.len() == entries.len() {
+            data_crcs
+        } else {
+            &[]
         };
+        for (i, entry) in entries.iter().enumerate() {
+            frame_starts.push((self.buf.len() + *referenced, self.buf.len()));
+            let offset = (entry.seqnum - group_first) as u32;
+            let end = i + 1 == entries.len();
+            let id = plan.id(i);
+            let encoded = match crcs.get(i) {
+                Some(&crc) if entry.data.len() >= LARGE_PAYLOAD => {
+                    frame::encode_head_with_id(&mut self.buf, entry, id, offset, end, crc).map(
+                        |()| {
+                            self.large.push((self.buf.len(), entry.data.clone()));
+                            *referenced += entry.data.len();
+                        },
+                    )
+                }
+                _ => frame::encode_with_id(&mut self.buf, entry, id, offset, end),
+            };
+            // Validation makes this unreachable.
+            encoded
+                .map_err(|e| Error::internal(format!("encoding a validated entry failed: {e}")))?;
+        }
+        Ok(())
+    }
 
-        // Visible, published, answered: in that order.
+    /// Makes a written group visible (index, then read state), then
+    /// answers its appenders: in that order, so an answered append is
+    /// readable. Stops the writer when the group cannot be shown.
+    fn publish_and_answer(
+        &mut self,
+        first: u64,
+        base: u64,
+        planned: &mut Vec<Answer>,
+        frame_starts: &[(usize, usize)],
+    ) {
         let mut answers = std::mem::take(&mut self.answers);
         answers.clear();
         let mut committed: Vec<LogEntry> = Vec::with_capacity(frame_starts.len());
@@ -691,7 +724,7 @@ impl Writer {
         indexed.extend(
             committed
                 .iter()
-                .zip(&frame_starts)
+                .zip(frame_starts)
                 .map(|(entry, &(at, in_buf))| {
                     let crc = self
                         .buf
@@ -723,6 +756,8 @@ impl Writer {
                 Ok(())
             })
         });
+        indexed.clear();
+        self.indexed = indexed;
         if let Err(e) = shown {
             drop(answers);
             self.stop(&e);
@@ -734,15 +769,11 @@ impl Writer {
         c.entries.fetch_add(n, Ordering::Relaxed);
         c.appends.fetch_add(appends, Ordering::Relaxed);
         c.groups.fetch_add(1, Ordering::Relaxed);
-        c.bytes.fetch_add(self.group_len as u64, Ordering::Relaxed);
+        c.bytes.fetch_add(group_len, Ordering::Relaxed);
         for (reply, answer) in answers.drain(..) {
             reply.send(answer);
         }
         self.answers = answers;
-        self.planned = planned;
-        indexed.clear();
-        self.indexed = indexed;
-        self.frame_starts = frame_starts;
     }
 
     /// Places the encoded group in a segment, writes and (durable mode)
@@ -1117,4 +1148,27 @@ pub(super) fn validate(batch: &[NewEntry], max_entry_bytes: usize) -> Result<()>
         )));
     }
     Ok(())
+}
+
+/// Answers the appends of a group whose write or sync failed: a retry of
+/// an append committed before the group keeps its answer whatever became
+/// of the group; any other planned append may or may not be durable.
+fn answer_unwritten(planned: &mut Vec<Answer>, failure: &Error, group_first: u64) {
+    for (reply, outcome) in planned.drain(..) {
+        let answer = match outcome {
+            Ok(plan)
+                if plan.entries().is_empty()
+                    && plan.known_through().is_none_or(|s| s < group_first) =>
+            {
+                Ok(plan.results())
+            }
+            Ok(_) => Err(Error::new(
+                ErrorKind::Indeterminate,
+                "the write or sync of this append failed; it may or may not be durable",
+            )
+            .with_source(failure.clone())),
+            Err(conflict) => Err(conflict),
+        };
+        reply.send(answer);
+    }
 }
