@@ -355,7 +355,7 @@ pub const INDEX_DECODERS: &[&str] = &[
 /// spell a gap with padding (a varint with trailing zero groups), which
 /// the decoder accepts and the encoder never writes.
 pub fn index_decode(data: &[u8]) -> bool {
-    use weft::format::index;
+    use weft::format::index_rows as index;
 
     let Some((&selector, input)) = data.split_first() else {
         return false;
@@ -519,7 +519,7 @@ pub fn check_settings(location: &str, env: &[(&str, &str)]) -> bool {
     let Ok(store) = built else {
         return false;
     };
-    let store = weft::store::with_prefix(store, &prefix);
+    let store = weft::objects::with_prefix(store, &prefix);
     let path = object_store::path::Path::from("manifest");
     let got = offline::runtime().block_on(store.head(&path));
     assert!(got.is_err(), "the offline client answered");

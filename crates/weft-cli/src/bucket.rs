@@ -13,7 +13,7 @@ use object_store::path::Path as ObjectPath;
 use weft::format::{
     Compression, DecodedSegment, ManifestData, ManifestEntry, SegmentVersion, decode_manifest,
 };
-use weft::store::{StoreOp, to_error};
+use weft::objects::{StoreOp, to_error};
 use weft::wal::HistoryReader;
 use weft::{Error, ErrorKind, Result};
 

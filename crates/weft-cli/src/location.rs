@@ -10,9 +10,9 @@ use std::time::Duration;
 use clap::Args;
 use object_store::ObjectStore;
 use weft::connect::{AzureSettings, Location, S3Settings};
+use weft::objects::{DEFAULT_DEADLINE, RetryPolicy};
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
 use weft::storage::dir::{DirStorage, require_log};
-use weft::store::{DEFAULT_DEADLINE, RetryPolicy};
 use weft::{Error, ErrorKind, Log, Result};
 
 /// Connection flags for `s3://` and `az://` locations; each overrides the

@@ -27,7 +27,7 @@
 //! how the wrapper reorders concurrent completions.
 //!
 //! The injected errors have the same shape as the real ones (see
-//! [`outcome`](weft::store::outcome)): a clean failure is a `Generic` error with
+//! [`outcome`](weft::objects::outcome)): a clean failure is a `Generic` error with
 //! no transport error inside (what an unmapped 5xx looks like), a 409 is
 //! `AlreadyExists`, a 412 is `Precondition`, a timeout is a `Generic` error
 //! wrapping object_store's `HttpError` of kind `Timeout`; so callers are
@@ -654,7 +654,7 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
-    use weft::store::outcome::{Outcome, StoreOp, classify_result};
+    use weft::objects::outcome::{Outcome, StoreOp, classify_result};
 
     fn store(config: FaultConfig) -> (Arc<InMemory>, FaultStore) {
         let inner = Arc::new(InMemory::new());

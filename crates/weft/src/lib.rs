@@ -26,7 +26,7 @@
 //!
 //! * [`model`] — tags, entries, append requests, positions.
 //! * [`format`](mod@format) — pure encoders and decoders of the wire formats.
-//! * [`store`] — object-store access: outcome classification, wrappers.
+//! * [`objects`] — object-store access: outcome classification, wrappers.
 //! * [`connect`] — locations users type, and building the store for one
 //!   from settings and the environment.
 //! * [`wal`] — the write-ahead log on a bucket: manifest, producer, replica.
@@ -76,11 +76,11 @@ pub mod kv;
 pub mod log;
 mod lru;
 pub mod model;
+pub mod objects;
 mod outage;
 mod random;
 pub mod retention;
 pub mod storage;
-pub mod store;
 pub mod wal;
 
 pub use error::{Error, ErrorDetail, ErrorKind, Result};

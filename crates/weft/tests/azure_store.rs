@@ -17,7 +17,7 @@ use object_store::{ObjectStore, PutMode};
 use support::{azure, store_cases};
 use weft::ErrorKind;
 use weft::connect::{Location, build_store};
-use weft::store::{Outcome, StoreOp, classify_result, to_error};
+use weft::objects::{Outcome, StoreOp, classify_result, to_error};
 
 #[tokio::test]
 async fn conditional_puts_work_on_azurite() {

@@ -38,7 +38,7 @@ async fn follower_sees_the_writers_log_in_memory() {
 /// simulation (tests/simulation.rs).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_conflict_with_an_append_in_flight_waits_for_it() {
-    use weft::store::RetryPolicy;
+    use weft::objects::RetryPolicy;
     use weft_testkit::fault::{FaultConfig, FaultStore};
     let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
     let opts = BucketOptions {
@@ -156,7 +156,7 @@ async fn a_segment_numbered_wal_is_refused_untouched() {
 /// Found by the bucket-log simulation.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
-    use weft::store::RetryPolicy;
+    use weft::objects::RetryPolicy;
     use weft_testkit::fault::{FaultConfig, FaultStore};
     let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
     let first = writer(faults.clone()).await;

@@ -20,8 +20,8 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use support::bucket_retention_cases::*;
 use support::wal::manifest;
+use weft::objects::RetryPolicy;
 use weft::storage::bucket::{self, BucketFollower, BucketStorage};
-use weft::store::RetryPolicy;
 use weft::{AppendRequest, ErrorKind, Position};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

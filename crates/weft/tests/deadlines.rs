@@ -21,10 +21,10 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use tokio::time::Instant;
 use weft::kv::KvStore;
+use weft::objects::RetryPolicy;
 use weft::storage::bucket::{
     self, BucketFollower, BucketKv, BucketOptions, BucketStorage, FollowerOptions,
 };
-use weft::store::RetryPolicy;
 use weft::wal::{Producer, Replica, SnapshotWriter};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};

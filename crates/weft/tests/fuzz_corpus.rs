@@ -634,7 +634,7 @@ fn writer_lease_seeds() -> Seeds {
 /// Index rows behind the selector byte of their decoder (the order of
 /// `INDEX_DECODERS` in `fuzz/src/lib.rs`).
 fn index_seeds() -> Seeds {
-    use weft::format::index::{self, TagRow};
+    use weft::format::index_rows::{self as index, TagRow};
     let with = |selector: u8, bytes: &[u8]| [&[selector][..], bytes].concat();
     let tag_key = index::tag_key(&"orders:o-1".parse().unwrap());
     let row = TagRow {

@@ -27,7 +27,7 @@ use object_store::{ObjectStore, PutPayload};
 use support::gc_cases::*;
 use support::wal::manifest;
 use weft::ErrorKind;
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::gc::KeepReason;
 use weft::wal::{Gc, Manifest, Replica, SnapshotWriter};
 use weft_testkit::hooked::{Before, HookedStore, Op, before};

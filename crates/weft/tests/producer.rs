@@ -19,7 +19,7 @@ use support::wal::{batch, manifest, records};
 use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::{Compression, ManifestVersion, decode_segment};
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::{FnApplier, Producer, ProducerBuilder, Record, Replica};
 use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 use weft_testkit::hooked::{After, Before, HookedStore, Op, after, before};

@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use object_store::ObjectStore;
+use weft::objects::RetryPolicy;
 use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
-use weft::store::RetryPolicy;
 use weft::wal::{FnApplier, Producer, Record, Replica};
 use weft::{AppendRequest, ErrorKind, Log, LogTag, Position, Storage};
 

@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use object_store::ObjectStore;
 use weft::kv::KvStore;
+use weft::objects::RetryPolicy;
 use weft::storage::bucket::{
     self, BucketFollower, BucketKv, BucketOptions, BucketStorage, FollowerOptions,
 };
-use weft::store::RetryPolicy;
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
 const DEADLINE: Duration = Duration::from_secs(3);

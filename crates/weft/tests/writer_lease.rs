@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::{WriterLease, decode_lease};
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::{Producer, ProducerBuilder};
 use weft_testkit::fault::{FaultConfig, FaultStore};
 

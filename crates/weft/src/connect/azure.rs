@@ -16,7 +16,7 @@
 //! code path serves Azure and an emulator with its own account.
 //!
 //! What differs between Azure and S3 once the store is built is decided in
-//! [`store::outcome`](crate::store::outcome), never here.
+//! [`objects::outcome`](crate::objects::outcome), never here.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,7 +31,7 @@ use super::env::{self, Env};
 use super::http;
 use super::location::{validate_container, validate_prefix};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::with_prefix;
+use crate::objects::with_prefix;
 
 /// The account Azurite (and the older Azure Storage Emulator) creates by
 /// default.

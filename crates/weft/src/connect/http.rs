@@ -109,7 +109,7 @@ pub(crate) fn client_options(
 }
 
 /// object_store's own HTTP retries: few and short, because weft's callers
-/// retry with a [`RetryPolicy`](crate::store::RetryPolicy) that knows which
+/// retry with a [`RetryPolicy`](crate::objects::RetryPolicy) that knows which
 /// failures are ambiguous.
 pub(crate) fn retry_config(retries: Option<usize>, timeout: Option<Duration>) -> RetryConfig {
     RetryConfig {

@@ -4,7 +4,7 @@
 //! This is configuration, for programs that take a location from a person
 //! (the `weft` command, the benchmarks, a service's config file); the
 //! library's own object-store semantics (what an outcome means, retries,
-//! wrappers) are in [`store`](crate::store) and take any
+//! wrappers) are in [`objects`](crate::objects) and take any
 //! `Arc<dyn ObjectStore>`, however it was made.
 //!
 //! * [`Location`] — `s3://bucket/prefix`, `az://container/prefix`,
@@ -48,7 +48,7 @@ pub use postgres::{MAX_LOG_NAME_BYTES, PgLocation, PgSslMode, validate_log_name}
 pub use s3::S3Settings;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::ReadOnlyStore;
+use crate::objects::ReadOnlyStore;
 
 /// The connection settings of every kind of object store a [`Location`]
 /// can name and this build of weft supports; [`build_store`] uses the part
@@ -263,7 +263,7 @@ mod tests {
             )
             .await
             .unwrap_err();
-        let err = crate::store::to_error(crate::store::StoreOp::Put, "manifest", err);
+        let err = crate::objects::to_error(crate::objects::StoreOp::Put, "manifest", err);
         assert_eq!(err.kind(), ErrorKind::ReadOnly);
         assert_eq!(std::fs::read(dir.path().join("manifest")).unwrap(), b"m");
         let file = Location::parse(&format!("file://{}/manifest", dir.path().display())).unwrap();

@@ -8,7 +8,7 @@
 //! path-style requests (the bucket in the path, not the host name), ETag
 //! conditional puts (`If-Match` / `If-None-Match`), and few HTTP-level retries
 //! inside object_store: weft's callers retry with their own
-//! [`RetryPolicy`](crate::store::RetryPolicy), which knows which failures
+//! [`RetryPolicy`](crate::objects::RetryPolicy), which knows which failures
 //! are ambiguous.
 
 use std::fmt;
@@ -23,7 +23,7 @@ use super::env::{self, Env};
 use super::http;
 use super::location::{validate_bucket, validate_prefix};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::with_prefix;
+use crate::objects::with_prefix;
 
 /// Connection settings for an S3-compatible bucket.
 ///

@@ -10,7 +10,7 @@
 //!   entries into, and the pointers that name them.
 //! * [`frame`] — the checksummed entry frame of the `dir` backend's
 //!   segment files (also the record layout of bucket segments).
-//! * [`index`] — keys and values of the persistent log index.
+//! * [`index_rows`] — keys and values of the persistent log index's rows.
 //! * [`log_state`] — the shared log's numbering state at a trim point, the
 //!   base snapshot a bucket log stores when it trims.
 //! * [`state_checkpoint`] — every stream's next version as of a seqnum,
@@ -37,7 +37,7 @@ pub(crate) mod fields;
 pub mod frame;
 pub mod history;
 pub(crate) mod history_block;
-pub mod index;
+pub mod index_rows;
 pub mod log_state;
 pub mod manifest;
 pub mod replica_cursor;

@@ -10,7 +10,8 @@
 //! * per primary tag, the seqnum of each version (reads by version) and
 //!   the stream's next version (what a sequencer checks a conditional
 //!   append against: looked up on demand through a bounded cache,
-//!   [`IndexVersions`], so ten million streams cost disk, not memory);
+//!   `IndexVersions` in the backends' kit, `storage::kit::index_versions`,
+//!   so ten million streams cost disk, not memory);
 //! * where entries live, as backend-defined *locators* (a segment file and
 //!   offset for `dir`; a segment object and record for a bucket), sparse:
 //!   one per run of entries the backend reads together;
@@ -44,15 +45,13 @@ mod heap;
 mod inspect;
 pub mod store;
 mod tail;
-mod versions;
 
 pub use inspect::inspect;
-pub use versions::IndexVersions;
 
 /// The index's in-memory maps, keyed by tags and tag ids: they sit on the
 /// append path, where std's SipHash showed in profiles. foldhash is seeded
 /// per process like std's maps, so their order is no more predictable.
-type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -786,7 +785,7 @@ impl Index {
     }
 
     /// Up to `max` streams at or after `from` in
-    /// [`stream_order`](crate::storage::stream_order) (the tag table's key
+    /// [`stream_order`](crate::model::stream_order) (the tag table's key
     /// order), as [`Storage::streams`](crate::Storage::streams) lists
     /// them: tags with a next version or live entries. Reads the tag table
     /// from `from` on and the tail's tags; each stream's count reads one
@@ -799,7 +798,7 @@ impl Index {
         &self,
         from: Option<&LogTag>,
         max: usize,
-    ) -> Result<Vec<crate::storage::StreamInfo>> {
+    ) -> Result<Vec<crate::model::StreamInfo>> {
         use std::ops::Bound;
         let mut out = Vec::new();
         let mut lower: Bound<LogTag> =
@@ -810,13 +809,13 @@ impl Index {
             // store by the time the store is read.
             let in_tail = self.read_state().tail.tags_from(lower.as_ref(), want);
             let key = match &lower {
-                Bound::Included(t) => Bound::Included(crate::format::index::tag_key(t)),
-                Bound::Excluded(t) => Bound::Excluded(crate::format::index::tag_key(t)),
+                Bound::Included(t) => Bound::Included(crate::format::index_rows::tag_key(t)),
+                Bound::Excluded(t) => Bound::Excluded(crate::format::index_rows::tag_key(t)),
                 Bound::Unbounded => Bound::Unbounded,
             };
             let stored = self.read(|s| s.tags_after(key, want))?;
             let mut tags: Vec<LogTag> = stored.into_iter().chain(in_tail).collect();
-            tags.sort_by(crate::storage::stream_order);
+            tags.sort_by(crate::model::stream_order);
             tags.dedup();
             tags.truncate(want);
             let full = tags.len() == want;
@@ -828,7 +827,7 @@ impl Index {
                 let entries = self.count(&tag)?;
                 // A secondary tag whose entries were all trimmed away.
                 if next_version > 0 || entries > 0 {
-                    out.push(crate::storage::StreamInfo {
+                    out.push(crate::model::StreamInfo {
                         tag,
                         next_version,
                         entries,

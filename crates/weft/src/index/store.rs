@@ -25,7 +25,7 @@
 //! The store is configured so its memory stays inside the index's budget:
 //! a bounded block cache, small memtables, a small journal.
 //!
-//! Keys and values are laid out in [`crate::format::index`].
+//! Keys and values are laid out in [`crate::format::index_rows`].
 
 use std::path::{Path, PathBuf};
 
@@ -34,7 +34,7 @@ use bytes::Bytes;
 use super::tail::TailEntry;
 use super::{FastMap, Fresh, IndexOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::index::{
+use crate::format::index_rows::{
     CHUNK_MAX, FORMAT, TagRow, append_id_key, decode_chunk, decode_pair_key, decode_seqnum_key,
     decode_tag_key, decode_tip_value, decode_u64_value, encode_chunk, meta, pair_key, seqnum_key,
     tag_key, tip_value, u64_value,

@@ -211,7 +211,7 @@ impl Tail {
     }
 
     /// Up to `max` tags entries held here carry, those after `lower` in
-    /// [`stream_order`](crate::storage::stream_order), in that order.
+    /// [`stream_order`](crate::model::stream_order), in that order.
     pub(super) fn tags_from(&self, lower: std::ops::Bound<&LogTag>, max: usize) -> Vec<LogTag> {
         use std::cmp::Ordering::{Greater, Less};
         use std::ops::Bound;
@@ -219,13 +219,13 @@ impl Tail {
             .by_tag
             .keys()
             .filter(|t| match lower {
-                Bound::Included(l) => crate::storage::stream_order(t, l) != Less,
-                Bound::Excluded(l) => crate::storage::stream_order(t, l) == Greater,
+                Bound::Included(l) => crate::model::stream_order(t, l) != Less,
+                Bound::Excluded(l) => crate::model::stream_order(t, l) == Greater,
                 Bound::Unbounded => true,
             })
             .cloned()
             .collect();
-        tags.sort_by(crate::storage::stream_order);
+        tags.sort_by(crate::model::stream_order);
         tags.truncate(max);
         tags
     }

@@ -5,6 +5,7 @@
 mod entry;
 mod expected;
 mod filter;
+mod stream;
 mod tag;
 
 pub use entry::{
@@ -13,4 +14,5 @@ pub use entry::{
 };
 pub use expected::Expected;
 pub use filter::TagFilter;
+pub use stream::{StreamInfo, stream_order};
 pub use tag::{LogTag, MAX_TAG_PART_BYTES};

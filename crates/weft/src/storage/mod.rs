@@ -36,17 +36,12 @@
 //! reads (`read_versions`, `latest_version`) look at the entries for which
 //! the tag is primary.
 
-pub mod append_ids;
 pub mod bucket;
-pub mod cache;
 pub mod dir;
-pub mod feed;
-pub mod index;
 pub mod kit;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-pub mod sequencer;
 
 use std::sync::Arc;
 
@@ -57,10 +52,12 @@ use crate::error::{Error, Result};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, Expected, LogEntry, LogTag};
 
+pub use crate::model::{StreamInfo, stream_order};
 pub use dir::DirStorage;
-pub use feed::CommitFeed;
+pub use kit::feed::CommitFeed;
+pub use kit::sequencer::{MemoryVersions, Sequencer, VersionTable};
+pub use kit::{append_ids, feed, sequencer};
 pub use memory::MemoryStorage;
-pub use sequencer::{MemoryVersions, Sequencer, VersionTable};
 
 /// One entry to append, as a backend receives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,30 +95,6 @@ impl Tip {
     pub fn is_empty(&self) -> bool {
         self.next <= self.first
     }
-}
-
-/// One stream of a log, as [`Storage::streams`] lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct StreamInfo {
-    /// The stream's tag.
-    pub tag: LogTag,
-    /// The version the next entry with this primary tag gets (0 for a
-    /// tag that was never a primary tag); trimmed entries included.
-    pub next_version: u64,
-    /// Live entries carrying the tag, as primary or secondary tag.
-    pub entries: u64,
-}
-
-/// The order [`Storage::streams`] lists streams in, the key order of the
-/// log index (docs/INDEX.md): shorter namespaces first, then namespace
-/// bytes, then shorter keys (no key first), then key bytes.
-pub fn stream_order(a: &LogTag, b: &LogTag) -> std::cmp::Ordering {
-    fn parts(t: &LogTag) -> (usize, &[u8], usize, &[u8]) {
-        let key = t.key().unwrap_or("").as_bytes();
-        let ns = t.namespace().as_bytes();
-        (ns.len(), ns, key.len(), key)
-    }
-    parts(a).cmp(&parts(b))
 }
 
 /// How current a backend's answers to [`Storage::tip`] and

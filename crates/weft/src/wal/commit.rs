@@ -63,7 +63,7 @@ use super::window;
 use crate::clock::monotonic_now;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestVersion;
-use crate::store::{Backoff, Outcome, RetryPolicy, StoreOp};
+use crate::objects::{Backoff, Outcome, RetryPolicy, StoreOp};
 
 /// How long the read that settles a commit's outcome may take after the
 /// commit's own deadline passed.
@@ -161,7 +161,7 @@ pub(crate) async fn claim(
     }
 }
 
-fn gave_up(err: Error, backoff: &crate::store::Backoff, what: &str) -> Error {
+fn gave_up(err: Error, backoff: &crate::objects::Backoff, what: &str) -> Error {
     err.context(format!(
         "{what} gave up after {} attempts",
         backoff.attempts()

@@ -22,7 +22,7 @@ use object_store::path::Path;
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::format::replica_cursor::Cursor;
 use crate::format::replica_cursor::{decode_cursor, encode_cursor};
-use crate::store::outcome::{self, StoreOp};
+use crate::objects::outcome::{self, StoreOp};
 
 /// Keeps a replica's cursor between runs.
 #[async_trait]

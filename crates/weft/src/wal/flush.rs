@@ -38,7 +38,7 @@ use super::pipeline::{Group, Shared, Waiter};
 use super::window::UploadStart;
 use crate::error::{Error, Result};
 use crate::format::{Compression, Metadata, SegmentBuilder, SegmentVersion};
-use crate::store::{RetryPolicy, StoreOp, retry_store, to_error};
+use crate::objects::{RetryPolicy, StoreOp, retry_store, to_error};
 
 /// Settings the flusher and its uploads use.
 #[derive(Debug, Clone)]

@@ -116,7 +116,7 @@ use super::window;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{ManifestData, decode_manifest};
-use crate::store::{Outcome, RetryPolicy, StoreOp, classify, retry_store, to_error};
+use crate::objects::{Outcome, RetryPolicy, StoreOp, classify, retry_store, to_error};
 
 /// What kind of object GC looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::history::{History, HistoryPage, PageItems, PagePointer, decode_page};
 use crate::format::manifest::ManifestEntry;
 use crate::lru::ByteLru;
-use crate::store::{Outcome, RetryPolicy, StoreOp, read_whole, retry_store, to_error};
+use crate::objects::{Outcome, RetryPolicy, StoreOp, read_whole, retry_store, to_error};
 
 /// The default history prefix of the log whose manifest is at
 /// `manifest_path`: `history` in the manifest's directory.

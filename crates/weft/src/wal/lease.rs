@@ -57,7 +57,7 @@ use super::pipeline::Shared;
 use crate::clock::{Clock, monotonic_now};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{WriterLease, decode_lease, encode_lease};
-use crate::store::{Backoff, Outcome, RetryPolicy, StoreOp, classify, to_error};
+use crate::objects::{Backoff, Outcome, RetryPolicy, StoreOp, classify, to_error};
 
 /// How often a writer renews its lease unless configured otherwise.
 pub const DEFAULT_RENEW_EVERY: Duration = Duration::from_secs(5);

@@ -43,7 +43,7 @@ use super::manifest_object::{object_written_ms, read_manifest_by};
 use super::window;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;
-use crate::store::{Outcome, RetryPolicy, StoreOp, classify, to_error};
+use crate::objects::{Outcome, RetryPolicy, StoreOp, classify, to_error};
 
 /// A change to a manifest's retention state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

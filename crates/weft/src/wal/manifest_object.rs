@@ -12,7 +12,7 @@ use object_store::{ObjectStore, UpdateVersion};
 
 use super::Manifest;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{Backoff, Outcome, StoreOp, classify, to_error};
+use crate::objects::{Backoff, Outcome, StoreOp, classify, to_error};
 
 /// A failed store interaction: what it means and the error to report.
 #[derive(Debug)]

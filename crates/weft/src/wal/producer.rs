@@ -66,7 +66,7 @@ use super::pipeline::{Group, Halt, Shared};
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{Compression, ManifestVersion, SegmentVersion, SnapshotPointer};
-use crate::store::RetryPolicy;
+use crate::objects::RetryPolicy;
 
 /// The producer's plain settings (serde-loadable); injected parts (store,
 /// clock, seed) go through [`ProducerBuilder`].

@@ -48,9 +48,9 @@ use super::prefetch::Prefetch;
 use super::segments::{check_segment, missing_segment};
 use crate::error::{Error, ErrorDetail, ErrorKind, Result};
 use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
+use crate::objects::DEFAULT_DEADLINE;
+use crate::objects::outcome::{self, StoreOp};
 use crate::outage::Outage;
-use crate::store::DEFAULT_DEADLINE;
-use crate::store::outcome::{self, StoreOp};
 
 /// What one [`Replica::poll`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use object_store::path::Path;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::manifest::{ManifestEntry, decode_manifest};
 use crate::format::segment::{DecodedSegment, decode_segment};
-use crate::store::read_whole;
+use crate::objects::read_whole;
 
 /// Decodes the bytes of `entry`'s segment and checks its record count.
 ///

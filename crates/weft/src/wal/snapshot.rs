@@ -37,7 +37,7 @@ use super::manifest_object::read_manifest_by;
 use crate::clock::{self, Clock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::SnapshotPointer;
-use crate::store::{Outcome, RetryPolicy, StoreOp, classify, retry_store, to_error};
+use crate::objects::{Outcome, RetryPolicy, StoreOp, classify, retry_store, to_error};
 
 /// The default snapshot prefix of the log whose manifest is at
 /// `manifest_path`: `snapshots` in the manifest's directory.

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use object_store::ObjectStore;
+use weft::objects::RetryPolicy;
 use weft::storage::bucket::{BucketOptions, BucketStorage};
-use weft::store::RetryPolicy;
 use weft::{AppendRequest, ErrorKind, Log, LogTag, Position};
 use weft_testkit::hooked::{Before, HookedStore, Op, before};
 

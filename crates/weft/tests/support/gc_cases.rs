@@ -11,7 +11,7 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload};
 use weft::clock::{Clock, ManualClock, SystemClock};
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::gc::KeepReason;
 use weft::wal::{
     Cursor, CursorStore, FnApplier, Gc, GcReport, MemoryCursorStore, Producer, ProducerBuilder,

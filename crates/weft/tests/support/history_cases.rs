@@ -16,7 +16,7 @@ pub use object_store::path::Path;
 pub use weft::ErrorKind;
 pub use weft::clock::{Clock, ManualClock, SystemClock};
 pub use weft::format::{ManifestVersion, decode_page};
-pub use weft::store::RetryPolicy;
+pub use weft::objects::RetryPolicy;
 pub use weft::wal::{
     CheckpointPolicy, Cursor, FnApplier, Gc, Producer, ProducerBuilder, Record, Replica,
 };

@@ -15,7 +15,7 @@ use super::wal::{batch, manifest, records};
 use bytes::Bytes;
 use object_store::ObjectStore;
 use weft::ErrorKind;
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::{Producer, ProducerBuilder};
 use weft_testkit::fault::{FaultConfig, FaultStore, OpFaults};
 

@@ -42,7 +42,7 @@ use ulid::Ulid;
 use weft::ErrorKind;
 use weft::clock::ManualClock;
 use weft::format::{HistoryPage, ManifestEntry, PageItems, decode_page, decode_segment};
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::{CheckpointPolicy, FnApplier, Manifest, Producer, Record, Replica};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
 use weft_testkit::hooked::{After, Before, HookedStore, Op, after, before};

@@ -51,7 +51,7 @@ use object_store::{ObjectMeta, ObjectStore};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::gc::KeepReason;
 use weft::wal::window::{COMMIT_WINDOW, STAMP_MARGIN};
 use weft::wal::{Applier, CheckpointPolicy, Gc, Producer, Record, Replica, SnapshotWriter};

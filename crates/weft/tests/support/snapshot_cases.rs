@@ -12,7 +12,7 @@ use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use weft::clock::ManualClock;
-use weft::store::RetryPolicy;
+use weft::objects::RetryPolicy;
 use weft::wal::{
     Applier, Cursor, CursorStore, MemoryCursorStore, Producer, ProducerBuilder, Record, Replica,
     SnapshotWriter, write_snapshot,

@@ -9,7 +9,7 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, UpdateVersion};
 use weft::ErrorKind;
-use weft::store::{Outcome, StoreOp, classify_result, etags_match, settle, to_error};
+use weft::objects::{Outcome, StoreOp, classify_result, etags_match, settle, to_error};
 
 /// Create-if-absent and update-if-match work, and losing either is a
 /// `Conflict`; a missing object reads as `NotFound`.

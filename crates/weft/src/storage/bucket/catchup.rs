@@ -31,10 +31,10 @@ use super::records::BatchAssembler;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, ManifestData, decode_manifest};
 use crate::index::IndexOptions;
-use crate::storage::append_ids::AppendIds;
-use crate::storage::index::LogIndex;
+use crate::objects::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
+use crate::storage::kit::append_ids::AppendIds;
+use crate::storage::kit::memory_index::MemoryIndex;
 use crate::storage::kit::result_of;
-use crate::store::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
 use crate::wal::{Applier, Cursor, CursorStore, HistoryReader, MemoryCursorStore, Record, Replica};
 
 /// The manifest and, when the log was trimmed, the log state the writer
@@ -154,7 +154,7 @@ async fn numbers_from(
     let floors: Vec<_> = trim.map(|t| t.next_versions.clone()).unwrap_or_default();
     let Some(cache) = cache else {
         return Ok((
-            Numbers::Memory(LogIndex::with_version_floors(first, floors)),
+            Numbers::Memory(MemoryIndex::with_version_floors(first, floors)),
             first,
         ));
     };
@@ -234,7 +234,7 @@ pub(crate) async fn read_numbers(
     layout: &BucketLayout,
     prefetch: usize,
     retry: &RetryPolicy,
-) -> Result<(LogIndex, ManifestData)> {
+) -> Result<(MemoryIndex, ManifestData)> {
     let (manifest, trim) = read_start(store, layout, retry).await?;
     let Some(manifest) = manifest else {
         return Err(Error::new(

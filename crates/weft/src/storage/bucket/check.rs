@@ -61,8 +61,8 @@ pub async fn check(store: Arc<dyn ObjectStore>, prefix: &str) -> Result<BucketCh
             ));
         }
         Err(e) => {
-            return Err(crate::store::outcome::to_error(
-                crate::store::outcome::StoreOp::Read,
+            return Err(crate::objects::outcome::to_error(
+                crate::objects::outcome::StoreOp::Read,
                 path.as_ref(),
                 e,
             ));

@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
 use crate::format::manifest::ManifestEntry;
 use crate::format::segment::{decode_segment, encode_segment};
-use crate::store::{Outcome, StoreOp, classify, to_error};
+use crate::objects::{Outcome, StoreOp, classify, to_error};
 
 /// How many times one segment's rewrite starts over after a conflict or an
 /// unknown outcome.

@@ -55,9 +55,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::ManifestData;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
+use crate::objects::RetryPolicy;
 use crate::outage::Outage;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
-use crate::store::RetryPolicy;
 use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
 /// How a follower tails the bucket.

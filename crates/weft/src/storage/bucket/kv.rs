@@ -46,8 +46,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{KvObject, MAX_WRITERS, WriterToken, decode_kv_object, encode_kv_object};
 use crate::kv::KvStore;
 use crate::model::LogTag;
-use crate::store::outcome::{self, Outcome, StoreOp};
-use crate::store::{Backoff, RetryPolicy};
+use crate::objects::outcome::{self, Outcome, StoreOp};
+use crate::objects::{Backoff, RetryPolicy};
 
 /// Rounds of a compare-and-set that lost to another writer and compared
 /// again (each round is a genuine race lost, not a retry).

@@ -37,7 +37,7 @@ use super::reader::BucketReader;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{LogEntry, LogTag};
 use crate::storage::Tip;
-use crate::storage::index::LogIndex;
+use crate::storage::kit::memory_index::MemoryIndex;
 use crate::storage::kit::{Gate, Visible};
 
 /// The entries since a follower started, while the history before them is
@@ -46,7 +46,7 @@ use crate::storage::kit::{Gate, Visible};
 struct Pending {
     /// Where the follower started: the fill indexes everything before it.
     from: u64,
-    index: LogIndex,
+    index: MemoryIndex,
     numbers: Vec<EntryNumbers>,
     /// Every stream's next version as of `from`, when it is known (a
     /// writer that opened from a state checkpoint): then the latest
@@ -166,7 +166,7 @@ impl LocalState {
         if s.index.next() < from {
             s.pending = Some(Pending {
                 from,
-                index: LogIndex::starting_at(from),
+                index: MemoryIndex::starting_at(from),
                 numbers: Vec::new(),
                 floors: None,
             });
@@ -258,7 +258,7 @@ impl LocalState {
 
     /// Takes the numbers out, leaving an empty index behind.
     pub(crate) fn take_numbers(&mut self) -> Numbers {
-        std::mem::replace(&mut self.index, Numbers::Memory(LogIndex::default()))
+        std::mem::replace(&mut self.index, Numbers::Memory(MemoryIndex::default()))
     }
 
     /// Adds a committed batch at the live end.
@@ -321,7 +321,7 @@ impl LocalState {
     pub(crate) fn restore_history(&mut self, first: u64, floors: Vec<(LogTag, u64)>) -> Result<()> {
         match &mut self.index {
             Numbers::Memory(i) => {
-                *i = LogIndex::with_version_floors(first, floors);
+                *i = MemoryIndex::with_version_floors(first, floors);
                 Ok(())
             }
             Numbers::Disk(i, _) => i.trim(first, &floors),
@@ -750,7 +750,7 @@ mod tests {
     /// A follower that started at 4 on a log whose entries 0..4 are
     /// `a0 b0 a1 b1` and goes on with `a2 c0`.
     fn filling() -> LocalState {
-        let mut s = LocalState::filling(Numbers::Memory(LogIndex::starting_at(0)), 4, 1 << 20);
+        let mut s = LocalState::filling(Numbers::Memory(MemoryIndex::starting_at(0)), 4, 1 << 20);
         s.add_live(&[entry(4, "a", 2), entry(5, "c", 0)]).unwrap();
         s
     }
@@ -810,7 +810,7 @@ mod tests {
 
     #[test]
     fn recent_entries_stay_within_their_budget() {
-        let mut s = LocalState::new(Numbers::Memory(LogIndex::starting_at(0)), 300);
+        let mut s = LocalState::new(Numbers::Memory(MemoryIndex::starting_at(0)), 300);
         for i in 0..10 {
             s.add_live(&[entry(i, "a", i)]).unwrap();
         }

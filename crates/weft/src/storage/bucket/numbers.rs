@@ -2,7 +2,7 @@
 //! holds each version of a stream — in memory, or in the persistent log
 //! index ([`crate::index`]) in a cache directory.
 //!
-//! In memory ([`LogIndex`]) they cost a few dozen bytes per entry and are
+//! In memory ([`MemoryIndex`]) they cost a few dozen bytes per entry and are
 //! rebuilt from the bucket on every open. In a cache directory they cost
 //! disk, memory stays within the index's configured caches whatever the
 //! log's length, and a writer or follower that reopens on the directory
@@ -11,15 +11,15 @@
 //! or inconsistent with the log (its recorded tip does not match the entry
 //! in the bucket, or it covers more than the log holds) is rebuilt.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry, IndexOptions};
 use crate::model::{LogEntry, LogTag};
-use crate::storage::index::LogIndex;
-use crate::storage::sequencer::{MemoryVersions, VersionTable};
+pub(crate) use crate::storage::kit::index_versions::{FillWatch, Floors, IndexVersions};
+use crate::storage::kit::memory_index::MemoryIndex;
+use crate::storage::kit::sequencer::{MemoryVersions, VersionTable};
 
 /// One entry's numbers, and the check value the index records for it.
 #[derive(Clone, Debug)]
@@ -49,7 +49,7 @@ impl EntryNumbers {
 #[derive(Debug)]
 pub(crate) enum Numbers {
     /// In memory, rebuilt on open.
-    Memory(LogIndex),
+    Memory(MemoryIndex),
     /// In the persistent index of a cache directory, and the directory's
     /// lock.
     Disk(Arc<Index>, Arc<CacheDir>),
@@ -331,116 +331,6 @@ impl CacheDir {
     /// Errors: `InvalidInput` for bad options; I/O kinds.
     pub(crate) fn open_index(&self, identity: &str, options: IndexOptions) -> Result<Index> {
         Index::open(&self.path.join("index"), identity.as_bytes(), options)
-    }
-}
-
-/// A writer's stream versions over the persistent index: the streams it
-/// planned appends for are held in memory (planned numbers are not in the
-/// index until committed); any other is looked up in the index. Streams
-/// whose held version the index has caught up with are dropped when more
-/// than `capacity` are held, so ten million streams cost disk, not memory.
-#[derive(Debug)]
-pub(crate) struct IndexVersions {
-    index: Arc<Index>,
-    held: HashMap<LogTag, u64>,
-    capacity: usize,
-    /// While the writer fills in the history before the state checkpoint
-    /// it opened from, the index does not know every stream yet: their
-    /// versions as of the checkpoint, and whether the fill goes on.
-    while_filling: Option<(Floors, FillWatch)>,
-}
-
-/// Whether a log's history fill is still going on, asked of the log
-/// without this module knowing its type.
-#[derive(Clone)]
-pub(crate) struct FillWatch(Arc<dyn Fn() -> bool + Send + Sync>);
-
-impl FillWatch {
-    /// A watch that asks `filling`.
-    pub(crate) fn new(filling: impl Fn() -> bool + Send + Sync + 'static) -> Self {
-        FillWatch(Arc::new(filling))
-    }
-
-    fn filling(&self) -> bool {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for FillWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("FillWatch").field(&self.filling()).finish()
-    }
-}
-
-/// Every stream's next version as of a state checkpoint.
-pub(crate) type Floors = Arc<HashMap<LogTag, u64>>;
-
-impl IndexVersions {
-    pub(crate) fn new(index: Arc<Index>, capacity: usize) -> Self {
-        IndexVersions {
-            index,
-            held: HashMap::new(),
-            capacity: capacity.max(16),
-            while_filling: None,
-        }
-    }
-
-    /// The table of a writer that opened from a state checkpoint on a log
-    /// index that does not cover it yet: `floors` are every stream's next
-    /// versions as of the checkpoint, `live` those of the entries read
-    /// after it; the index answers for the other streams once `fill`
-    /// says the log has filled in its history.
-    pub(crate) fn starting_at_checkpoint(
-        mut self,
-        floors: Floors,
-        live: Vec<(LogTag, u64)>,
-        fill: FillWatch,
-    ) -> Self {
-        // Held, not shrunk, while filling: the index cannot agree yet.
-        self.held.extend(live);
-        self.while_filling = Some((floors, fill));
-        self
-    }
-
-    /// Drops the held streams the index now agrees with.
-    fn shrink(&mut self) -> Result<()> {
-        let index = self.index.clone();
-        let mut failed = None;
-        self.held.retain(|tag, next| match index.next_version(tag) {
-            Ok(v) => v != *next,
-            Err(e) => {
-                failed.get_or_insert(e);
-                true
-            }
-        });
-        failed.map_or(Ok(()), Err)
-    }
-}
-
-impl VersionTable for IndexVersions {
-    fn next_version(&mut self, tag: &LogTag) -> Result<Option<u64>> {
-        if let Some(v) = self.held.get(tag) {
-            return Ok(Some(*v));
-        }
-        if let Some((floors, fill)) = &self.while_filling {
-            if fill.filling() {
-                return Ok(floors.get(tag).copied());
-            }
-            self.while_filling = None;
-        }
-        let v = self.index.next_version(tag)?;
-        Ok((v > 0).then_some(v))
-    }
-
-    fn set_next_version(&mut self, tag: &LogTag, next: u64) -> Result<()> {
-        if self.held.len() >= self.capacity
-            && !self.held.contains_key(tag)
-            && self.while_filling.is_none()
-        {
-            self.shrink()?;
-        }
-        self.held.insert(tag.clone(), next);
-        Ok(())
     }
 }
 

@@ -24,7 +24,7 @@ use crate::format::manifest::{ManifestData, ManifestEntry, decode_manifest};
 use crate::format::segment::{DecodedSegment, decode_segment};
 use crate::lru::ByteLru;
 use crate::model::LogEntry;
-use crate::store::read_whole;
+use crate::objects::read_whole;
 use crate::wal::HistoryReader;
 
 /// Reads entries by seqnum from a bucket log's segments.

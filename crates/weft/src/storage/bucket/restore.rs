@@ -21,8 +21,8 @@ use super::writer::BucketOptions;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::format::{LogState, ManifestData, ManifestVersion, StateCheckpoint};
-use crate::storage::append_ids::AppendIds;
-use crate::storage::sequencer::{MemoryVersions, Sequencer};
+use crate::storage::kit::append_ids::AppendIds;
+use crate::storage::kit::sequencer::{MemoryVersions, Sequencer};
 use crate::wal::Producer;
 
 /// Streams a writer over the persistent index holds in memory at most
@@ -187,17 +187,19 @@ impl Restored {
                 MemoryVersions::from_versions(index.next_versions_through(u64::MAX)),
             ),
             (Numbers::Disk(index, _), Some(floors)) => WriterVersions::Index(
-                IndexVersions::new(index.clone(), HELD_STREAMS).starting_at_checkpoint(
-                    floors,
-                    state.live_next_versions(),
-                    FillWatch::new({
-                        let log = self.log.clone();
-                        move || log.visible().read().filling_in()
-                    }),
-                ),
+                IndexVersions::new(index.clone(), HELD_STREAMS)
+                    .lagging()
+                    .starting_at_checkpoint(
+                        floors,
+                        state.live_next_versions(),
+                        FillWatch::new({
+                            let log = self.log.clone();
+                            move || log.visible().read().filling_in()
+                        }),
+                    ),
             ),
             (Numbers::Disk(index, _), None) => {
-                WriterVersions::Index(IndexVersions::new(index.clone(), HELD_STREAMS))
+                WriterVersions::Index(IndexVersions::new(index.clone(), HELD_STREAMS).lagging())
             }
         };
         Sequencer::with_table(self.next, table)

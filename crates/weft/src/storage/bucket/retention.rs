@@ -17,7 +17,7 @@ use super::catchup::read_numbers;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, SnapshotPointer, encode_log_state};
-use crate::store::RetryPolicy;
+use crate::objects::RetryPolicy;
 use crate::wal::{Gc, SnapshotWriter};
 
 /// A retention GC pass over the bucket log at `prefix` in `store` (the

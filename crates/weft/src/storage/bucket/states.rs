@@ -45,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::format::state_checkpoint::TRIMMED;
 use crate::format::{LogState, StateCheckpoint, decode_state_checkpoint, encode_state_checkpoint};
 use crate::model::LogTag;
-use crate::store::{RetryPolicy, StoreOp, to_error};
+use crate::objects::{RetryPolicy, StoreOp, to_error};
 
 /// How many checkpoints the writer keeps after storing one.
 const KEEP: usize = 2;
@@ -131,7 +131,7 @@ pub(crate) async fn newest(
 pub(crate) async fn check_all(
     store: &Arc<dyn ObjectStore>,
     layout: &BucketLayout,
-    index: &crate::storage::index::LogIndex,
+    index: &crate::storage::kit::memory_index::MemoryIndex,
     retry: &RetryPolicy,
 ) -> Result<Vec<Error>> {
     let mut problems = Vec::new();
@@ -183,7 +183,7 @@ pub(crate) async fn check_all(
 /// not the one the log has, in words; the versions already agree.
 fn last_entry_difference(
     checkpoint: &StateCheckpoint,
-    index: &crate::storage::index::LogIndex,
+    index: &crate::storage::kit::memory_index::MemoryIndex,
 ) -> Option<String> {
     let last = checkpoint.last_seqnums.as_ref()?;
     for ((tag, next), said) in checkpoint.state.next_versions.iter().zip(last) {

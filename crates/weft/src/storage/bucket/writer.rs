@@ -19,7 +19,7 @@
 //! conflict would have been false, and the answer is the writer's failure
 //! instead.
 //!
-//! Append ids ([`crate::storage::append_ids`]) are checked in the same
+//! Append ids ([`crate::storage::kit::append_ids`]) are checked in the same
 //! step as the numbers. A retry whose original is still in flight waits for
 //! it the same way, and answers with the original's result once it is
 //! committed (or with the writer's failure if it is not). A new writer
@@ -91,10 +91,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, decode_manifest, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
-use crate::storage::append_ids::{AppendIds, check_batch_ids};
-use crate::storage::sequencer::{MemoryVersions, Sequencer};
+use crate::objects::RetryPolicy;
+use crate::storage::kit::append_ids::{AppendIds, check_batch_ids};
+use crate::storage::kit::sequencer::{MemoryVersions, Sequencer};
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
-use crate::store::RetryPolicy;
 use crate::wal::{CheckpointPolicy, Durability, Producer, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).

@@ -76,8 +76,8 @@ use crate::index::{Index, IndexOptions};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
-use crate::storage::feed::CommittedBatch;
 use crate::storage::kit::Gate;
+use crate::storage::kit::feed::CommittedBatch;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 
 /// How a [`DirFollower`] tails its directory.

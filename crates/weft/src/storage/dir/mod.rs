@@ -73,7 +73,7 @@
 //! An entry appended with an id carries it in its frame. The writer
 //! remembers the ids of the newest [`DirOptions::append_id_window`] such
 //! entries, and answers a retry whose id it remembers with the original
-//! result instead of writing again; see [`crate::storage::append_ids`].
+//! result instead of writing again; see [`crate::storage::kit::append_ids`].
 //! On open the window gets the ids of the entries the open scans (those the
 //! log index did not cover), then of older entries walked backward segment
 //! by segment until it is full or `append_id_window` entries were walked
@@ -120,10 +120,11 @@ use super::kit::Gate;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
-use crate::index::{Index, IndexVersions};
+use crate::index::Index;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
-use crate::storage::sequencer::Sequencer;
+use crate::storage::kit::index_versions::IndexVersions;
+use crate::storage::kit::sequencer::Sequencer;
 
 pub use check::check;
 pub use check_report::{DirCheck, DirSegmentInfo, DirTagInfo};

@@ -57,13 +57,14 @@ use super::walk::Locators;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
-use crate::index::{IndexEntry, IndexVersions};
+use crate::index::IndexEntry;
 use crate::model::{AppendResult, LogEntry, MAX_TAGS_PER_ENTRY};
 use crate::storage::NewEntry;
-use crate::storage::append_ids::{AppendIds, Planned, check_batch_ids};
 use crate::storage::kit::Gate;
+use crate::storage::kit::append_ids::{AppendIds, Planned, check_batch_ids};
+use crate::storage::kit::index_versions::IndexVersions;
+use crate::storage::kit::sequencer::Sequencer;
 use crate::storage::kit::{result_of, single_result};
-use crate::storage::sequencer::Sequencer;
 
 /// The largest encoded size of one append batch.
 const MAX_BATCH_FRAME_BYTES: usize = 1 << 30;

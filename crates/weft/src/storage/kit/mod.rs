@@ -9,11 +9,15 @@
 //! * [`Visible`] — what readers see plus the [`CommitFeed`] that announces
 //!   it, under one lock: a batch becomes readable and reaches the feed in
 //!   one step, so batches reach the feed in seqnum order.
-//! * [`CachedLog`] — a log served from an in-memory [`EntryCache`]: a gate
-//!   and a visible cache, with every read and tip query. The memory
-//!   backend is this plus how it numbers (a
-//!   [`Sequencer`](super::sequencer::Sequencer)); the other backends read
-//!   through their indexes and use the gate and [`Visible`] directly.
+//! * [`sequencer`] — single-writer numbering (seqnums, stream versions,
+//!   conditions) over a [`VersionTable`](sequencer::VersionTable):
+//!   all streams in memory, or a bounded set over the persistent index
+//!   ([`index_versions`]).
+//! * [`append_ids`] — exactly-once appends on a sequencer.
+//! * [`feed`] — the [`CommitFeed`] that announces committed batches.
+//! * [`memory_index`] — the in-memory read index (which seqnums carry a
+//!   tag, which seqnum holds each version) of the memory backend and of a
+//!   bucket handle that keeps its numbers in memory.
 //! * [`results_of`], [`result_of`] — the answer to an append, from the
 //!   numbered entries.
 //! * [`check_erasable`] — the argument check every backend's
@@ -25,14 +29,16 @@
 //! back in seqnum order by a tailer) straight to its [`CommitFeed`], which
 //! skips whatever it already announced. See `docs/STORAGE_SEAM.md`.
 //!
-//! [`CommitFeed`]: super::CommitFeed
-//! [`EntryCache`]: super::cache::EntryCache
+//! [`CommitFeed`]: feed::CommitFeed
 
-mod cached;
+pub mod append_ids;
+pub mod feed;
 mod gate;
+pub mod index_versions;
+pub mod memory_index;
+pub mod sequencer;
 mod visible;
 
-pub use cached::CachedLog;
 pub use gate::Gate;
 pub use visible::Visible;
 

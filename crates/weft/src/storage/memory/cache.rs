@@ -9,44 +9,23 @@
 
 use std::collections::VecDeque;
 
-use super::feed::CommittedBatch;
-use super::index::LogIndex;
 use crate::error::{Error, Result};
 use crate::model::{LogEntry, LogTag};
+use crate::storage::kit::feed::CommittedBatch;
+use crate::storage::kit::memory_index::MemoryIndex;
 
 /// Entries `first..next` in seqnum order, indexed by tag and version.
 #[derive(Debug, Default)]
-pub struct EntryCache {
-    index: LogIndex,
+pub(super) struct EntryCache {
+    index: MemoryIndex,
     /// Non-empty, dense batches in seqnum order; the first may start below
     /// `index.first()` (a trim inside it), the last ends at `index.next()`.
     batches: VecDeque<CommittedBatch>,
 }
 
 impl EntryCache {
-    /// An empty cache whose first seqnum will be `first`.
-    pub fn starting_at(first: u64) -> Self {
-        EntryCache {
-            index: LogIndex::starting_at(first),
-            batches: VecDeque::new(),
-        }
-    }
-
-    /// An empty cache of a log trimmed before `first`, whose version
-    /// numbering goes on from `floors` (see
-    /// [`LogIndex::with_version_floors`]).
-    pub fn with_version_floors(
-        first: u64,
-        floors: impl IntoIterator<Item = (LogTag, u64)>,
-    ) -> Self {
-        EntryCache {
-            index: LogIndex::with_version_floors(first, floors),
-            batches: VecDeque::new(),
-        }
-    }
-
     /// The read index.
-    pub fn index(&self) -> &LogIndex {
+    pub(super) fn index(&self) -> &MemoryIndex {
         &self.index
     }
 
@@ -61,7 +40,8 @@ impl EntryCache {
     /// Adds entries that continue the log.
     ///
     /// Errors: `Corrupt` when an entry does not follow densely.
-    pub fn extend(&mut self, entries: impl IntoIterator<Item = LogEntry>) -> Result<()> {
+    #[cfg(test)]
+    fn extend(&mut self, entries: impl IntoIterator<Item = LogEntry>) -> Result<()> {
         self.add_batch(entries.into_iter().collect::<Vec<_>>().into())
     }
 
@@ -69,7 +49,7 @@ impl EntryCache {
     ///
     /// Errors: `Corrupt` when an entry does not follow densely; the
     /// entries before it are kept.
-    pub fn add_batch(&mut self, batch: CommittedBatch) -> Result<()> {
+    pub(super) fn add_batch(&mut self, batch: CommittedBatch) -> Result<()> {
         for (i, entry) in batch.iter().enumerate() {
             if let Err(e) = self
                 .index
@@ -87,14 +67,19 @@ impl EntryCache {
         Ok(())
     }
 
-    /// See [`Storage::read`](super::Storage::read).
-    pub fn read(&self, tag: Option<&LogTag>, from: u64, max: usize) -> Result<Vec<LogEntry>> {
+    /// See [`Storage::read`](crate::storage::Storage::read).
+    pub(super) fn read(
+        &self,
+        tag: Option<&LogTag>,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<LogEntry>> {
         let seqnums = self.index.seqnums(tag, from, max)?;
         Ok(seqnums.into_iter().map(|s| self.get(s)).collect())
     }
 
-    /// See [`Storage::read_versions`](super::Storage::read_versions).
-    pub fn read_versions(
+    /// See [`Storage::read_versions`](crate::storage::Storage::read_versions).
+    pub(super) fn read_versions(
         &self,
         tag: &LogTag,
         from_version: u64,
@@ -104,8 +89,8 @@ impl EntryCache {
         Ok(seqnums.into_iter().map(|s| self.get(s)).collect())
     }
 
-    /// See [`Storage::read_prev`](super::Storage::read_prev).
-    pub fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Option<LogEntry> {
+    /// See [`Storage::read_prev`](crate::storage::Storage::read_prev).
+    pub(super) fn read_prev(&self, tag: Option<&LogTag>, before: u64) -> Option<LogEntry> {
         self.index.prev(tag, before).map(|s| self.get(s))
     }
 
@@ -113,7 +98,7 @@ impl EntryCache {
     /// those not cached are skipped) and returns how many had one. A batch
     /// that holds one is copied once with its erased entries: subscribers
     /// that were handed the old batch keep what they were given.
-    pub fn erase(&mut self, seqnums: &[u64]) -> u64 {
+    pub(super) fn erase(&mut self, seqnums: &[u64]) -> u64 {
         let mut erased = 0;
         let mut todo = seqnums.iter().copied().peekable();
         for batch in self.batches.iter_mut() {
@@ -142,7 +127,7 @@ impl EntryCache {
     /// Checks that `through` can be trimmed.
     ///
     /// Errors: `InvalidInput` when `through` is not below the next seqnum.
-    pub fn check_trim(&self, through: u64) -> Result<()> {
+    pub(super) fn check_trim(&self, through: u64) -> Result<()> {
         if through >= self.index.next() {
             return Err(Error::invalid_input(format!(
                 "cannot trim through {through}: the log ends before it (next seqnum {})",
@@ -153,7 +138,7 @@ impl EntryCache {
     }
 
     /// Drops every entry with seqnum `<= through`.
-    pub fn trim(&mut self, through: u64) {
+    pub(super) fn trim(&mut self, through: u64) {
         self.index.trim(through);
         let first = self.index.first();
         while self

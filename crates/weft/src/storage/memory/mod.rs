@@ -10,15 +10,19 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::append_ids::{AppendIds, check_batch_ids};
-use super::cache::EntryCache;
-use super::kit::{self, CachedLog};
-use super::sequencer::Sequencer;
+mod cache;
+mod cached;
+
+use super::kit;
+use super::kit::append_ids::{AppendIds, check_batch_ids};
+use super::kit::sequencer::Sequencer;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::Result;
 use crate::kv::{KvStore, MemoryKv};
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
+use cache::EntryCache;
+use cached::CachedLog;
 
 /// A log held in memory.
 #[derive(Debug)]

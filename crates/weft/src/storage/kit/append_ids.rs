@@ -37,11 +37,11 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use super::NewEntry;
-use super::kit::results_of;
+use super::results_of;
 use super::sequencer::{Sequencer, VersionTable};
 use crate::error::{Error, Result};
 use crate::model::{AppendResult, LogEntry, MAX_APPEND_ID_BYTES};
+use crate::storage::NewEntry;
 
 /// The append ids of a log's most recent entries, with each one's result.
 ///

@@ -185,7 +185,7 @@ pub fn classify(op: StoreOp, err: &object_store::Error) -> Outcome {
 ///
 /// ```no_run
 /// # async fn gc(store: &dyn object_store::ObjectStore) -> Result<(), object_store::Error> {
-/// use weft::store::{StoreOp, settle};
+/// use weft::objects::{StoreOp, settle};
 /// let path = object_store::path::Path::from("segments/00000001");
 /// settle(StoreOp::Delete, store.delete(&path).await)?;
 /// # Ok(()) }

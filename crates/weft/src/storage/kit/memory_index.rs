@@ -6,9 +6,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{StreamInfo, stream_order};
 use crate::error::{Error, Result};
 use crate::model::LogTag;
+use crate::storage::{StreamInfo, stream_order};
 
 #[derive(Debug, Default, Clone)]
 struct VersionIndex {
@@ -19,20 +19,20 @@ struct VersionIndex {
 
 /// Visible entries of a log, by tag and by version.
 #[derive(Debug, Default, Clone)]
-pub struct LogIndex {
+pub struct MemoryIndex {
     first: u64,
     next: u64,
     by_tag: HashMap<LogTag, VecDeque<u64>>,
     by_version: HashMap<LogTag, VersionIndex>,
 }
 
-impl LogIndex {
+impl MemoryIndex {
     /// An empty index whose first seqnum is `first`.
     pub fn starting_at(first: u64) -> Self {
-        LogIndex {
+        MemoryIndex {
             first,
             next: first,
-            ..LogIndex::default()
+            ..MemoryIndex::default()
         }
     }
 
@@ -44,7 +44,7 @@ impl LogIndex {
         first: u64,
         floors: impl IntoIterator<Item = (LogTag, u64)>,
     ) -> Self {
-        let mut index = LogIndex::starting_at(first);
+        let mut index = MemoryIndex::starting_at(first);
         for (tag, next) in floors {
             index.by_version.insert(
                 tag,
@@ -214,8 +214,8 @@ impl LogIndex {
     }
 
     /// Up to `max` streams at or after `from` in
-    /// [the stream order](super::stream_order), as
-    /// [`Storage::streams`](super::Storage::streams) lists them. Walks
+    /// [the stream order](crate::storage::stream_order), as
+    /// [`Storage::streams`](crate::storage::Storage::streams) lists them. Walks
     /// every tag, keeping only the `max` first (a bounded heap), so the
     /// answer costs memory in `max`, not in the number of streams.
     pub fn streams(&self, from: Option<&LogTag>, max: usize) -> Vec<StreamInfo> {

@@ -13,7 +13,7 @@
 //!
 //! [`CommitFeed::watch_tip`] is the cheap, last-observed state of the log:
 //! the seqnum after the last announced entry. It lags
-//! [`Storage::tip`](super::Storage::tip) whenever commits are announced
+//! [`Storage::tip`](crate::storage::Storage::tip) whenever commits are announced
 //! after they become readable (a tailer behind its database).
 
 use std::sync::{Arc, Mutex};

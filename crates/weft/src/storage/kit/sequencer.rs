@@ -20,7 +20,7 @@ use std::collections::hash_map::Entry;
 use crate::error::{Error, Result};
 use crate::model::{LogEntry, LogTag};
 
-use super::NewEntry;
+use crate::storage::NewEntry;
 
 /// Where a [`Sequencer`] keeps each stream's next version.
 pub trait VersionTable: Send + 'static {
@@ -82,7 +82,7 @@ impl VersionTable for MemoryVersions {
 /// the clock and the previous entry's, so a clock that goes back repeats
 /// the newest timestamp until it catches up instead of writing an earlier
 /// one. That is what lets a read by time binary-search over seqnums
-/// ([`Storage::seek_time`](super::Storage::seek_time)).
+/// ([`Storage::seek_time`](crate::storage::Storage::seek_time)).
 #[derive(Debug, Default, Clone)]
 pub struct Sequencer<V = MemoryVersions> {
     next_seqnum: u64,

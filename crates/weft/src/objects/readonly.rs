@@ -211,7 +211,7 @@ mod tests {
 
     use super::*;
     use crate::ErrorKind;
-    use crate::store::{StoreOp, to_error};
+    use crate::objects::{StoreOp, to_error};
 
     /// Every write the trait offers, each run against the wrapper.
     #[tokio::test]
