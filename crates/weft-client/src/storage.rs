@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use reqwest::Method;
 use weft::kv::KvStore;
-use weft::storage::{Capabilities, CommitFeed, NewEntry, StreamInfo};
+use weft::storage::{Capabilities, CommitFeed, NewEntry, StreamInfo, kit};
 use weft::{AppendResult, Error, Freshness, LogEntry, LogTag, Result, Storage, Tip};
 use weft_api::body::{self, AppendBody, AppendReply, EntriesPage, PrevEntry, VersionsPage};
 
@@ -131,12 +131,10 @@ fn wire_entry(e: NewEntry) -> body::NewEntry {
 #[async_trait]
 impl Storage for RemoteStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        // Refused here as the server's backend would refuse it, without
+        // a round trip.
+        kit::check_append(&batch, self.append_limits())?;
         self.shared.check_open()?;
-        if batch.is_empty() {
-            return Err(Error::invalid_input(
-                "an append batch needs at least one entry",
-            ));
-        }
         let body = AppendBody {
             entries: batch.into_iter().map(wire_entry).collect(),
             condition: None,

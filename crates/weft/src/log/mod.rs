@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kv::ViewKv;
 use crate::model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
 use crate::retention::{Consumer, ConsumerPosition, RetentionPolicy};
@@ -112,21 +112,17 @@ impl Log {
         &self.storage
     }
 
-    fn prepare(&self, request: AppendRequest, expected: Option<Expected>) -> Result<NewEntry> {
-        request.validate(self.storage.capabilities().max_entry_bytes)?;
+    fn prepare(request: AppendRequest, expected: Option<Expected>) -> NewEntry {
+        // The backend checks the entry (kit::check_append) against its own
+        // limits, whoever calls it: nothing is checked twice.
         let (tags, data, append_id) = request.into_parts_with_id();
-        if append_id.is_some() && !self.storage.supports_append_ids() {
-            return Err(Error::unsupported(
-                "this storage backend does not support append ids",
-            ));
-        }
-        Ok(NewEntry {
+        NewEntry {
             tags,
             data,
             // `Any` is no condition at all: backends see one spelling of it.
             expected_version: expected.filter(|e| *e != Expected::Any),
             append_id,
-        })
+        }
     }
 
     /// Appends one entry; returns once it is durable.
@@ -134,7 +130,7 @@ impl Log {
     /// Errors: `InvalidInput` (no tag, payload too large), `ReadOnly`,
     /// `Closed`, `Fenced`, and the backend's I/O kinds.
     pub async fn append(&self, request: AppendRequest) -> Result<AppendResult> {
-        let entry = self.prepare(request, None)?;
+        let entry = Self::prepare(request, None);
         self.storage.append_one(entry).await
     }
 
@@ -152,7 +148,7 @@ impl Log {
         request: AppendRequest,
         expected: impl Into<Expected>,
     ) -> Result<AppendResult> {
-        let entry = self.prepare(request, Some(expected.into()))?;
+        let entry = Self::prepare(request, Some(expected.into()));
         self.storage.append_one(entry).await
     }
 
@@ -163,13 +159,8 @@ impl Log {
     pub async fn append_batch(&self, requests: Vec<AppendRequest>) -> Result<Vec<AppendResult>> {
         let batch = requests
             .into_iter()
-            .map(|r| self.prepare(r, None))
-            .collect::<Result<Vec<_>>>()?;
-        if batch.is_empty() {
-            return Err(Error::invalid_input(
-                "an append batch needs at least one entry",
-            ));
-        }
+            .map(|r| Self::prepare(r, None))
+            .collect();
         self.storage.append(batch).await
     }
 
@@ -187,13 +178,8 @@ impl Log {
     ) -> Result<Vec<AppendResult>> {
         let batch = requests
             .into_iter()
-            .map(|(r, v)| self.prepare(r, v.map(Into::into)))
-            .collect::<Result<Vec<_>>>()?;
-        if batch.is_empty() {
-            return Err(Error::invalid_input(
-                "an append batch needs at least one entry",
-            ));
-        }
+            .map(|(r, v)| Self::prepare(r, v.map(Into::into)))
+            .collect();
         self.storage.append(batch).await
     }
 

@@ -178,37 +178,66 @@ impl AppendRequest {
         (self.tags, self.data, self.append_id)
     }
 
-    /// Checks the request against the limits every backend enforces.
+    /// Checks the request against the limits every backend enforces — the
+    /// same check a backend makes of each entry of a batch
+    /// ([`storage::kit::check_append`](crate::storage::kit::check_append)),
+    /// for a caller that wants to know before it sends.
     ///
     /// Errors: [`InvalidInput`](crate::ErrorKind::InvalidInput) when there is
-    /// no tag, too many tags, or the payload exceeds `max_entry_bytes`.
+    /// no tag, too many tags, a bad append id, or the payload exceeds
+    /// `max_entry_bytes`.
     pub fn validate(&self, max_entry_bytes: usize) -> Result<()> {
-        if self.tags.is_empty() {
-            return Err(Error::invalid_input(
-                "an append request needs at least one tag",
-            ));
-        }
-        if self.tags.len() > MAX_TAGS_PER_ENTRY {
-            return Err(Error::invalid_input(format!(
-                "an entry may carry at most {MAX_TAGS_PER_ENTRY} tags, this one has {}",
-                self.tags.len()
-            )));
-        }
-        if let Some(id) = &self.append_id
-            && (id.is_empty() || id.len() > MAX_APPEND_ID_BYTES || id.chars().any(char::is_control))
-        {
-            return Err(Error::invalid_input(format!(
-                "append id {id:?} must be 1 to {MAX_APPEND_ID_BYTES} bytes without control characters"
-            )));
-        }
-        if self.data.len() > max_entry_bytes {
-            return Err(Error::invalid_input(format!(
-                "entry payload is {} bytes; the limit is {max_entry_bytes}",
-                self.data.len()
-            )));
-        }
-        Ok(())
+        check_entry(
+            &self.tags,
+            self.data.len(),
+            self.append_id.as_deref(),
+            max_entry_bytes,
+        )
     }
+}
+
+/// The largest append batch, in the bytes of its entries' frames (see
+/// `docs/FORMATS.md`), whatever the backend.
+pub const MAX_BATCH_BYTES: usize = 1 << 30;
+
+/// The one check of one entry, whoever makes it: 1 to
+/// [`MAX_TAGS_PER_ENTRY`] distinct tags, an append id (if any) of 1 to
+/// [`MAX_APPEND_ID_BYTES`] bytes without control characters, and a
+/// payload of at most `max_entry_bytes`.
+///
+/// Errors: `InvalidInput`, saying which rule the entry breaks.
+pub(crate) fn check_entry(
+    tags: &[LogTag],
+    data_len: usize,
+    append_id: Option<&str>,
+    max_entry_bytes: usize,
+) -> Result<()> {
+    if tags.is_empty() || tags.len() > MAX_TAGS_PER_ENTRY {
+        return Err(Error::invalid_input(format!(
+            "an entry needs 1 to {MAX_TAGS_PER_ENTRY} tags, this one has {}",
+            tags.len()
+        )));
+    }
+    for (i, tag) in tags.iter().enumerate() {
+        if tags[..i].contains(tag) {
+            return Err(Error::invalid_input(format!(
+                "tag {tag} appears twice in one entry"
+            )));
+        }
+    }
+    if let Some(id) = append_id
+        && (id.is_empty() || id.len() > MAX_APPEND_ID_BYTES || id.chars().any(char::is_control))
+    {
+        return Err(Error::invalid_input(format!(
+            "append id {id:?} must be 1 to {MAX_APPEND_ID_BYTES} bytes without control characters"
+        )));
+    }
+    if data_len > max_entry_bytes {
+        return Err(Error::invalid_input(format!(
+            "entry payload is {data_len} bytes; the limit is {max_entry_bytes}"
+        )));
+    }
+    Ok(())
 }
 
 /// The outcome of a successful append.

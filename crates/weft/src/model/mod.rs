@@ -8,8 +8,9 @@ mod filter;
 mod stream;
 mod tag;
 
+pub(crate) use entry::check_entry;
 pub use entry::{
-    AppendRequest, AppendResult, LogEntry, MAX_APPEND_ID_BYTES, MAX_ENTRY_BYTES,
+    AppendRequest, AppendResult, LogEntry, MAX_APPEND_ID_BYTES, MAX_BATCH_BYTES, MAX_ENTRY_BYTES,
     MAX_TAGS_PER_ENTRY, Position,
 };
 pub use expected::Expected;

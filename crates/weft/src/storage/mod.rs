@@ -357,6 +357,18 @@ pub trait Storage: Send + Sync + 'static {
         false
     }
 
+    /// What this backend accepts in an append, from its
+    /// [`capabilities`](Storage::capabilities) and
+    /// [`supports_append_ids`](Storage::supports_append_ids): the limits
+    /// [`kit::check_append`] checks every batch against, first thing in
+    /// [`append`](Storage::append).
+    fn append_limits(&self) -> kit::AppendLimits {
+        kit::AppendLimits {
+            max_entry_bytes: self.capabilities().max_entry_bytes,
+            append_ids: self.supports_append_ids(),
+        }
+    }
+
     /// Flushes and releases the backend. Later calls fail with `Closed`.
     async fn close(&self) -> Result<()>;
 }

@@ -92,8 +92,8 @@ use crate::format::{LogState, decode_manifest, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::objects::RetryPolicy;
-use crate::storage::kit::append_ids::{AppendIds, check_batch_ids};
 use crate::storage::kit::sequencer::{MemoryVersions, Sequencer};
+use crate::storage::kit::{self, append_ids::AppendIds};
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::wal::{CheckpointPolicy, Durability, Producer, SnapshotWriter};
 
@@ -556,8 +556,8 @@ async fn make_visible(
 #[async_trait]
 impl Storage for BucketStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        kit::check_append(&batch, self.append_limits())?;
         self.check_failed()?;
-        check_batch_ids(&batch)?;
         let older = if batch.iter().any(|e| e.append_id.is_some()) {
             Some(self.older_ids().await?)
         } else {

@@ -116,7 +116,7 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use super::kit::Gate;
+use super::kit::{self, Gate};
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
@@ -374,7 +374,7 @@ impl DirStorage {
 #[async_trait]
 impl Storage for DirStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
-        writer::validate(&batch, self.options.max_entry_bytes)?;
+        kit::check_append(&batch, self.append_limits())?;
         // Checksum large payloads here, on the appender's thread, so the
         // single writer thread only combines checksums.
         let data_crcs = writer::payload_crcs(&batch);
@@ -386,7 +386,7 @@ impl Storage for DirStorage {
     }
 
     async fn append_one(&self, entry: NewEntry) -> Result<AppendResult> {
-        writer::validate(std::slice::from_ref(&entry), self.options.max_entry_bytes)?;
+        kit::check_append(std::slice::from_ref(&entry), self.append_limits())?;
         let data_crc =
             (entry.data.len() >= writer::LARGE_PAYLOAD).then(|| crc32c::crc32c(&entry.data));
         self.call(|reply| Command::Append {

@@ -58,16 +58,13 @@ use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::frame;
 use crate::index::IndexEntry;
-use crate::model::{AppendResult, LogEntry, MAX_TAGS_PER_ENTRY};
+use crate::model::{AppendResult, LogEntry};
 use crate::storage::NewEntry;
 use crate::storage::kit::Gate;
-use crate::storage::kit::append_ids::{AppendIds, Planned, check_batch_ids};
+use crate::storage::kit::append_ids::{AppendIds, Planned};
 use crate::storage::kit::index_versions::IndexVersions;
 use crate::storage::kit::sequencer::Sequencer;
 use crate::storage::kit::{result_of, single_result};
-
-/// The largest encoded size of one append batch.
-const MAX_BATCH_FRAME_BYTES: usize = 1 << 30;
 
 /// Payloads this large are written straight from the caller's buffer
 /// (vectored write) instead of being copied into the group buffer, with
@@ -1109,46 +1106,6 @@ fn write_group_bytes(
 
 fn payload_bytes(batch: &[NewEntry]) -> usize {
     batch.iter().map(|e| e.data.len()).sum()
-}
-
-/// Checks a batch against the limits, before any number is assigned.
-pub(super) fn validate(batch: &[NewEntry], max_entry_bytes: usize) -> Result<()> {
-    if batch.is_empty() {
-        return Err(Error::invalid_input(
-            "an append batch needs at least one entry",
-        ));
-    }
-    check_batch_ids(batch)?;
-    let mut total = 0usize;
-    for entry in batch {
-        if entry.tags.is_empty() || entry.tags.len() > MAX_TAGS_PER_ENTRY {
-            return Err(Error::invalid_input(format!(
-                "an entry needs 1 to {MAX_TAGS_PER_ENTRY} tags, this one has {}",
-                entry.tags.len()
-            )));
-        }
-        if entry.data.len() > max_entry_bytes {
-            return Err(Error::invalid_input(format!(
-                "entry payload is {} bytes; the limit is {max_entry_bytes}",
-                entry.data.len()
-            )));
-        }
-        for (i, tag) in entry.tags.iter().enumerate() {
-            if entry.tags[..i].contains(tag) {
-                return Err(Error::invalid_input(format!(
-                    "tag {tag} appears twice in one entry"
-                )));
-            }
-        }
-        total +=
-            frame::encoded_len_with_id(&entry.tags, entry.append_id.as_deref(), entry.data.len());
-    }
-    if total > MAX_BATCH_FRAME_BYTES {
-        return Err(Error::invalid_input(format!(
-            "an append batch of {total} encoded bytes exceeds the limit of {MAX_BATCH_FRAME_BYTES}"
-        )));
-    }
-    Ok(())
 }
 
 /// Answers the appends of a group whose write or sync failed: a retry of

@@ -34,13 +34,13 @@
 //! [`AppendRequest::with_id`](crate::AppendRequest::with_id) and in
 //! `docs/STORAGE_SEAM.md`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::results_of;
 use super::sequencer::{Sequencer, VersionTable};
 use crate::error::{Error, Result};
-use crate::model::{AppendResult, LogEntry, MAX_APPEND_ID_BYTES};
+use crate::model::{AppendResult, LogEntry};
 use crate::storage::NewEntry;
 
 /// The append ids of a log's most recent entries, with each one's result.
@@ -157,8 +157,11 @@ impl AppendIds {
     /// numbers, and must not answer a known id before its entry is
     /// committed (see [`Planned::known_through`]).
     ///
-    /// Errors: `InvalidInput` for an empty batch or a bad or repeated id
-    /// ([`check_batch_ids`]); `Conflict` as
+    /// The batch was checked with
+    /// [`check_append`](crate::storage::kit::check_append): its ids are
+    /// valid and none repeats.
+    ///
+    /// Errors: `Conflict` as
     /// [`Sequencer::plan`] (nothing recorded); `older`'s errors and the
     /// version table's.
     pub fn plan<V: VersionTable>(
@@ -178,7 +181,6 @@ impl AppendIds {
                 known_through: None,
             });
         }
-        check_batch_ids(&batch)?;
         // Which entries are retries of appends already numbered.
         let mut known: Vec<Option<AppendResult>> = Vec::with_capacity(batch.len());
         for entry in &batch {
@@ -230,27 +232,6 @@ impl AppendIds {
             known_through,
         })
     }
-}
-
-/// `InvalidInput` when an id of `batch` is not one
-/// [`AppendRequest::validate`](crate::AppendRequest::validate) accepts, or
-/// appears twice in the batch. Backends check this before anything else,
-/// so a bad id is refused before any number is assigned.
-pub fn check_batch_ids(batch: &[NewEntry]) -> Result<()> {
-    let mut seen = HashSet::new();
-    for id in batch.iter().filter_map(|e| e.append_id.as_deref()) {
-        if id.is_empty() || id.len() > MAX_APPEND_ID_BYTES || id.chars().any(char::is_control) {
-            return Err(Error::invalid_input(format!(
-                "append id {id:?} must be 1 to {MAX_APPEND_ID_BYTES} bytes without control characters"
-            )));
-        }
-        if !seen.insert(id) {
-            return Err(Error::invalid_input(format!(
-                "append id {id:?} appears twice in one batch"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// A batch after [`AppendIds::plan`]: what to write, and what to answer.
@@ -367,23 +348,6 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Conflict);
         assert!(ids.get("n3").is_none());
         assert_eq!(s.next_seqnum(), 4);
-    }
-
-    #[test]
-    fn repeated_and_bad_ids_are_invalid_input() {
-        let (mut s, mut ids) = (Sequencer::new(), AppendIds::unbounded());
-        let long = "i".repeat(MAX_APPEND_ID_BYTES + 1);
-        for batch in [
-            vec![entry("a", Some("d"), None), entry("b", Some("d"), None)],
-            vec![entry("a", Some(""), None)],
-            vec![entry("a", Some("tab\there"), None)],
-            vec![entry("a", Some(&long), None)],
-        ] {
-            let err = ids.plan(&mut s, batch, 1, none).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-        }
-        assert_eq!(s.next_seqnum(), 0);
-        assert!(ids.is_empty());
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //! * [`memory_index`] — the in-memory read index (which seqnums carry a
 //!   tag, which seqnum holds each version) of the memory backend and of a
 //!   bucket handle that keeps its numbers in memory.
+//! * [`check_append`] — the one check of an append batch, which every
+//!   backend makes first, from its declared [`AppendLimits`].
 //! * [`results_of`], [`result_of`] — the answer to an append, from the
 //!   numbered entries.
 //! * [`check_erasable`] — the argument check every backend's
@@ -31,6 +33,7 @@
 //!
 //! [`CommitFeed`]: feed::CommitFeed
 
+mod append_check;
 pub mod append_ids;
 pub mod feed;
 mod gate;
@@ -39,6 +42,7 @@ pub mod memory_index;
 pub mod sequencer;
 mod visible;
 
+pub use append_check::{AppendLimits, check_append};
 pub use gate::Gate;
 pub use visible::Visible;
 

@@ -187,16 +187,16 @@ impl<V: VersionTable> Sequencer<V> {
     /// entry's timestamp when the clock is behind it), or returns a
     /// conflict and changes nothing.
     ///
-    /// Errors: `InvalidInput` for an empty batch; `Conflict` (with
+    /// The batch was checked with
+    /// [`check_append`](crate::storage::kit::check_append) (an empty batch
+    /// numbers nothing).
+    ///
+    /// Errors: `Conflict` (with
     /// [`ErrorDetail::VersionConflict`](crate::ErrorDetail::VersionConflict))
-    /// when an expected version does not match; the version table's (the
-    /// counters may then be partly moved: the backend must stop writing).
+    /// when an expected version does not match; `InvalidInput` for an
+    /// entry without a tag; the version table's (the counters may then be
+    /// partly moved: the backend must stop writing).
     pub fn plan(&mut self, batch: Vec<NewEntry>, timestamp_ms: u64) -> Result<Vec<LogEntry>> {
-        if batch.is_empty() {
-            return Err(Error::invalid_input(
-                "an append batch needs at least one entry",
-            ));
-        }
         let first = self.next_seqnum;
         // A lone entry, the common case, needs neither an overlay nor a
         // list of versions: one lookup, one check.
@@ -214,7 +214,7 @@ impl<V: VersionTable> Sequencer<V> {
         let mut versions = Vec::with_capacity(batch.len());
         let mut overlay: HashMap<&LogTag, u64> = HashMap::new();
         for entry in &batch {
-            let primary = &entry.tags[0];
+            let primary = primary_of(entry)?;
             let next = match overlay.entry(primary) {
                 Entry::Occupied(slot) => slot.into_mut(),
                 Entry::Vacant(slot) => {
@@ -257,9 +257,7 @@ impl<V: VersionTable> Sequencer<V> {
     /// Checks `entry`'s expectation against its stream's next version and
     /// takes that version and the next seqnum for it.
     fn number_one(&mut self, entry: &NewEntry) -> Result<u64> {
-        let Some(primary) = entry.tags.first() else {
-            return Err(Error::invalid_input("an entry needs at least one tag"));
-        };
+        let primary = primary_of(entry)?;
         let next = self.next_version(primary)?;
         check_expected(entry, next)?;
         self.versions.set_next_version(primary, next + 1)?;
@@ -329,6 +327,16 @@ fn check_expected(entry: &NewEntry, next: u64) -> Result<()> {
         Some(expected) => expected.check(&entry.tags[0], next),
         None => Ok(()),
     }
+}
+
+/// An entry's primary tag. [`check_append`](crate::storage::kit::check_append)
+/// refuses an entry without one; this keeps a direct caller that skipped it
+/// from a panic.
+fn primary_of(entry: &NewEntry) -> Result<&LogTag> {
+    entry
+        .tags
+        .first()
+        .ok_or_else(|| Error::invalid_input("an entry needs at least one tag"))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ mod cache;
 mod cached;
 
 use super::kit;
-use super::kit::append_ids::{AppendIds, check_batch_ids};
+use super::kit::append_ids::AppendIds;
 use super::kit::sequencer::Sequencer;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
@@ -72,8 +72,8 @@ impl MemoryStorage {
 #[async_trait]
 impl Storage for MemoryStorage {
     async fn append(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        kit::check_append(&batch, self.append_limits())?;
         self.log.gate().check_writable()?;
-        check_batch_ids(&batch)?;
         let now = self.clock.now_ms();
         let mut guard = self.numbering.lock().unwrap_or_else(|p| p.into_inner());
         let Numbering { sequencer, ids } = &mut *guard;

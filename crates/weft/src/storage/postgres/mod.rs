@@ -93,6 +93,7 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::kit;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
@@ -315,37 +316,8 @@ impl PgStorage {
     }
 
     async fn append_batch(&self, batch: Vec<NewEntry>) -> Result<Vec<AppendResult>> {
+        kit::check_append(&batch, self.append_limits())?;
         self.shared.check_open()?;
-        if batch.is_empty() {
-            return Err(Error::invalid_input(
-                "an append batch needs at least one entry",
-            ));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for id in batch.iter().filter_map(|e| e.append_id.as_ref()) {
-            if id.is_empty() || id.len() > 255 || id.chars().any(char::is_control) {
-                return Err(Error::invalid_input(format!(
-                    "append id {id:?} must be 1 to 255 bytes without control characters"
-                )));
-            }
-            if !seen.insert(id) {
-                return Err(Error::invalid_input(format!(
-                    "append id {id:?} appears twice in one batch"
-                )));
-            }
-        }
-        for entry in &batch {
-            if entry.tags.is_empty() {
-                return Err(Error::invalid_input("an entry needs at least one tag"));
-            }
-            if entry.data.len() > self.shared.options.max_entry_bytes {
-                return Err(Error::invalid_input(format!(
-                    "entry payload is {} bytes; the limit is {}",
-                    entry.data.len(),
-                    self.shared.options.max_entry_bytes
-                )));
-            }
-        }
         let (reply, rx) = oneshot::channel();
         let sent = self
             .queue
