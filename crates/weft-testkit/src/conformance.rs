@@ -37,6 +37,7 @@ use weft::log::Delivery;
 use weft::log::{JsonCodec, Log, StreamLifecycle};
 use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position, TagFilter};
 use weft::retention::{Retention, RetentionPolicy, RetentionStep};
+use weft::storage::NewEntry;
 use weft::storage::feed::FEED_CAPACITY;
 
 /// A fresh log for one check, with whatever must outlive it.
@@ -1345,6 +1346,43 @@ pub async fn invalid_input_writes_nothing(f: Fixture) {
             .kind(),
         ErrorKind::InvalidInput
     );
+    // The same through the trait, with no `Log` in front: the backend
+    // itself refuses, whoever calls it.
+    let entry = |tags: &[&str], data: Vec<u8>, id: Option<&str>| NewEntry {
+        tags: tags.iter().map(|t| tag(t)).collect(),
+        data: data.into(),
+        expected_version: None,
+        append_id: id.map(str::to_owned),
+    };
+    let storage = log.storage();
+    let ids = storage.supports_append_ids();
+    let mut refused = vec![
+        vec![],
+        vec![entry(&[], b"x".to_vec(), None)],
+        vec![entry(&["t"], vec![0u8; max + 1], None)],
+        vec![entry(&["t", "u", "t"], b"x".to_vec(), None)],
+        vec![
+            entry(&["t"], b"ok".to_vec(), None),
+            entry(&["t"], vec![0u8; max + 1], None),
+        ],
+    ];
+    if ids {
+        refused.push(vec![entry(&["t"], b"x".to_vec(), Some(""))]);
+        refused.push(vec![
+            entry(&["t"], b"x".to_vec(), Some("same")),
+            entry(&["u"], b"y".to_vec(), Some("same")),
+        ]);
+    }
+    for batch in refused {
+        let shown = format!("{} entries", batch.len());
+        let err = storage.append(batch).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{shown}: {err}");
+    }
+    let err = storage
+        .append_one(entry(&["t"], vec![0u8; max + 1], None))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     assert_eq!(log.latest_seqnum().await.unwrap(), None);
     let r = log.append(AppendRequest::new(t, "fine")).await.unwrap();
     assert_eq!(r.seqnum, 0);
