@@ -2,7 +2,7 @@
 # Local loop for bucket tests: start SeaweedFS, run the given cargo test
 # arguments (default: the weft package's tests, server tier included) with
 # its env, stop it.
-#   scripts/dev-s3-test.sh --test producer_s3
+#   scripts/dev-s3-test.sh --test servers producer_s3::
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

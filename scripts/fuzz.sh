@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A bounded fuzz run of every target in fuzz/ (by hand; CI replays the
-# committed corpus on stable instead, see crates/weft/tests/fuzz_corpus.rs).
+# committed corpus on stable instead, see crates/weft/tests/local/fuzz_corpus.rs).
 #
 #   scripts/fuzz.sh            # 60 s per target
 #   scripts/fuzz.sh 300        # 300 s per target

@@ -1,5 +1,5 @@
 //! The bodies of weft's fuzz targets, kept apart from the libFuzzer entry
-//! points so that `cargo test -p weft --test fuzz_corpus` runs the very same
+//! points so that `cargo test -p weft --test local fuzz_corpus::` runs the very same
 //! checks over the committed corpus without nightly or libFuzzer.
 //!
 //! Each body decodes arbitrary bytes; on success it re-encodes the value,

@@ -29,7 +29,7 @@
 // Tests read real time and randomness (process timeouts, fresh log names).
 #![allow(clippy::disallowed_methods)]
 
-#[path = "pg_support/mod.rs"]
+#[path = "support/pg/mod.rs"]
 mod pg_support;
 
 use std::collections::{BTreeMap, BTreeSet};

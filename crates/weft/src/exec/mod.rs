@@ -55,7 +55,7 @@
 //!   them or redoes them.
 //!
 //! The ported examples (`examples/order_fulfilment.rs`, `workflow.rs`) do
-//! exactly this, and `tests/exec_engine.rs` restarts engines over the same
+//! exactly this, and `tests/local/exec_engine.rs` restarts engines over the same
 //! log to check that nothing is appended twice.
 //!
 //! An output whose append failed with `Indeterminate` may or may not be in

@@ -51,7 +51,7 @@
 //! # Where the stores differ, and how this module evens it out
 //!
 //! Measured against SeaweedFS (S3) and Azurite (Azure Blob) by
-//! `tests/s3_store.rs` and `tests/azure_store.rs`:
+//! `tests/servers/s3_store.rs` and `tests/servers/azure_store.rs`:
 //!
 //! * **Lost conditional create.** S3 answers 412, which the S3 client turns
 //!   into `AlreadyExists`; Azurite answers 409 `BlobAlreadyExists`

@@ -1,7 +1,7 @@
 //! Scenario bodies of exactly-once appends on a bucket log that run on
-//! every store: the in-memory store (`tests/bucket_append_ids.rs`) and the
-//! real servers (`tests/bucket_append_ids_s3.rs`,
-//! `tests/bucket_append_ids_azure.rs`).
+//! every store: the in-memory store (`tests/local/bucket_append_ids.rs`) and the
+//! real servers (`tests/servers/bucket_append_ids_s3.rs`,
+//! `tests/servers/bucket_append_ids_azure.rs`).
 
 // Tests wait in real time: the determinism rules of clippy.toml are for
 // library code.

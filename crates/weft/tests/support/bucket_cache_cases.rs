@@ -1,5 +1,5 @@
-//! The scenarios of `tests/bucket_cache.rs` (in-memory) and
-//! `tests/bucket_cache_s3.rs` (SeaweedFS), and their helpers.
+//! The scenarios of `tests/local/bucket_cache.rs` (in-memory) and
+//! `tests/servers/bucket_cache_s3.rs` (SeaweedFS), and their helpers.
 
 #![allow(clippy::disallowed_methods)]
 

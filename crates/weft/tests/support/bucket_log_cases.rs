@@ -1,6 +1,6 @@
 //! Scenario bodies of the shared log on a bucket that run on every store:
-//! the in-memory store (`tests/bucket_log.rs`) and the real servers
-//! (`tests/bucket_log_s3.rs`, `tests/bucket_log_azure.rs`).
+//! the in-memory store (`tests/local/bucket_log.rs`) and the real servers
+//! (`tests/servers/bucket_log_s3.rs`, `tests/servers/bucket_log_azure.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! Retention scenarios and helpers shared by `tests/bucket_retention.rs`
-//! (in memory) and `tests/bucket_retention_s3.rs` (SeaweedFS).
+//! Retention scenarios and helpers shared by `tests/local/bucket_retention.rs`
+//! (in memory) and `tests/servers/bucket_retention_s3.rs` (SeaweedFS).
 
 use std::sync::Arc;
 use std::time::Duration;

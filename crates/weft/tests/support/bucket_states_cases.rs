@@ -1,5 +1,5 @@
-//! The scenarios of `tests/bucket_states.rs` (in-memory) and the
-//! SeaweedFS run in `tests/bucket_cache_s3.rs`: a writer with no local
+//! The scenarios of `tests/local/bucket_states.rs` (in-memory) and the
+//! SeaweedFS run in `tests/servers/bucket_cache_s3.rs`: a writer with no local
 //! state opens from the newest stream-state checkpoint.
 
 #![allow(clippy::disallowed_methods)]

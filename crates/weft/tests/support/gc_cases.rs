@@ -1,5 +1,5 @@
-//! Retention GC scenarios and helpers shared by `tests/gc.rs` (in memory)
-//! and `tests/gc_s3.rs` (SeaweedFS).
+//! Retention GC scenarios and helpers shared by `tests/local/gc.rs` (in memory)
+//! and `tests/servers/gc_s3.rs` (SeaweedFS).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

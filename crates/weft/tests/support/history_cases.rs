@@ -1,5 +1,5 @@
-//! The scenarios of `tests/history.rs` (in-memory) and
-//! `tests/history_s3.rs` (SeaweedFS): a v5 manifest's history pages with
+//! The scenarios of `tests/local/history.rs` (in-memory) and
+//! `tests/servers/history_s3.rs` (SeaweedFS): a v5 manifest's history pages with
 //! real producers.
 
 #![allow(clippy::disallowed_methods)]

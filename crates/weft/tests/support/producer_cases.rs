@@ -1,6 +1,6 @@
 //! Producer test bodies shared by every real object store weft is tested on
 //! (SeaweedFS for S3, Azurite for Azure Blob). Each takes the store to
-//! test; `tests/producer_s3.rs` and `tests/producer_azure.rs` call them
+//! test; `tests/servers/producer_s3.rs` and `tests/servers/producer_azure.rs` call them
 //! with stores under fresh prefixes.
 
 // Tests wait and measure in real (or tokio's paused) time and name their

@@ -1,5 +1,5 @@
-//! Base-snapshot scenarios and helpers shared by `tests/snapshot.rs` (in
-//! memory) and `tests/snapshot_s3.rs` (SeaweedFS).
+//! Base-snapshot scenarios and helpers shared by `tests/local/snapshot.rs` (in
+//! memory) and `tests/servers/snapshot_s3.rs` (SeaweedFS).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Store-level test bodies shared by every real object store weft is tested
 //! on (SeaweedFS for S3, Azurite for Azure Blob). Each takes the store(s) to
-//! test, so `tests/s3_store.rs` and `tests/azure_store.rs` run the same
+//! test, so `tests/servers/s3_store.rs` and `tests/servers/azure_store.rs` run the same
 //! assertions; what differs between stores is asserted in those files.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! The writer lease scenario of bucket writers, shared by
-//! `tests/writer_lease.rs` (in memory) and `tests/writer_lease_s3.rs`
+//! `tests/local/writer_lease.rs` (in memory) and `tests/servers/writer_lease_s3.rs`
 //! (SeaweedFS).
 
 use std::sync::Arc;
