@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Headless Chromium and its WebDriver server on 127.0.0.1, for the console's
-# browser test (crates/weft-cli/tests/console_browser.rs).
+# browser test (crates/weft-cli/tests/servers/console_browser.rs).
 #
 #   scripts/chromium.sh install   # Debian's chromium and chromium-driver when absent
 #   scripts/chromium.sh start     # start chromedriver on a free port, write the env file

@@ -5,7 +5,7 @@ Every relative Markdown link in README.md, CHANGELOG.md, BENCHMARKS.md and
 docs/*.md must point at a file or directory of the repository (and, for a
 link to a Markdown heading, at a heading that exists), and every path a doc
 names in backticks (`crates/weft/tests/local/gc.rs`, `tests/local/gc.rs`,
-`storage/bucket/local.rs`, `weft-cli/tests/damage.rs`) must exist under the
+`storage/bucket/local.rs`, `weft-cli/tests/local/damage.rs`) must exist under the
 repository root, a crate, or a crate's src/ — so a renamed or deleted file
 cannot leave a doc pointing at nothing.
 

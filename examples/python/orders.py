@@ -6,7 +6,7 @@ Places orders with exactly-once ids and conditions on the `orders` stream,
 shows a stale condition being refused and a retried append being applied
 once, reads the stream back, and subscribes: the backlog, then an entry
 appended while it listens. Prints one JSON object per step, so a test
-(crates/weft-cli/tests/python_client.rs) can check it against the log.
+(crates/weft-cli/tests/servers/python_client.rs) can check it against the log.
 """
 
 import base64

@@ -10,7 +10,7 @@
 //! No assertion here is about time: deadlines are configured short so the
 //! tests end quickly, but only statuses, kinds and counts are checked.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 
 #![allow(clippy::disallowed_methods)]
 
-mod serve_support;
+use crate::support::served as serve_support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The HTTP API's behaviour: error kinds and statuses, limits, followers,
 //! subscriptions resumed with Last-Event-ID, the pipelined session, TLS.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

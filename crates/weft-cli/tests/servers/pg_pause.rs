@@ -14,8 +14,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-#[path = "support/pause.rs"]
-mod pause;
+use crate::support::pause;
 
 use pause::{Paused, signal, wait_bounded};
 

@@ -7,7 +7,7 @@
 // Tests wait in real time.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

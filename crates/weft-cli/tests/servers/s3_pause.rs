@@ -16,8 +16,7 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-#[path = "support/pause.rs"]
-mod pause;
+use crate::support::pause;
 
 use pause::{Paused, signal, wait_bounded};
 

@@ -9,7 +9,7 @@
 // Tests wait in real time.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

@@ -1,7 +1,7 @@
 //! The route table against the OpenAPI document, and tokens on every
 //! route.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 
@@ -13,7 +13,7 @@ use weft_server::{Role, Scope, Tokens};
 /// needs.
 #[test]
 fn openapi_document_matches_the_routes() {
-    let text = include_str!("../openapi.yaml");
+    let text = include_str!("../../openapi.yaml");
     let doc: serde_yaml::Value = serde_yaml::from_str(text).expect("openapi.yaml parses");
     let paths = doc["paths"].as_mapping().expect("paths");
     let mut documented = BTreeSet::new();

@@ -1473,10 +1473,7 @@ fn dir_reads_keep_their_index_in_the_cache_named() {
     assert!(second.starts_with(first.trim_end()), "{second}");
 }
 
-#[path = "support/rows.rs"]
-mod rows;
-#[path = "trim_cases/mod.rs"]
-mod trim_cases;
+use crate::support::trim_cases;
 
 #[test]
 fn trim_drops_entries_through_a_seqnum_on_a_directory() {
@@ -1485,8 +1482,7 @@ fn trim_drops_entries_through_a_seqnum_on_a_directory() {
     trim_cases::trim_rows(&weft, log.to_str().unwrap());
 }
 
-#[path = "retention_cases/mod.rs"]
-mod retention_cases;
+use crate::support::retention_cases;
 
 #[test]
 fn retention_and_consumers_on_a_directory() {

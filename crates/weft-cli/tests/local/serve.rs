@@ -3,7 +3,7 @@
 
 #![allow(clippy::disallowed_methods)]
 
-mod serve_support;
+use crate::support::served as serve_support;
 
 use serve_support::{serve, weft};
 
@@ -118,10 +118,7 @@ fn the_command_works_against_a_server() {
     assert!(served.wait().success());
 }
 
-#[path = "retention_cases/mod.rs"]
-mod retention_cases;
-#[path = "support/rows.rs"]
-mod rows;
+use crate::support::retention_cases;
 
 /// The retention rows through a server: the policy and positions are the
 /// served log's, and `--apply` trims through it.

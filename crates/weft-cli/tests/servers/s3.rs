@@ -1103,10 +1103,7 @@ async fn damaged_history_is_judged_alike_by_append_read_and_verify() {
     }
 }
 
-#[path = "support/rows.rs"]
-mod rows;
-#[path = "trim_cases/mod.rs"]
-mod trim_cases;
+use crate::support::trim_cases;
 
 #[test]
 fn trim_drops_entries_through_a_seqnum_on_a_bucket() {
@@ -1114,8 +1111,7 @@ fn trim_drops_entries_through_a_seqnum_on_a_bucket() {
     trim_cases::trim_rows(&weft, &url);
 }
 
-#[path = "retention_cases/mod.rs"]
-mod retention_cases;
+use crate::support::retention_cases;
 
 #[test]
 fn retention_and_consumers_on_a_bucket() {

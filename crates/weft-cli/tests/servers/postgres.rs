@@ -176,18 +176,14 @@ fn demo_splits_its_executors_across_two_processes_and_resumes() {
     assert!(shipped.values().all(|&n| n == 1));
 }
 
-#[path = "support/rows.rs"]
-mod rows;
-#[path = "trim_cases/mod.rs"]
-mod trim_cases;
+use crate::support::trim_cases;
 
 #[test]
 fn trim_drops_entries_through_a_seqnum_on_postgres() {
     trim_cases::trim_rows(&weft, &location());
 }
 
-#[path = "retention_cases/mod.rs"]
-mod retention_cases;
+use crate::support::retention_cases;
 
 #[test]
 fn retention_and_consumers_on_postgres() {

@@ -2,7 +2,7 @@
 //! never leave it wedged: every answer is a well-formed status with a JSON
 //! error body for errors, and the server still answers afterwards.
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use weft_server::routes::ROUTES;
