@@ -25,12 +25,12 @@
 //! ## Layers
 //!
 //! * [`model`] — tags, entries, append requests, positions.
-//! * [`format`](mod@format) — pure encoders and decoders of the wire formats.
-//! * [`objects`] — object-store access: outcome classification, wrappers.
+//! * `format` — pure encoders and decoders of the wire formats.
+//! * `objects` — object-store access: outcome classification, wrappers.
 //! * [`connect`] — locations users type, and building the store for one
 //!   from settings and the environment.
 //! * [`wal`] — the write-ahead log on a bucket: manifest, producer, replica.
-//! * [`index`] — the persistent log index the dir and bucket backends read
+//! * `index` — the persistent log index the dir and bucket backends read
 //!   through, so memory and open time do not grow with the log.
 //! * [`storage`] — backends of the shared log behind the [`Storage`] trait.
 //! * [`log`] — the [`Log`] service, views, typed views, subscriptions.
@@ -38,6 +38,12 @@
 //! * [`retention`] — retention policies and named consumer positions,
 //!   stored with the log and applied by its writer.
 //! * [`exec`] — executors that fold the log into state.
+//!
+//! `format`, `objects` and `index` are the crate's internals: public only
+//! with the `internals` feature, for weft's own command-line tool, fuzz
+//! targets, benches and tests, and not a stable API. What a user of the
+//! log needs from them is exported where it is used ([`RetryPolicy`] at
+//! the root, the formats the WAL's producer and replica take in [`wal`]).
 //!
 //! ## Cargo features
 //!
@@ -54,6 +60,8 @@
 //! * `azure` — Azure Blob containers: [`connect::AzureSettings`].
 //! * `postgres` — the PostgreSQL backend ([`storage::postgres`]): many writer
 //!   processes on one log; pulls in tokio-postgres and deadpool-postgres.
+//! * `internals` — the internal layers above as public modules, for
+//!   weft's own tools; not a stable API.
 //! * `server-tests` — this repository's test targets that need live
 //!   servers (run by `scripts/test.sh`); not for applications.
 //!
@@ -66,17 +74,30 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// A module that is public only with the `internals` feature (weft's own
+/// CLI, fuzz targets, benches and tests use it); without it the crate uses
+/// it privately, so what only those users call is not dead code.
+macro_rules! internal_mod {
+    ($name:ident) => {
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        #[allow(unreachable_pub, dead_code, unused_imports)]
+        mod $name;
+    };
+}
+
 pub mod clock;
 pub mod connect;
 pub mod error;
 pub mod exec;
-pub mod format;
-pub mod index;
+internal_mod!(format);
+internal_mod!(index);
 pub mod kv;
 pub mod log;
 mod lru;
 pub mod model;
-pub mod objects;
+internal_mod!(objects);
 mod outage;
 mod random;
 pub mod retention;
@@ -90,6 +111,7 @@ pub use log::{
     StreamLifecycle, Subscription, TypedEntries, TypedSubscription, TypedView,
 };
 pub use model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
+pub use objects::RetryPolicy;
 pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, StreamInfo, Tip};
 
 /// The `tracing` target of the one warning a bucket writer or follower

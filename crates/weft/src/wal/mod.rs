@@ -85,3 +85,10 @@ pub use manifest::{CheckpointPolicy, Manifest, PageUpload};
 pub use producer::{Durability, Producer, ProducerBuilder, ProducerConfig};
 pub use replica::{PollOutcome, Replica, ReplicaBuilder};
 pub use snapshot::{SnapshotWriter, write_snapshot};
+
+// The format types the WAL's own API takes and returns, so a user of the
+// producer and replica can name them without the `internals` feature.
+pub use crate::format::{
+    Compression, DecodedSegment, History, HistoryPage, ManifestData, ManifestEntry,
+    ManifestVersion, PagePointer, SegmentVersion, SnapshotPointer, WriterLease,
+};

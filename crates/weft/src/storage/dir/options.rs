@@ -177,7 +177,7 @@ impl DirOptions {
     }
 
     /// The settings of the log index this backend keeps, from its budget.
-    pub fn index_options(&self) -> crate::index::IndexOptions {
+    pub(crate) fn index_options(&self) -> crate::index::IndexOptions {
         let split = self.memory_split();
         crate::index::IndexOptions {
             cache_bytes: split.index_cache,
