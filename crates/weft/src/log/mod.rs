@@ -142,7 +142,7 @@ impl Log {
     /// exists (see [`Expected`]).
     ///
     /// Errors: `Conflict` with the stream's current next version
-    /// ([`Error::conflict_next_version`]); otherwise as [`Log::append`].
+    /// ([`Error::conflict_next_version`](crate::Error::conflict_next_version)); otherwise as [`Log::append`].
     pub async fn append_if(
         &self,
         request: AppendRequest,
