@@ -5,7 +5,7 @@
 //!
 //! The store is the fault store with every request hanging for an hour; the
 //! clock is tokio's paused one, so the deadlines are measured exactly.
-//! `tests/servers/server_pause.rs` does the same against a SIGSTOPped SeaweedFS.
+//! `tests/server_pause.rs` does the same against a SIGSTOPped SeaweedFS.
 
 // Tests wait and measure in real (or tokio's paused) time and name their
 // objects with fresh ULIDs: the determinism rules of clippy.toml are for

@@ -22,7 +22,8 @@
 // library code.
 #![allow(clippy::disallowed_methods)]
 
-use crate::support;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -14,7 +14,10 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::support::pause;
+#[path = "support/mod.rs"]
+mod support;
+
+use support::pause;
 
 use pause::{Paused, signal, wait_bounded};
 

@@ -16,7 +16,8 @@
 // library code.
 #![allow(clippy::disallowed_methods)]
 
-use crate::support;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -16,7 +16,10 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::support::pause;
+#[path = "support/mod.rs"]
+mod support;
+
+use support::pause;
 
 use pause::{Paused, signal, wait_bounded};
 
