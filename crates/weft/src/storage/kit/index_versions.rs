@@ -229,9 +229,11 @@ impl VersionTable for IndexVersions {
         if lagging && held.len() >= held.check_at && !self.filling() {
             self.forget_indexed()?;
         }
-        let held = self.held_mut();
-        held.old.remove(tag);
-        held.young.insert(tag.clone(), next);
+        // The sequencer asked `next_version` first, which moved the stream
+        // into `young`; a copy left in `old` is shadowed by it until the
+        // next turn replaces `old` (and a lagging table, which never
+        // turns, keeps `old` empty).
+        self.held_mut().young.insert(tag.clone(), next);
         Ok(())
     }
 }
