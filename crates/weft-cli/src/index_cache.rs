@@ -53,9 +53,7 @@ fn fnv64(bytes: &[u8]) -> u64 {
 ///
 /// Errors: as [`DirFollower::open_indexed`].
 pub(crate) async fn dir_follower(path: &Path, poll: Duration) -> Result<DirFollower> {
-    let options = DirFollowerOptions {
-        poll_interval: poll,
-    };
+    let options = DirFollowerOptions::default().with_poll_interval(poll);
     let Some(dir) = cache_dir(path) else {
         return DirFollower::open_with(path, options).await;
     };

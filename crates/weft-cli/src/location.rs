@@ -227,13 +227,11 @@ pub(crate) async fn open_log(
                 require_bucket_log(&store, location).await?;
             }
             let cache_dir = usable_cache(args.cache_for(location, Role::Writer));
-            let options = BucketOptions {
-                retry: args.retry(),
-                take_over,
-                writer_name: Some("the weft command".to_owned()),
-                cache_dir,
-                ..BucketOptions::default()
-            };
+            let options = BucketOptions::default()
+                .with_retry(args.retry())
+                .with_take_over(take_over)
+                .with_writer_name(Some("the weft command".to_owned()))
+                .with_cache_dir(cache_dir);
             let storage = BucketStorage::open(store, "", options).await?;
             Ok(Log::new(storage))
         }
@@ -290,12 +288,10 @@ pub(crate) async fn follow(
     let store = open_store(location, args)?;
     require_bucket_log(&store, location).await?;
     let cache_dir = usable_cache(args.cache_for(location, Role::Reader));
-    let options = FollowerOptions {
-        poll_interval: poll,
-        cache_dir,
-        retry: args.retry(),
-        ..FollowerOptions::default()
-    };
+    let options = FollowerOptions::default()
+        .with_poll_interval(poll)
+        .with_cache_dir(cache_dir)
+        .with_retry(args.retry());
     let follower = BucketFollower::open(store, "", options).await?;
     let follower = Arc::new(follower);
     let watched = Arc::clone(&follower);

@@ -39,25 +39,19 @@ pub(crate) async fn open(location: PgLocation, create: Create) -> Result<PgStora
 
 /// The options a command opens a log with.
 fn options(create: Create) -> PgOptions {
-    PgOptions {
-        create_if_missing: create == Create::IfMissing,
-        // A command needs few connections and should answer quickly when
-        // the server is away.
-        pool_size: 2,
-        max_in_flight: 1,
-        op_timeout_ms: 10_000,
-        statement_timeout_ms: 8_000,
-        ..PgOptions::default()
-    }
+    PgOptions::default()
+        .with_create_if_missing(create == Create::IfMissing)
+        .with_pool_size(2)
+        .with_max_in_flight(1)
+        .with_op_timeout_ms(10_000)
+        .with_statement_timeout_ms(8_000)
 }
 
 /// Opens the log at `location` as a [`Log`] (it must exist), reading the
 /// log every `poll` when no notification arrives.
 pub(crate) async fn open_log(location: PgLocation, poll: std::time::Duration) -> Result<Log> {
-    let options = PgOptions {
-        poll_interval_ms: u64::try_from(poll.as_millis()).unwrap_or(u64::MAX).max(1),
-        ..options(Create::No)
-    };
+    let options = options(Create::No)
+        .with_poll_interval_ms(u64::try_from(poll.as_millis()).unwrap_or(u64::MAX).max(1));
     Ok(Log::new(PgStorage::open_with(location, options).await?))
 }
 

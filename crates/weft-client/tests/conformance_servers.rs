@@ -43,10 +43,7 @@ weft_testkit::conformance_suite!(s3, || async {
         .region
         .get_or_insert_with(|| "us-east-1".to_owned());
     let store = settings.build().expect("S3 store");
-    let options = BucketOptions {
-        numbers_in_memory: true,
-        ..BucketOptions::default()
-    };
+    let options = BucketOptions::default().with_numbers_in_memory(true);
     let storage = BucketStorage::open(store, "", options)
         .await
         .expect("open the bucket log");
@@ -59,11 +56,9 @@ weft_testkit::conformance_suite!(postgres, || async {
     let location = format!("{url}{sep}log={}", fresh("srv"))
         .parse()
         .expect("the test server's URL parses");
-    let options = PgOptions {
-        pool_size: 4,
-        poll_interval_ms: 200,
-        ..PgOptions::default()
-    };
+    let options = PgOptions::default()
+        .with_pool_size(4)
+        .with_poll_interval_ms(200);
     let storage = PgStorage::open_with(location, options)
         .await
         .expect("open the PostgreSQL log");

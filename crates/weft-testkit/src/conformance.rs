@@ -38,7 +38,7 @@ use weft::log::{JsonCodec, Log, StreamLifecycle};
 use weft::model::{AppendRequest, Expected, LogEntry, LogTag, Position, TagFilter};
 use weft::retention::{Retention, RetentionPolicy, RetentionStep};
 use weft::storage::NewEntry;
-use weft::storage::feed::FEED_CAPACITY;
+use weft::storage::kit::FEED_CAPACITY;
 
 /// A fresh log for one check, with whatever must outlive it.
 pub struct Fixture {
@@ -1719,20 +1719,16 @@ async fn append_n(log: &Log, t: &LogTag, n: usize, size: usize) -> Vec<LogEntry>
 pub async fn retention_policy_round_trips(f: Fixture) {
     let log = f.log;
     assert_eq!(log.retention_policy().await.unwrap(), None);
-    let policy = RetentionPolicy {
-        max_age_ms: Some(7 * 86_400_000),
-        max_count: Some(1_000_000),
-        max_bytes: Some(10 << 30),
-        protect_consumers: vec!["billing".into(), "replica-1".into()],
-    };
+    let policy = RetentionPolicy::default()
+        .with_max_age_ms(Some(7 * 86_400_000))
+        .with_max_count(Some(1_000_000))
+        .with_max_bytes(Some(10 << 30))
+        .with_protect_consumers(vec!["billing".into(), "replica-1".into()]);
     log.set_retention_policy(Some(policy.clone()))
         .await
         .unwrap();
     assert_eq!(log.retention_policy().await.unwrap(), Some(policy.clone()));
-    let bad = RetentionPolicy {
-        max_count: Some(0),
-        ..RetentionPolicy::default()
-    };
+    let bad = RetentionPolicy::default().with_max_count(Some(0));
     assert_eq!(
         log.set_retention_policy(Some(bad))
             .await
@@ -1760,12 +1756,9 @@ pub async fn count_retention_keeps_the_newest(f: Fixture) {
     let log = f.log;
     let t = tag("t");
     append_n(&log, &t, 10, 1).await;
-    log.set_retention_policy(Some(RetentionPolicy {
-        max_count: Some(4),
-        ..RetentionPolicy::default()
-    }))
-    .await
-    .unwrap();
+    log.set_retention_policy(Some(RetentionPolicy::default().with_max_count(Some(4))))
+        .await
+        .unwrap();
     let mut retention = Retention::new(weft::clock::system()).with_step_entries(3);
     let step = settle(&mut retention, &log).await;
     assert_eq!(step.held_by, None);
@@ -1790,12 +1783,9 @@ pub async fn age_retention_follows_the_appliers_clock(f: Fixture) {
     let entries = append_n(&log, &t, 12, 1).await;
     let day = 86_400_000;
     // The writer's own task (on the real clock) finds nothing a day old.
-    log.set_retention_policy(Some(RetentionPolicy {
-        max_age_ms: Some(day),
-        ..RetentionPolicy::default()
-    }))
-    .await
-    .unwrap();
+    log.set_retention_policy(Some(RetentionPolicy::default().with_max_age_ms(Some(day))))
+        .await
+        .unwrap();
     let pivot = entries[5].timestamp_ms;
     // An applier whose clock reads a day after entry 5 (+1 ms): every entry
     // stamped at or before entry 5's millisecond is older than a day.
@@ -1820,12 +1810,9 @@ pub async fn size_retention_keeps_the_newest_bytes(f: Fixture) {
     let log = f.log;
     let t = tag("t");
     append_n(&log, &t, 10, 10).await;
-    log.set_retention_policy(Some(RetentionPolicy {
-        max_bytes: Some(35),
-        ..RetentionPolicy::default()
-    }))
-    .await
-    .unwrap();
+    log.set_retention_policy(Some(RetentionPolicy::default().with_max_bytes(Some(35))))
+        .await
+        .unwrap();
     let mut retention = Retention::new(weft::clock::system()).with_step_entries(4);
     settle(&mut retention, &log).await;
     assert_eq!(log.tip().await.unwrap().first, 7);
@@ -1848,11 +1835,11 @@ pub async fn retention_never_passes_a_protected_consumer(f: Fixture) {
         .consumer_for("billing", &TagFilter::from(t.clone()))
         .unwrap();
     assert_eq!(by_tag.commit(2).await.unwrap(), 2);
-    log.set_retention_policy(Some(RetentionPolicy {
-        max_count: Some(2),
-        protect_consumers: vec!["billing".into()],
-        ..RetentionPolicy::default()
-    }))
+    log.set_retention_policy(Some(
+        RetentionPolicy::default()
+            .with_max_count(Some(2))
+            .with_protect_consumers(vec!["billing".into()]),
+    ))
     .await
     .unwrap();
     let mut retention = Retention::new(weft::clock::system());
@@ -1869,11 +1856,11 @@ pub async fn retention_never_passes_a_protected_consumer(f: Fixture) {
     assert_eq!(step.held_by, None);
     assert_eq!(log.tip().await.unwrap().first, 8);
     // A protected consumer that never committed holds everything.
-    log.set_retention_policy(Some(RetentionPolicy {
-        max_count: Some(1),
-        protect_consumers: vec!["billing".into(), "ghost".into()],
-        ..RetentionPolicy::default()
-    }))
+    log.set_retention_policy(Some(
+        RetentionPolicy::default()
+            .with_max_count(Some(1))
+            .with_protect_consumers(vec!["billing".into(), "ghost".into()]),
+    ))
     .await
     .unwrap();
     let step = settle(&mut retention, &log).await;

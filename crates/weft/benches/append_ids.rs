@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use weft::storage::NewEntry;
-use weft::storage::append_ids::AppendIds;
 use weft::storage::dir::{DirOptions, DirStorage};
-use weft::storage::sequencer::Sequencer;
+use weft::storage::kit::AppendIds;
+use weft::storage::kit::Sequencer;
 use weft::{AppendRequest, AppendResult, Log, LogTag};
 
 /// Counts live heap bytes, to measure what the id window holds.

@@ -517,10 +517,7 @@ fn section_appends(rt: &tokio::runtime::Runtime, cfg: &Config) {
 /// MB/s of `total_mib` 1 MiB records with `writers` concurrent appenders.
 async fn record_bandwidth(total_mib: u64, writers: u64, batch_mib: usize) -> f64 {
     let dir = scratch();
-    let options = DirOptions {
-        max_batch_bytes: batch_mib << 20,
-        ..log_options()
-    };
+    let options = log_options().with_max_batch_bytes(batch_mib << 20);
     let log = Log::new(
         DirStorage::open_with(dir.path(), options)
             .await
@@ -945,10 +942,7 @@ fn section_work(rt: &tokio::runtime::Runtime, cfg: &Config) {
 /// Appends `total` entries from `writers` tasks; the wall and CPU seconds.
 async fn fixed_work(total: u64, writers: u64, spin_micros: u64) -> (f64, f64) {
     let dir = scratch();
-    let options = DirOptions {
-        spin_micros,
-        ..log_options()
-    };
+    let options = log_options().with_spin_micros(spin_micros);
     let log = Log::new(
         DirStorage::open_with(dir.path(), options)
             .await

@@ -83,7 +83,26 @@ macro_rules! internal_mod {
         pub mod $name;
         #[cfg(not(feature = "internals"))]
         #[allow(unreachable_pub, dead_code, unused_imports)]
-        mod $name;
+        pub(crate) mod $name;
+    };
+}
+
+/// Chainable `with_…` setters for an options struct's public fields. The
+/// option structs are `#[non_exhaustive]` (a field added later breaks no
+/// caller), so another crate starts from `Default` and sets what it needs:
+/// `DirOptions::default().with_sync(SyncMode::Data)`, or assigns a field.
+macro_rules! setters {
+    ($ty:ident { $($setter:ident => $field:ident : $fty:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+                #[must_use]
+                pub fn $setter(mut self, $field: $fty) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
     };
 }
 

@@ -45,11 +45,7 @@ const CHILD_RETRY: &str = "WEFT_CRASH_CHILD_RETRY";
 const WRITERS: u64 = 16;
 
 fn options() -> DirOptions {
-    DirOptions {
-        // Small segments, so kills also land around roll-overs.
-        segment_bytes: 256 << 10,
-        ..DirOptions::default()
-    }
+    DirOptions::default().with_segment_bytes(256 << 10)
 }
 
 fn mix(parts: &[u64]) -> u64 {

@@ -165,13 +165,13 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
     let producer = Arc::new(
         Producer::builder(wal_store.clone(), "wal/manifest", "wal/seg")
             .with_flush_interval(Duration::from_millis(10))
-            .with_retry_policy(RetryPolicy {
-                max_attempts: 60,
-                base_backoff: Duration::from_millis(50),
-                max_backoff: Duration::from_secs(2),
-                jitter: 0.5,
-                ..RetryPolicy::default()
-            })
+            .with_retry_policy(
+                RetryPolicy::default()
+                    .with_max_attempts(60)
+                    .with_base_backoff(Duration::from_millis(50))
+                    .with_max_backoff(Duration::from_secs(2))
+                    .with_jitter(0.5),
+            )
             .open()
             .await
             .expect("open the producer"),
@@ -206,10 +206,7 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
         BucketStorage::open(
             log_store.clone(),
             "log",
-            BucketOptions {
-                flush_interval: Duration::from_millis(10),
-                ..BucketOptions::default()
-            },
+            BucketOptions::default().with_flush_interval(Duration::from_millis(10)),
         )
         .await
         .expect("open the bucket writer"),
@@ -217,11 +214,9 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
     let follower = BucketFollower::open(
         log_store.clone(),
         "log",
-        FollowerOptions {
-            poll_interval: Duration::from_millis(20),
-            prefetch: 4,
-            ..FollowerOptions::default()
-        },
+        FollowerOptions::default()
+            .with_poll_interval(Duration::from_millis(20))
+            .with_prefetch(4),
     )
     .await
     .expect("open the follower");

@@ -109,11 +109,11 @@ async fn a_paused_server_fails_every_operation_at_its_deadline() {
         s.http_retry_timeout = Some(DEADLINE);
         s.build().expect("build S3 store")
     };
-    let options = |take_over| BucketOptions {
-        retry: retry(),
-        take_over,
-        flush_interval: Duration::from_millis(5),
-        ..BucketOptions::default()
+    let options = |take_over| {
+        BucketOptions::default()
+            .with_retry(retry())
+            .with_take_over(take_over)
+            .with_flush_interval(Duration::from_millis(5))
     };
     let tag = LogTag::new("orders").unwrap();
     let writer = Log::new(
@@ -148,10 +148,7 @@ async fn a_paused_server_fails_every_operation_at_its_deadline() {
             BucketFollower::open(
                 store.clone(),
                 "log",
-                FollowerOptions {
-                    retry: retry(),
-                    ..FollowerOptions::default()
-                },
+                FollowerOptions::default().with_retry(retry()),
             ),
             &[ErrorKind::Unavailable],
         )

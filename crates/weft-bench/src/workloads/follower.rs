@@ -136,10 +136,7 @@ async fn log_lag_run(
         BucketStorage::open(
             store.clone(),
             "log",
-            BucketOptions {
-                flush_interval: interval,
-                ..BucketOptions::default()
-            },
+            BucketOptions::default().with_flush_interval(interval),
         )
         .await?,
     );
@@ -147,10 +144,7 @@ async fn log_lag_run(
         BucketFollower::open(
             store,
             "log",
-            FollowerOptions {
-                poll_interval: poll,
-                ..FollowerOptions::default()
-            },
+            FollowerOptions::default().with_poll_interval(poll),
         )
         .await?,
     );

@@ -136,19 +136,13 @@ pub async fn probe(
     let mut follower = None;
     let (log, writer) = match kind {
         ProbeKind::Follower => {
-            let options = FollowerOptions {
-                cache_dir,
-                ..FollowerOptions::default()
-            };
+            let options = FollowerOptions::default().with_cache_dir(cache_dir);
             let f = Arc::new(BucketFollower::open(store, PREFIX, options).await?);
             follower = Some(f.clone());
             (Log::from_arc(f), false)
         }
         ProbeKind::Writer => {
-            let options = BucketOptions {
-                cache_dir,
-                ..BucketOptions::default()
-            };
+            let options = BucketOptions::default().with_cache_dir(cache_dir);
             (
                 Log::new(BucketStorage::open(store, PREFIX, options).await?),
                 true,
@@ -317,10 +311,7 @@ pub async fn run(ctx: &mut Ctx, report: &mut Report) -> Result<()> {
     let stateless_cache = ctx.fresh_dir("soak-stateless")?;
     // The writer keeps its numbers in its cache directory, as a service
     // would (default options otherwise).
-    let options = BucketOptions {
-        cache_dir: Some(writer_cache.clone()),
-        ..BucketOptions::default()
-    };
+    let options = BucketOptions::default().with_cache_dir(Some(writer_cache.clone()));
     let log = Log::new(BucketStorage::open(store.clone(), PREFIX, options).await?);
 
     let fill = crate::load::payload(ENTRY, 11);

@@ -82,12 +82,11 @@ pub(crate) struct ConsumersArgs {
 impl RetentionArgs {
     /// The policy the flags give, `None` when they set nothing (show).
     fn policy(&self) -> Option<RetentionPolicy> {
-        let policy = RetentionPolicy {
-            max_age_ms: self.max_age,
-            max_count: self.max_count,
-            max_bytes: self.max_bytes,
-            protect_consumers: self.protect_consumers.clone(),
-        };
+        let policy = RetentionPolicy::default()
+            .with_max_age_ms(self.max_age)
+            .with_max_count(self.max_count)
+            .with_max_bytes(self.max_bytes)
+            .with_protect_consumers(self.protect_consumers.clone());
         (policy != RetentionPolicy::default()).then_some(policy)
     }
 }

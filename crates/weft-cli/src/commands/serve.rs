@@ -244,16 +244,14 @@ async fn open(args: &ServeArgs, store: &StoreArgs) -> Result<Opened> {
         }
         _ => return Err(location::not_yet(&location)),
     };
-    let options = BucketOptions {
-        retry: store.retry(),
-        writer_name: Some(
+    let options = BucketOptions::default()
+        .with_retry(store.retry())
+        .with_writer_name(Some(
             args.advertise
                 .clone()
                 .unwrap_or_else(|| format!("weft serve on {}", args.listen)),
-        ),
-        lease_renew_every: args.lease_renew_secs,
-        ..BucketOptions::default()
-    };
+        ))
+        .with_lease_renew_every(args.lease_renew_secs);
     let bucket = location::open_store(&location, store)?;
     match BucketStorage::open(bucket, "", options.clone()).await {
         Ok(writer) => Ok(leader(Log::new(writer), backend)),

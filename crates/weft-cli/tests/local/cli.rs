@@ -444,14 +444,13 @@ fn write_v4_bucket(dir: &Path) {
 fn write_v5_bucket_with_history(dir: &Path, records: usize) {
     use weft::format::{Compression, ManifestVersion, SegmentVersion, encode_segment};
     use weft::wal::{CheckpointPolicy, Manifest};
-    let policy = CheckpointPolicy {
-        max_recent_entries: 4,
-        max_recent_bytes: 1 << 20,
-        leaf_entries: 3,
-        leaf_bytes: 1 << 19,
-        fanout: 2,
-        max_pages_per_commit: 4,
-    };
+    let policy = CheckpointPolicy::default()
+        .with_max_recent_entries(4)
+        .with_max_recent_bytes(1 << 20)
+        .with_leaf_entries(3)
+        .with_leaf_bytes(1 << 19)
+        .with_fanout(2)
+        .with_max_pages_per_commit(4);
     std::fs::create_dir_all(dir.join("segments/run")).unwrap();
     std::fs::create_dir_all(dir.join("history")).unwrap();
     let mut m = Manifest::new(ManifestVersion::V5);
@@ -1392,10 +1391,7 @@ fn a_trimmed_multi_segment_log_reads_from_its_trim_point() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let options = DirOptions {
-            segment_bytes: 4096,
-            ..DirOptions::default()
-        };
+        let options = DirOptions::default().with_segment_bytes(4096);
         let storage = weft::DirStorage::open_with(&log, options).await.unwrap();
         let l = Log::new(storage);
         let even = LogTag::new("even").unwrap();

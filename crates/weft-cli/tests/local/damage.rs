@@ -110,10 +110,7 @@ fn dir_segments(dir: &Path) -> Vec<PathBuf> {
 /// trimmed through `trim` when given.
 fn dir_sample(dir: &Path, trim: Option<u64>) {
     runtime().block_on(async {
-        let options = DirOptions {
-            segment_bytes: 4096,
-            ..DirOptions::default()
-        };
+        let options = DirOptions::default().with_segment_bytes(4096);
         let log = Log::new(DirStorage::open_with(dir, options).await.unwrap());
         for i in 0..ENTRIES {
             log.append(AppendRequest::new(tag(i), payload(i)))

@@ -563,11 +563,9 @@ async fn append_refuses_to_fence_a_running_writer_unless_taking_over() {
         BucketStorage::open(
             store.clone(),
             "",
-            BucketOptions {
-                lease_renew_every: Duration::from_millis(500),
-                writer_name: Some("orders service".into()),
-                ..BucketOptions::default()
-            },
+            BucketOptions::default()
+                .with_lease_renew_every(Duration::from_millis(500))
+                .with_writer_name(Some("orders service".into())),
         )
         .await
         .unwrap(),
@@ -802,10 +800,7 @@ async fn append_refuses_a_forged_state_checkpoint_and_writes_nothing() {
             BucketStorage::open(
                 store.clone(),
                 "",
-                BucketOptions {
-                    state_checkpoint_entries: 10,
-                    ..BucketOptions::default()
-                },
+                BucketOptions::default().with_state_checkpoint_entries(10),
             )
             .await
             .unwrap(),
@@ -951,20 +946,18 @@ async fn damaged_history_is_judged_alike_by_append_read_and_verify() {
             BucketStorage::open(
                 store.clone(),
                 "",
-                BucketOptions {
-                    flush_interval: Duration::from_millis(2),
-                    state_checkpoint_entries: 10,
-                    // Small history pages, so that the sample has some.
-                    checkpoint: CheckpointPolicy {
-                        max_recent_entries: 6,
-                        max_recent_bytes: 1 << 20,
-                        leaf_entries: 4,
-                        leaf_bytes: 1 << 19,
-                        fanout: 3,
-                        max_pages_per_commit: 4,
-                    },
-                    ..BucketOptions::default()
-                },
+                BucketOptions::default()
+                    .with_flush_interval(Duration::from_millis(2))
+                    .with_state_checkpoint_entries(10)
+                    .with_checkpoint(
+                        CheckpointPolicy::default()
+                            .with_max_recent_entries(6)
+                            .with_max_recent_bytes(1 << 20)
+                            .with_leaf_entries(4)
+                            .with_leaf_bytes(1 << 19)
+                            .with_fanout(3)
+                            .with_max_pages_per_commit(4),
+                    ),
             )
             .await
             .unwrap(),

@@ -287,11 +287,9 @@ async fn a_stalled_backend_call_ends_at_its_deadline_and_others_are_served() {
         BucketStorage::open(
             store,
             "log",
-            BucketOptions {
-                take_over: true,
-                flush_interval: Duration::from_millis(2),
-                ..BucketOptions::default()
-            },
+            BucketOptions::default()
+                .with_take_over(true)
+                .with_flush_interval(Duration::from_millis(2)),
         )
         .await
         .unwrap(),
@@ -544,11 +542,9 @@ async fn readiness_tells_the_leader_from_a_follower_on_a_bucket_log() {
         BucketStorage::open(
             store.clone(),
             "log",
-            BucketOptions {
-                take_over: true,
-                flush_interval: Duration::from_millis(2),
-                ..BucketOptions::default()
-            },
+            BucketOptions::default()
+                .with_take_over(true)
+                .with_flush_interval(Duration::from_millis(2)),
         )
         .await
         .unwrap(),
@@ -557,10 +553,7 @@ async fn readiness_tells_the_leader_from_a_follower_on_a_bucket_log() {
         BucketFollower::open(
             store,
             "log",
-            FollowerOptions {
-                poll_interval: Duration::from_millis(10),
-                ..FollowerOptions::default()
-            },
+            FollowerOptions::default().with_poll_interval(Duration::from_millis(10)),
         )
         .await
         .unwrap(),

@@ -52,7 +52,8 @@ pub const EMULATOR_BLOB_URL: &str = "http://127.0.0.1:10000";
 /// (client id + secret + tenant), SAS token; with none of them object_store
 /// uses workload or managed identity (see [`AzureSettings::options`]).
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AzureSettings {
     /// Container name.
     pub container: String,
@@ -110,6 +111,28 @@ pub struct AzureSettings {
     /// Upper bound of the time object_store spends on its own retries
     /// (default 10 s).
     pub http_retry_timeout: Option<Duration>,
+}
+
+setters! {
+    AzureSettings {
+        with_container => container: String,
+        with_prefix => prefix: String,
+        with_account => account: Option<String>,
+        with_access_key => access_key: Option<String>,
+        with_sas_token => sas_token: Option<String>,
+        with_bearer_token => bearer_token: Option<String>,
+        with_client_id => client_id: Option<String>,
+        with_client_secret => client_secret: Option<String>,
+        with_tenant_id => tenant_id: Option<String>,
+        with_endpoint => endpoint: Option<String>,
+        with_use_emulator => use_emulator: bool,
+        with_allow_http => allow_http: bool,
+        with_options => options: BTreeMap<String, String>,
+        with_request_timeout => request_timeout: Option<Duration>,
+        with_connect_timeout => connect_timeout: Option<Duration>,
+        with_http_retries => http_retries: Option<usize>,
+        with_http_retry_timeout => http_retry_timeout: Option<Duration>,
+    }
 }
 
 /// Environment variables passed through to object_store as they are.
@@ -269,7 +292,7 @@ impl AzureSettings {
     /// Checks the settings and returns object_store's builder configured
     /// with them, for a caller that adds what these settings do not cover
     /// (an HTTP connector, say) before building. The prefix is not applied:
-    /// wrap the built store with [`with_prefix`].
+    /// wrap the built store with `with_prefix`.
     ///
     /// Errors: [`ErrorKind::InvalidInput`] for an invalid container name or
     /// prefix, no account or a bad one, a bad endpoint (see

@@ -4,7 +4,7 @@
 //! This is configuration, for programs that take a location from a person
 //! (the `weft` command, the benchmarks, a service's config file); the
 //! library's own object-store semantics (what an outcome means, retries,
-//! wrappers) are in [`objects`](crate::objects) and take any
+//! wrappers) are in `objects` and take any
 //! `Arc<dyn ObjectStore>`, however it was made.
 //!
 //! * [`Location`] — `s3://bucket/prefix`, `az://container/prefix`,
@@ -185,7 +185,7 @@ pub fn build_store(
 /// The object store of a `file://` location: a directory holding a copy
 /// of a bucket, which is read-only. object_store's local files have no
 /// conditional update (the manifest's CAS) and a copy is for reading, so
-/// the store is a [`ReadOnlyStore`] that refuses every write with
+/// the store is a `ReadOnlyStore` that refuses every write with
 /// [`ErrorKind::ReadOnly`], whichever code path attempts it (a writer's
 /// claim, a trim, a lease, a GC delete). Nothing is created.
 ///

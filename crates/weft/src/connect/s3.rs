@@ -31,7 +31,8 @@ use crate::objects::with_prefix;
 /// or deserialize it. `None` fields fall back to object_store's defaults.
 /// Nothing is checked until [`S3Settings::build`].
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct S3Settings {
     /// Bucket name.
     pub bucket: String,
@@ -79,6 +80,25 @@ pub struct S3Settings {
     /// terminate TLS at the storage server itself, where the hash buys
     /// little and costs CPU on both ends.
     pub unsigned_payload: bool,
+}
+
+setters! {
+    S3Settings {
+        with_bucket => bucket: String,
+        with_prefix => prefix: String,
+        with_endpoint => endpoint: Option<String>,
+        with_region => region: Option<String>,
+        with_access_key_id => access_key_id: Option<String>,
+        with_secret_access_key => secret_access_key: Option<String>,
+        with_session_token => session_token: Option<String>,
+        with_allow_http => allow_http: bool,
+        with_virtual_hosted_style => virtual_hosted_style: bool,
+        with_request_timeout => request_timeout: Option<Duration>,
+        with_connect_timeout => connect_timeout: Option<Duration>,
+        with_http_retries => http_retries: Option<usize>,
+        with_http_retry_timeout => http_retry_timeout: Option<Duration>,
+        with_unsigned_payload => unsigned_payload: bool,
+    }
 }
 
 impl fmt::Debug for S3Settings {
@@ -165,7 +185,7 @@ impl S3Settings {
     /// Checks the settings and returns object_store's builder configured
     /// with them, for a caller that adds what these settings do not cover
     /// (an HTTP connector, say) before building. The prefix is not applied:
-    /// wrap the built store with [`with_prefix`].
+    /// wrap the built store with `with_prefix`.
     ///
     /// Errors: [`ErrorKind::InvalidInput`] for an invalid bucket name or
     /// prefix; an endpoint that is not an `http(s)://host[:port][/path]`

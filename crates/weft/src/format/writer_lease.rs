@@ -30,9 +30,9 @@ pub const MAX_HOLDER_BYTES: usize = 256;
 /// One writer lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriterLease {
-    /// Always [`LEASE_FORMAT`].
+    /// Always `LEASE_FORMAT`.
     pub format: String,
-    /// Always [`LEASE_VERSION`].
+    /// Always `LEASE_VERSION`.
     pub version: u32,
     /// The writer's run id (its segments live under it).
     #[serde(with = "ulid_text")]

@@ -73,6 +73,7 @@ use tail::Tail;
 /// A backend derives them from its own memory budget.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct IndexOptions {
     /// Memory for the store's page cache. Default 64 MiB.
     pub cache_bytes: usize,
@@ -89,6 +90,17 @@ pub struct IndexOptions {
     /// Every this many batches, one is synced (so a crash replays at most
     /// about this many batches on open). Default 16.
     pub sync_every: u32,
+}
+
+setters! {
+    IndexOptions {
+        with_cache_bytes => cache_bytes: usize,
+        with_tail_bytes => tail_bytes: usize,
+        with_write_buffer_bytes => write_buffer_bytes: usize,
+        with_flush_entries => flush_entries: usize,
+        with_flush_interval_ms => flush_interval_ms: u64,
+        with_sync_every => sync_every: u32,
+    }
 }
 
 impl Default for IndexOptions {

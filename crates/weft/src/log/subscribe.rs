@@ -48,7 +48,7 @@ use super::Log;
 use super::lifecycle::{StreamLifecycle, lifecycle_of};
 use crate::error::Result;
 use crate::model::{LogEntry, Position, TagFilter};
-use crate::storage::kit::feed::CommittedBatch;
+use crate::storage::kit::CommittedBatch;
 
 /// How many entries one catch-up read fetches.
 const CATCH_UP_CHUNK: usize = 1024;

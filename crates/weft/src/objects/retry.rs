@@ -32,7 +32,8 @@ use crate::clock::monotonic_now;
 
 /// How often and how patiently to retry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Total attempts, the first one included (1 = never retry).
     pub max_attempts: u32,
@@ -45,11 +46,21 @@ pub struct RetryPolicy {
     pub jitter: f64,
     /// The longest one operation keeps trying (without progress): its
     /// attempts are cut off, and no retry is started, once this much time
-    /// has passed since it began. See the [module docs](self).
+    /// has passed since it began. See the module docs.
     pub deadline: Duration,
     /// The longest one attempt may take (cut off earlier by the deadline);
     /// `None`: only the deadline bounds it.
     pub attempt_timeout: Option<Duration>,
+}
+
+setters! {
+    RetryPolicy {
+        with_max_attempts => max_attempts: u32,
+        with_base_backoff => base_backoff: Duration,
+        with_max_backoff => max_backoff: Duration,
+        with_jitter => jitter: f64,
+        with_attempt_timeout => attempt_timeout: Option<Duration>,
+    }
 }
 
 /// The default [`RetryPolicy::deadline`].
@@ -96,7 +107,7 @@ impl RetryPolicy {
 
     /// A fresh retry loop whose jitter comes from `seed`; its deadline is
     /// [`deadline`](Self::deadline) from now.
-    pub fn backoff(&self, seed: u64) -> Backoff {
+    pub(crate) fn backoff(&self, seed: u64) -> Backoff {
         Backoff::new(self.clone(), seed)
     }
 

@@ -25,10 +25,8 @@
 //! for i in 0..10 {
 //!     log.append(AppendRequest::new(LogTag::new("orders")?, format!("{i}"))).await?;
 //! }
-//! log.set_retention_policy(Some(RetentionPolicy {
-//!     max_count: Some(4),
-//!     ..Default::default()
-//! })).await?;
+//! log.set_retention_policy(Some(RetentionPolicy::default().with_max_count(Some(4))))
+//!     .await?;
 //! // The writer's task applies it soon; a step applies it now.
 //! Retention::new(clock::system()).step(&log).await?;
 //! assert_eq!(log.tip().await?.first, 6);

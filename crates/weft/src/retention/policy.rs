@@ -16,7 +16,9 @@ use crate::error::{Error, Result};
 /// or the payload bytes of the entries from it to the end exceed
 /// `max_bytes`. Nothing at or after a protected consumer's position is
 /// dropped. A policy with no limit keeps everything.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RetentionPolicy {
     /// Drop entries older than this many milliseconds.
     pub max_age_ms: Option<u64>,
@@ -30,6 +32,15 @@ pub struct RetentionPolicy {
     /// committed a position past it. A protected name that has committed
     /// nothing yet protects the whole log.
     pub protect_consumers: Vec<String>,
+}
+
+setters! {
+    RetentionPolicy {
+        with_max_age_ms => max_age_ms: Option<u64>,
+        with_max_count => max_count: Option<u64>,
+        with_max_bytes => max_bytes: Option<u64>,
+        with_protect_consumers => protect_consumers: Vec<String>,
+    }
 }
 
 /// The stored form: JSON, one object (see docs/FORMATS.md).

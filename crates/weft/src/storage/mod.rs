@@ -14,9 +14,8 @@
 //! `postgres` feature, `postgres` (a PostgreSQL database that many writer
 //! processes share). Each one passes the conformance suite of the
 //! `weft-testkit` crate unchanged. What they share (lifecycle, publishing
-//! under one lock, serving from an entry cache) is in [`kit`];
-//! single-writer numbering is the [`sequencer`], and exactly-once appends
-//! on it are [`append_ids`]. The design and what each kind of backend
+//! under one lock, single-writer numbering, exactly-once appends, the one
+//! append check) is in [`kit`]. The design and what each kind of backend
 //! promises are in `docs/STORAGE_SEAM.md`.
 //!
 //! ## Tip queries and freshness
@@ -54,9 +53,8 @@ use crate::model::{AppendResult, Expected, LogEntry, LogTag};
 
 pub use crate::model::{StreamInfo, stream_order};
 pub use dir::DirStorage;
-pub use kit::feed::CommitFeed;
-pub use kit::sequencer::{MemoryVersions, Sequencer, VersionTable};
-pub use kit::{append_ids, feed, sequencer};
+pub use kit::CommitFeed;
+pub use kit::{MemoryVersions, Sequencer, VersionTable};
 pub use memory::MemoryStorage;
 
 /// One entry to append, as a backend receives it.

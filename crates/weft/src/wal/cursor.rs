@@ -1,5 +1,5 @@
 //! Where a replica is in the log, and where it keeps that between runs.
-//! The cursor's byte layout is [`crate::format::replica_cursor`].
+//! The cursor's byte layout is `crate::format::replica_cursor`.
 //!
 //! A [`Cursor`] names the next record to apply: the manifest entry (by its
 //! sequence) and the record's index inside that entry's segment. It works

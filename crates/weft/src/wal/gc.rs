@@ -30,7 +30,7 @@
 //!   <plan:016x>`): kept. GC deletes only what it knows the writer made.
 //! * **In flight**: segments that the log's current writer may still be
 //!   committing: when the writer lease names the run that holds the
-//!   manifest's epoch (see [`super::lease`]), that run's uncommitted
+//!   manifest's epoch (see `super::lease`), that run's uncommitted
 //!   ordinals; without such a lease, in the run of the newest entry every
 //!   ordinal above its highest committed one, and every segment of the
 //!   newest run (by ULID) that has no committed segment and is newer than
@@ -54,9 +54,9 @@
 //!   * a snapshot that sorts at or before the manifest's pointer (the
 //!     pointer only moves forward, see [`super::maintenance`]);
 //!   * anything the manifest was written more than
-//!     [`COMMIT_WINDOW`](super::window::COMMIT_WINDOW) +
-//!     [`STAMP_MARGIN`](super::window::STAMP_MARGIN) after (by the store's
-//!     own stamps): see [`super::window`]. A checkpoint never reuses a page
+//!     `COMMIT_WINDOW` +
+//!     `STAMP_MARGIN` after (by the store's
+//!     own stamps): see `super::window`. A checkpoint never reuses a page
 //!     stored by an earlier attempt (each plan names its pages afresh), so
 //!     every page a CAS names was uploaded after the version it is
 //!     conditioned on was learned.
@@ -83,7 +83,7 @@
 //! commit window proves it for everything else: a CAS can only land on the
 //! version it was conditioned on, and no writer conditions a CAS
 //! referencing an upload on a version learned more than the window after
-//! the upload began ([`super::window`]). GC decides on a manifest read
+//! the upload began (`super::window`). GC decides on a manifest read
 //! after the listing, and again on the newest copy just before deleting.
 //!
 //! *Readers.* A replica may hold an older copy of the manifest that still
@@ -141,7 +141,7 @@ pub enum KeepReason {
     /// Not named the way weft names segments and snapshots.
     Unrecognised,
     /// A CAS may still make it referenced: it was written within the commit
-    /// window before the manifest's last write (see [`super::window`]).
+    /// window before the manifest's last write (see `super::window`).
     Pending,
 }
 
@@ -240,7 +240,7 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(3600);
 impl Gc {
     /// A pass over the log whose manifest is at `manifest_path` and whose
     /// segments are under `segment_prefix`; snapshots are looked for under
-    /// [`snapshot::default_prefix`]. Grace: [`DEFAULT_GRACE`].
+    /// `snapshot::default_prefix`. Grace: [`DEFAULT_GRACE`].
     pub fn new(
         store: Arc<dyn ObjectStore>,
         manifest_path: impl Into<String>,

@@ -25,7 +25,7 @@
 //! names a version by the MD5 of its bytes. So if a manifest could return
 //! to an earlier state, a CAS made long ago could land on the later copy —
 //! and GC's reasoning about which uploads may still become referenced
-//! ([`super::window`]) would fail. Every write therefore moves the state
+//! (`super::window`) would fail. Every write therefore moves the state
 //! forward: claims raise the epoch, commits raise `next_sequence`,
 //! truncation only drops entries from the front, and the snapshot pointer
 //! only moves to a snapshot that sorts after the current one (by coverage,
@@ -221,7 +221,7 @@ fn sorts_after(a: &SnapshotPointer, b: &SnapshotPointer) -> bool {
 /// setting the same pointer twice changes nothing more). An edit that makes
 /// an object referenced (a snapshot pointer) needs the object to exist, and
 /// is made only on manifest versions written within the commit window of
-/// the object's own stamp ([`super::window`]).
+/// the object's own stamp (`super::window`).
 ///
 /// Errors: [`ErrorKind::NotFound`] when there is no manifest (nothing is
 /// created); the errors of [`ManifestEdit::apply`]; `InvalidInput` when

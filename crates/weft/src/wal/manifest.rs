@@ -10,11 +10,11 @@
 //!
 //! A v5 manifest keeps only its recent entries; [`Manifest::checkpoint`]
 //! moves the oldest ones into immutable history pages (see
-//! [`crate::format::history`]) and returns the pages to upload before the
+//! `crate::format::history`) and returns the pages to upload before the
 //! CAS that drops them from the manifest. That keeps the object, and so the
 //! cost of every commit, bounded however long the log grows.
 //!
-//! See [`crate::format::manifest`] for the two sequence numbering schemes.
+//! See `crate::format::manifest` for the two sequence numbering schemes.
 
 use std::ops::Range;
 
@@ -44,7 +44,8 @@ use crate::format::manifest::{
 /// commit's new entries plus the frontier (`fanout` pointers per level,
 /// about 100 bytes each, a handful of levels).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CheckpointPolicy {
     /// Most entries the manifest lists itself after a commit.
     pub max_recent_entries: usize,
@@ -59,6 +60,17 @@ pub struct CheckpointPolicy {
     pub fanout: usize,
     /// Most leaf pages one commit writes.
     pub max_pages_per_commit: usize,
+}
+
+setters! {
+    CheckpointPolicy {
+        with_max_recent_entries => max_recent_entries: usize,
+        with_max_recent_bytes => max_recent_bytes: usize,
+        with_leaf_entries => leaf_entries: usize,
+        with_leaf_bytes => leaf_bytes: usize,
+        with_fanout => fanout: usize,
+        with_max_pages_per_commit => max_pages_per_commit: usize,
+    }
 }
 
 impl Default for CheckpointPolicy {
@@ -183,7 +195,7 @@ impl Manifest {
     /// was read in until [`set_format_version`](Self::set_format_version).
     ///
     /// Errors: [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) for any
-    /// malformed object (see [`decode_manifest`]).
+    /// malformed object (see `decode_manifest`).
     pub fn from_bytes(bytes: &[u8]) -> Result<Manifest> {
         let data = decode_manifest(bytes)?;
         Manifest::from_data(data)
@@ -194,7 +206,7 @@ impl Manifest {
     ///
     /// Errors: [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput)
     /// for data that could not be encoded (see
-    /// [`encode_manifest`](crate::format::encode_manifest)).
+    /// `encode_manifest`).
     pub fn from_data(data: ManifestData) -> Result<Manifest> {
         crate::format::manifest::check_entries(data.version, &data.entries, data.next_sequence)
             .map_err(|m| Error::invalid_input(format!("manifest: {m}")))?;
@@ -415,7 +427,7 @@ impl Manifest {
     /// Errors: [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput)
     /// for zero or more than `u32::MAX` records, a sequence overflow, more
     /// than `u32::MAX` entries, or an entry that cannot be encoded (see
-    /// [`encode_entry`]). The manifest is unchanged on error.
+    /// `encode_entry`). The manifest is unchanged on error.
     pub fn append(
         &mut self,
         location: impl Into<String>,

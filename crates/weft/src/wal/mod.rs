@@ -1,24 +1,30 @@
 //! The write-ahead log on object storage: manifest, producer, replica.
 //!
-//! * [`manifest`] — the in-memory manifest the producer mutates, and its
-//!   checkpoints into history pages.
-//! * [`history`] — reading (through a bounded cache) and storing the
-//!   history pages of a v5 manifest.
+//! What a user of the WAL names is exported here, and each part is
+//! documented in its module:
+//!
 //! * [`producer`] — the epoch-fenced writer: group commit, concurrent
 //!   uploads, ordered manifest commits, backpressure.
-//! * `pipeline`, `flush`, `commit` — the producer's internals: shared
-//!   state, segment packing and uploads, and the manifest CAS loop;
-//!   `manifest_object` reads the manifest with its CAS version.
 //! * [`replica`] — read replicas that tail the manifest and hand records
-//!   to an [`Applier`]; [`cursor`] keeps their place; [`segments`] fetches
-//!   and checks the segment an entry names, for replicas and tools alike.
+//!   to an [`Applier`] ([`applier`]); [`cursor`] keeps their place.
+//! * [`manifest`] — the in-memory manifest the producer mutates, and its
+//!   checkpoints into history pages, read back by a [`HistoryReader`].
 //! * [`maintenance`] — truncation and the snapshot pointer, through the
 //!   producer or (for tools) by a CAS that fences nobody.
 //! * [`snapshot`] — storing base snapshots and recording their pointer.
 //! * [`gc`] — retention GC of objects no manifest references any more.
-//! * [`lease`] — the writer lease that makes a running writer visible.
-//! * [`window`] — the commit window: the rule between uploads, the CAS
-//!   that references them, and GC.
+//! * The format types those take and return ([`ManifestData`],
+//!   [`SnapshotPointer`], …).
+//!
+//! The rest is private: `pipeline`, `flush` and `commit` are the
+//! producer's shared state, segment packing and uploads, and manifest CAS
+//! loop; `manifest_object` reads the manifest with its CAS version;
+//! `history` names, stores and caches history pages; `segments` fetches
+//! and checks the segment an entry names; `lease` is the writer lease
+//! that makes a running writer visible; `window` is the commit window, the
+//! rule between uploads, the CAS that references them, and GC. The last
+//! four are public with the `internals` feature, for weft's own tools and
+//! tests.
 //!
 //! A producer appends records and a replica applies them (a fuller
 //! replicated key-value store, with restarts and snapshots, is
@@ -59,30 +65,31 @@
 //! ```
 
 pub mod applier;
-mod commit;
+pub(crate) mod commit;
 pub mod cursor;
-mod flush;
+pub(crate) mod flush;
 pub mod gc;
-pub mod history;
-pub mod lease;
+internal_mod!(history);
+internal_mod!(lease);
 pub mod maintenance;
 pub mod manifest;
-mod manifest_object;
-mod pipeline;
-mod prefetch;
+pub(crate) mod manifest_object;
+pub(crate) mod pipeline;
+pub(crate) mod prefetch;
 pub mod producer;
 pub mod replica;
-pub mod segments;
+internal_mod!(segments);
 pub mod snapshot;
-pub mod window;
+internal_mod!(window);
 
 pub use applier::{Applier, FnApplier, Record, TypedApplier};
 pub use cursor::{Cursor, CursorStore, FileCursorStore, MemoryCursorStore, ObjectCursorStore};
-pub use gc::{Gc, GcReport};
-pub use history::HistoryReader;
+pub use gc::{DEFAULT_GRACE, Gc, GcObject, GcReport, KeepReason, KeptObject, ObjectKind};
+pub use history::{DEFAULT_PAGE_CACHE_BYTES, HistoryReader};
+pub use lease::{DEFAULT_RENEW_EVERY, MAX_WATCH};
 pub use maintenance::{ManifestEdit, edit_unowned};
 pub use manifest::{CheckpointPolicy, Manifest, PageUpload};
-pub use producer::{Durability, Producer, ProducerBuilder, ProducerConfig};
+pub use producer::{Durability, Producer, ProducerBuilder, ProducerOptions};
 pub use replica::{PollOutcome, Replica, ReplicaBuilder};
 pub use snapshot::{SnapshotWriter, write_snapshot};
 
@@ -90,5 +97,6 @@ pub use snapshot::{SnapshotWriter, write_snapshot};
 // producer and replica can name them without the `internals` feature.
 pub use crate::format::{
     Compression, DecodedSegment, History, HistoryPage, ManifestData, ManifestEntry,
-    ManifestVersion, PagePointer, SegmentVersion, SnapshotPointer, WriterLease,
+    ManifestVersion, Metadata, PageItems, PagePointer, SegmentVersion, SnapshotPointer,
+    WriterLease,
 };

@@ -71,8 +71,9 @@ use crate::objects::RetryPolicy;
 /// The producer's plain settings (serde-loadable); injected parts (store,
 /// clock, seed) go through [`ProducerBuilder`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ProducerConfig {
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ProducerOptions {
     /// Flush at least this often while anything is buffered.
     pub flush_interval: Duration,
     /// Flush early once this many bytes are buffered (capped at
@@ -94,15 +95,29 @@ pub struct ProducerConfig {
     pub retry: RetryPolicy,
     /// When a v5 manifest moves older entries into history pages.
     pub checkpoint: CheckpointPolicy,
-    /// How often the writer lease is renewed (see [`super::lease`]): an
+    /// How often the writer lease is renewed (see `super::lease`): an
     /// opening writer that finds the lease watches it for three such
     /// periods. At most a third of [`lease::MAX_WATCH`].
     pub lease_renew_every: Duration,
 }
 
-impl Default for ProducerConfig {
+setters! {
+    ProducerOptions {
+        with_flush_interval => flush_interval: Duration,
+        with_flush_bytes => flush_bytes: usize,
+        with_segment_max_bytes => segment_max_bytes: usize,
+        with_upload_concurrency => upload_concurrency: usize,
+        with_max_inflight_bytes => max_inflight_bytes: usize,
+        with_manifest_batch => manifest_batch: usize,
+        with_retry => retry: RetryPolicy,
+        with_checkpoint => checkpoint: CheckpointPolicy,
+        with_lease_renew_every => lease_renew_every: Duration,
+    }
+}
+
+impl Default for ProducerOptions {
     fn default() -> Self {
-        ProducerConfig {
+        ProducerOptions {
             flush_interval: Duration::from_millis(50),
             flush_bytes: 8 << 20,
             segment_max_bytes: 8 << 20,
@@ -120,7 +135,7 @@ impl Default for ProducerConfig {
     }
 }
 
-impl ProducerConfig {
+impl ProducerOptions {
     fn validate(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::invalid_input(format!("producer config: {what}")));
         if self.flush_interval.is_zero() {
@@ -158,7 +173,7 @@ pub struct ProducerBuilder {
     store: Arc<dyn ObjectStore>,
     manifest_path: String,
     segment_prefix: String,
-    config: ProducerConfig,
+    options: ProducerOptions,
     compression: Compression,
     segment_version: SegmentVersion,
     manifest_version: Option<ManifestVersion>,
@@ -173,7 +188,7 @@ impl ProducerBuilder {
     /// Claim the log even when its writer lease shows a live writer,
     /// fencing it (a deliberate failover). Without it (the default),
     /// [`open`](Self::open) waits to see whether the lease's writer is
-    /// alive and fails with `Locked` if it is (see [`super::lease`]).
+    /// alive and fails with `Locked` if it is (see `super::lease`).
     pub fn with_take_over(mut self, take_over: bool) -> Self {
         self.take_over = take_over;
         self
@@ -186,68 +201,68 @@ impl ProducerBuilder {
         self
     }
 
-    /// See [`ProducerConfig::lease_renew_every`].
+    /// See [`ProducerOptions::lease_renew_every`].
     pub fn with_lease_renewal(mut self, every: Duration) -> Self {
-        self.config.lease_renew_every = every;
+        self.options.lease_renew_every = every;
         self
     }
 
     /// Replaces all plain settings at once.
-    pub fn with_config(mut self, config: ProducerConfig) -> Self {
-        self.config = config;
+    pub fn with_options(mut self, options: ProducerOptions) -> Self {
+        self.options = options;
         self
     }
 
-    /// See [`ProducerConfig::flush_interval`].
+    /// See [`ProducerOptions::flush_interval`].
     pub fn with_flush_interval(mut self, interval: Duration) -> Self {
-        self.config.flush_interval = interval;
+        self.options.flush_interval = interval;
         self
     }
 
-    /// See [`ProducerConfig::flush_bytes`].
+    /// See [`ProducerOptions::flush_bytes`].
     pub fn with_flush_bytes(mut self, bytes: usize) -> Self {
-        self.config.flush_bytes = bytes;
+        self.options.flush_bytes = bytes;
         self
     }
 
-    /// See [`ProducerConfig::segment_max_bytes`].
+    /// See [`ProducerOptions::segment_max_bytes`].
     pub fn with_segment_max_bytes(mut self, bytes: usize) -> Self {
-        self.config.segment_max_bytes = bytes;
+        self.options.segment_max_bytes = bytes;
         self
     }
 
-    /// See [`ProducerConfig::upload_concurrency`].
+    /// See [`ProducerOptions::upload_concurrency`].
     pub fn with_upload_concurrency(mut self, uploads: usize) -> Self {
-        self.config.upload_concurrency = uploads;
+        self.options.upload_concurrency = uploads;
         self
     }
 
-    /// See [`ProducerConfig::max_inflight_bytes`].
+    /// See [`ProducerOptions::max_inflight_bytes`].
     pub fn with_max_inflight_bytes(mut self, bytes: usize) -> Self {
-        self.config.max_inflight_bytes = bytes;
+        self.options.max_inflight_bytes = bytes;
         self
     }
 
-    /// See [`ProducerConfig::manifest_batch`].
+    /// See [`ProducerOptions::manifest_batch`].
     pub fn with_manifest_batch(mut self, segments: usize) -> Self {
-        self.config.manifest_batch = segments;
+        self.options.manifest_batch = segments;
         self
     }
 
-    /// See [`ProducerConfig::retry`].
+    /// See [`ProducerOptions::retry`].
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.config.retry = retry;
+        self.options.retry = retry;
         self
     }
 
-    /// See [`ProducerConfig::checkpoint`].
+    /// See [`ProducerOptions::checkpoint`].
     pub fn with_checkpoint_policy(mut self, policy: CheckpointPolicy) -> Self {
-        self.config.checkpoint = policy;
+        self.options.checkpoint = policy;
         self
     }
 
     /// Where a v5 manifest's history pages go (default:
-    /// [`history::default_prefix`] of the manifest path, `history` next to
+    /// `history::default_prefix` of the manifest path, `history` next to
     /// it).
     pub fn with_history_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.history_prefix = Some(prefix.into());
@@ -309,7 +324,7 @@ impl ProducerBuilder {
     /// the retry policy (or the claim kept losing: [`ErrorKind::Conflict`]);
     /// [`ErrorKind::Corrupt`] for an unreadable manifest.
     pub async fn open(self) -> Result<Producer> {
-        self.config.validate()?;
+        self.options.validate()?;
         let manifest_path = Path::parse(self.manifest_path.trim_matches('/')).map_err(|e| {
             Error::invalid_input(format!(
                 "manifest path {:?} is not valid",
@@ -334,7 +349,7 @@ impl ProducerBuilder {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let run_id = Ulid::from_parts(self.clock.now_ms(), rng.random());
 
-        let cfg = &self.config;
+        let cfg = &self.options;
         let identity = LeaseIdentity {
             run: run_id,
             epoch: lease::RESERVING_EPOCH,
@@ -508,7 +523,7 @@ impl Producer {
             store,
             manifest_path: manifest_path.into(),
             segment_prefix: segment_prefix.into(),
-            config: ProducerConfig::default(),
+            options: ProducerOptions::default(),
             compression: Compression::default(),
             segment_version: SegmentVersion::default(),
             manifest_version: None,
@@ -705,7 +720,7 @@ pub struct Durability {
 
 impl Durability {
     /// Waits until the append is committed and returns its sequence (see
-    /// the [module docs](self) for what the number means per manifest
+    /// the module docs for what the number means per manifest
     /// version).
     ///
     /// Errors: the reason the producer halted before committing it

@@ -89,7 +89,7 @@ const CHUNK_ENTRIES: usize = 1024;
 impl<A: Applier> ReplicaBuilder<A> {
     /// The longest one store request (a manifest or segment read) may take
     /// before the poll fails with `Unavailable` (default
-    /// [`DEFAULT_DEADLINE`]): a store that stops answering fails polls
+    /// `DEFAULT_DEADLINE`): a store that stops answering fails polls
     /// instead of stalling them.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;

@@ -14,7 +14,7 @@
 //! an object no manifest references; retention GC deletes it (see
 //! [`super::gc`]). Nothing here deletes it: after a failure whose outcome
 //! is unknown the pointer may still be recorded later, and only GC knows
-//! when that can no longer happen ([`super::window`]). A replica with no cursor that finds the pointer restores
+//! when that can no longer happen (`super::window`). A replica with no cursor that finds the pointer restores
 //! the object through [`Applier::restore`](super::Applier::restore) and
 //! tails from `through_seq + 1`.
 //!
@@ -41,7 +41,7 @@ use crate::objects::{Outcome, RetryPolicy, StoreOp, classify, retry_store, to_er
 
 /// The default snapshot prefix of the log whose manifest is at
 /// `manifest_path`: `snapshots` in the manifest's directory.
-pub fn default_prefix(manifest_path: &str) -> String {
+pub(crate) fn default_prefix(manifest_path: &str) -> String {
     let trimmed = manifest_path.trim_matches('/');
     match trimmed.rsplit_once('/') {
         Some((dir, _)) => format!("{dir}/snapshots"),
@@ -50,7 +50,7 @@ pub fn default_prefix(manifest_path: &str) -> String {
 }
 
 /// The object path of a snapshot through `through_seq` with id `id`.
-pub fn object_path(prefix: &str, through_seq: u64, id: Ulid) -> Path {
+pub(crate) fn object_path(prefix: &str, through_seq: u64, id: Ulid) -> Path {
     let prefix = prefix.trim_matches('/');
     if prefix.is_empty() {
         Path::from(format!("{through_seq:016x}-{id}"))
@@ -61,7 +61,7 @@ pub fn object_path(prefix: &str, through_seq: u64, id: Ulid) -> Path {
 
 /// Parses the last part of a snapshot object's path
 /// (`<through_seq:016x>-<ulid>`); `None` for any other name.
-pub fn parse_object_name(name: &str) -> Option<(u64, Ulid)> {
+pub(crate) fn parse_object_name(name: &str) -> Option<(u64, Ulid)> {
     let (seq, id) = name.split_once('-')?;
     if seq.len() != 16 || !seq.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -103,7 +103,7 @@ pub struct SnapshotWriter {
 
 impl SnapshotWriter {
     /// A writer for the log whose manifest is at `manifest_path`, storing
-    /// snapshots under [`default_prefix`], truncating what they supersede.
+    /// snapshots under `default_prefix`, truncating what they supersede.
     pub fn new(store: Arc<dyn ObjectStore>, manifest_path: &str) -> Self {
         SnapshotWriter {
             store,
@@ -324,7 +324,7 @@ impl SnapshotWriter {
 }
 
 /// Stores `bytes` as a snapshot through `through_seq` of the log written by
-/// `producer` (under [`default_prefix`] of its manifest), records the
+/// `producer` (under `default_prefix` of its manifest), records the
 /// pointer, and drops the entries it supersedes. Shorthand for
 /// [`SnapshotWriter::write`] with the defaults and `clock`.
 ///

@@ -204,10 +204,7 @@ async fn bucket_logs_refuse_damaged_foreign_and_malformed_locations() {
         ErrorKind::InvalidInput
     );
     // Bad writer settings.
-    let zero = BucketOptions {
-        flush_interval: Duration::ZERO,
-        ..BucketOptions::default()
-    };
+    let zero = BucketOptions::default().with_flush_interval(Duration::ZERO);
     assert_eq!(
         kind(BucketStorage::open(store.clone(), "fresh", zero).await),
         ErrorKind::InvalidInput

@@ -101,11 +101,9 @@ fn every_bit_flip_of_an_entry_frame_is_detected() {
 const PREFIX: &str = "log";
 
 fn follower_options() -> FollowerOptions {
-    FollowerOptions {
-        poll_interval: Duration::from_millis(5),
-        prefetch: 2,
-        ..FollowerOptions::default()
-    }
+    FollowerOptions::default()
+        .with_poll_interval(Duration::from_millis(5))
+        .with_prefetch(2)
 }
 
 /// A small bucket log: a batch of two, then three single entries. Returns
@@ -116,10 +114,7 @@ async fn bucket_log() -> (Arc<dyn ObjectStore>, Vec<LogEntry>) {
         BucketStorage::open(
             store.clone(),
             PREFIX,
-            BucketOptions {
-                flush_interval: Duration::from_millis(1),
-                ..BucketOptions::default()
-            },
+            BucketOptions::default().with_flush_interval(Duration::from_millis(1)),
         )
         .await
         .unwrap(),

@@ -30,12 +30,10 @@ fn scope() -> LogTag {
 }
 
 fn retries() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 6,
-        base_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(100),
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default()
+        .with_max_attempts(6)
+        .with_base_backoff(Duration::from_millis(10))
+        .with_max_backoff(Duration::from_millis(100))
 }
 
 /// A KV over `inner` behind a fault store that gives every put `faults`.

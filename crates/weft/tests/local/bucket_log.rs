@@ -41,18 +41,16 @@ async fn a_conflict_with_an_append_in_flight_waits_for_it() {
     use weft::objects::RetryPolicy;
     use weft_testkit::fault::{FaultConfig, FaultStore};
     let faults = FaultStore::wrap(Arc::new(InMemory::new()), FaultConfig::default());
-    let opts = BucketOptions {
-        flush_interval: Duration::from_millis(50),
-        retry: RetryPolicy {
-            max_attempts: 2,
-            base_backoff: Duration::from_millis(5),
-            max_backoff: Duration::from_millis(5),
-            jitter: 0.0,
-            ..RetryPolicy::default()
-        },
-        seed: Some(1),
-        ..BucketOptions::default()
-    };
+    let opts = BucketOptions::default()
+        .with_flush_interval(Duration::from_millis(50))
+        .with_retry(
+            RetryPolicy::default()
+                .with_max_attempts(2)
+                .with_base_backoff(Duration::from_millis(5))
+                .with_max_backoff(Duration::from_millis(5))
+                .with_jitter(0.0),
+        )
+        .with_seed(Some(1));
     let acct: LogTag = "acct:0".parse().unwrap();
 
     // The append in flight commits: the conflict is real, and answered
@@ -172,16 +170,13 @@ async fn a_writer_opens_on_a_flaky_store_by_retrying_the_rebuild() {
             faults.clear_get_failures();
         }
     });
-    let opts = BucketOptions {
-        retry: RetryPolicy {
-            max_attempts: 10,
-            base_backoff: Duration::from_millis(20),
-            max_backoff: Duration::from_millis(200),
-            jitter: 0.0,
-            ..RetryPolicy::default()
-        },
-        ..options()
-    };
+    let opts = options().with_retry(
+        RetryPolicy::default()
+            .with_max_attempts(10)
+            .with_base_backoff(Duration::from_millis(20))
+            .with_max_backoff(Duration::from_millis(200))
+            .with_jitter(0.0),
+    );
     let second = Log::new(
         BucketStorage::open(faults.clone(), "log", opts)
             .await

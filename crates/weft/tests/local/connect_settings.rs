@@ -23,24 +23,20 @@ fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
 }
 
 fn s3_ok() -> S3Settings {
-    S3Settings {
-        endpoint: Some("http://127.0.0.1:8333".into()),
-        allow_http: true,
-        region: Some("us-east-1".into()),
-        access_key_id: Some("key".into()),
-        secret_access_key: Some("secret".into()),
-        ..S3Settings::new("logs", "team/orders")
-    }
+    (S3Settings::new("logs", "team/orders"))
+        .with_endpoint(Some("http://127.0.0.1:8333".into()))
+        .with_allow_http(true)
+        .with_region(Some("us-east-1".into()))
+        .with_access_key_id(Some("key".into()))
+        .with_secret_access_key(Some("secret".into()))
 }
 
 fn azure_ok() -> AzureSettings {
-    AzureSettings {
-        account: Some("acct".into()),
-        access_key: Some(EMULATOR_ACCOUNT_KEY.into()),
-        endpoint: Some("http://127.0.0.1:10000/acct".into()),
-        allow_http: true,
-        ..AzureSettings::new("logs", "team/orders")
-    }
+    (AzureSettings::new("logs", "team/orders"))
+        .with_account(Some("acct".into()))
+        .with_access_key(Some(EMULATOR_ACCOUNT_KEY.into()))
+        .with_endpoint(Some("http://127.0.0.1:10000/acct".into()))
+        .with_allow_http(true)
 }
 
 #[test]
@@ -65,77 +61,35 @@ fn bad_s3_settings_are_invalid_input() {
     let mut cases: Vec<(String, S3Settings)> = endpoints
         .iter()
         .map(|e| {
-            let s = S3Settings {
-                endpoint: Some(e.to_string()),
-                ..s3_ok()
-            };
+            let s = s3_ok().with_endpoint(Some(e.to_string()));
             (format!("endpoint {e:?}"), s)
         })
         .collect();
     let more = [
         (
             "http endpoint without allow_http",
-            S3Settings {
-                allow_http: false,
-                ..s3_ok()
-            },
+            s3_ok().with_allow_http(false),
         ),
         (
             "region with a newline",
-            S3Settings {
-                region: Some("us-east-1\nx".into()),
-                ..s3_ok()
-            },
+            s3_ok().with_region(Some("us-east-1\nx".into())),
         ),
-        (
-            "empty region",
-            S3Settings {
-                region: Some(String::new()),
-                ..s3_ok()
-            },
-        ),
+        ("empty region", s3_ok().with_region(Some(String::new()))),
         (
             "region with a slash",
-            S3Settings {
-                region: Some("us/east".into()),
-                ..s3_ok()
-            },
+            s3_ok().with_region(Some("us/east".into())),
         ),
         (
             "session token with a newline",
-            S3Settings {
-                session_token: Some("tok\nen".into()),
-                ..s3_ok()
-            },
+            s3_ok().with_session_token(Some("tok\nen".into())),
         ),
         (
             "access key id with a space",
-            S3Settings {
-                access_key_id: Some("a key".into()),
-                ..s3_ok()
-            },
+            s3_ok().with_access_key_id(Some("a key".into())),
         ),
-        (
-            "prefix with ..",
-            S3Settings {
-                prefix: "a/../b".into(),
-                ..s3_ok()
-            },
-        ),
-        (
-            "prefix with .",
-            S3Settings {
-                prefix: "./b".into(),
-                ..s3_ok()
-            },
-        ),
-        (
-            "bucket in upper case",
-            S3Settings {
-                bucket: "Logs".into(),
-                ..s3_ok()
-            },
-        ),
+        ("prefix with ..", s3_ok().with_prefix("a/../b".into())),
+        ("prefix with .", s3_ok().with_prefix("./b".into())),
+        ("bucket in upper case", s3_ok().with_bucket("Logs".into())),
     ];
     cases.extend(more.into_iter().map(|(what, s)| (what.to_string(), s)));
     for (what, s) in cases {
@@ -190,75 +144,43 @@ fn bad_azure_settings_are_invalid_input() {
     let cases = [
         (
             "endpoint garbage",
-            AzureSettings {
-                endpoint: Some("garbage".into()),
-                ..azure_ok()
-            },
+            azure_ok().with_endpoint(Some("garbage".into())),
         ),
         (
             "endpoint without a host",
-            AzureSettings {
-                endpoint: Some("http://".into()),
-                ..azure_ok()
-            },
+            azure_ok().with_endpoint(Some("http://".into())),
         ),
         (
             "endpoint port out of range",
-            AzureSettings {
-                endpoint: Some("http://127.0.0.1:70000/acct".into()),
-                ..azure_ok()
-            },
+            azure_ok().with_endpoint(Some("http://127.0.0.1:70000/acct".into())),
         ),
         (
             "http endpoint without allow_http",
-            AzureSettings {
-                allow_http: false,
-                ..azure_ok()
-            },
+            azure_ok().with_allow_http(false),
         ),
         (
             "account with a newline",
-            AzureSettings {
-                account: Some("ac\nct".into()),
-                ..azure_ok()
-            },
+            azure_ok().with_account(Some("ac\nct".into())),
         ),
         (
             "bearer token with a newline",
-            AzureSettings {
-                bearer_token: Some("to\nken".into()),
-                ..azure_ok()
-            },
+            azure_ok().with_bearer_token(Some("to\nken".into())),
         ),
         (
             "tenant with a slash",
-            AzureSettings {
-                tenant_id: Some("a/b".into()),
-                client_id: Some("c".into()),
-                client_secret: Some("s".into()),
-                ..azure_ok()
-            },
+            azure_ok()
+                .with_tenant_id(Some("a/b".into()))
+                .with_client_id(Some("c".into()))
+                .with_client_secret(Some("s".into())),
         ),
-        (
-            "prefix with ..",
-            AzureSettings {
-                prefix: "../x".into(),
-                ..azure_ok()
-            },
-        ),
+        ("prefix with ..", azure_ok().with_prefix("../x".into())),
         (
             "managed identity endpoint that is not a URL",
-            AzureSettings {
-                options: [("azure_msi_endpoint".into(), "0".into())].into(),
-                ..azure_ok()
-            },
+            azure_ok().with_options([("azure_msi_endpoint".into(), "0".into())].into()),
         ),
         (
             "an option that bypasses a field",
-            AzureSettings {
-                options: [("azure_storage_endpoint".into(), "garbage".into())].into(),
-                ..azure_ok()
-            },
+            azure_ok().with_options([("azure_storage_endpoint".into(), "garbage".into())].into()),
         ),
     ];
     for (what, s) in cases {
@@ -428,10 +350,7 @@ fn unsigned_payload_reaches_the_request() {
     assert_eq!(signed.len(), 64, "{signed}");
     assert!(signed.bytes().all(|b| b.is_ascii_hexdigit()), "{signed}");
     // Unsigned: the signature does not cover the body.
-    let unsigned = S3Settings {
-        unsigned_payload: true,
-        ..s3_ok()
-    };
+    let unsigned = s3_ok().with_unsigned_payload(true);
     assert_eq!(content_sha256_of_a_put(&unsigned), "UNSIGNED-PAYLOAD");
     // And from the environment.
     let from_env = S3Settings::from_lookup(

@@ -85,10 +85,7 @@ async fn a_log(store: &Arc<dyn ObjectStore>) {
 
 #[tokio::test(start_paused = true)]
 async fn every_operation_ends_at_its_deadline_on_a_store_that_stopped_answering() {
-    let options = || BucketOptions {
-        retry: retry(),
-        ..BucketOptions::default()
-    };
+    let options = || BucketOptions::default().with_retry(retry());
     let cases: Vec<(&str, Op, &[ErrorKind])> = vec![
         (
             "writer open",
@@ -98,10 +95,7 @@ async fn every_operation_ends_at_its_deadline_on_a_store_that_stopped_answering(
         (
             "follower open",
             op(|s| async move {
-                let o = FollowerOptions {
-                    retry: retry(),
-                    ..FollowerOptions::default()
-                };
+                let o = FollowerOptions::default().with_retry(retry());
                 BucketFollower::open(s, "log", o).await.map(|_| ())
             }),
             &[ErrorKind::Unavailable],
@@ -211,10 +205,7 @@ async fn appends_settle_within_their_deadline_when_the_store_stops_answering() {
     let writer = BucketStorage::open(
         store.clone(),
         "log",
-        BucketOptions {
-            retry: retry(),
-            ..BucketOptions::default()
-        },
+        BucketOptions::default().with_retry(retry()),
     )
     .await
     .unwrap();
@@ -254,12 +245,12 @@ async fn history_page_reads_end_at_the_deadline() {
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let producer = Producer::builder(inner.clone(), "log/manifest", "log/segments")
         .with_flush_interval(Duration::from_millis(1))
-        .with_checkpoint_policy(CheckpointPolicy {
-            max_recent_entries: 4,
-            leaf_entries: 2,
-            fanout: 2,
-            ..CheckpointPolicy::default()
-        })
+        .with_checkpoint_policy(
+            CheckpointPolicy::default()
+                .with_max_recent_entries(4)
+                .with_leaf_entries(2)
+                .with_fanout(2),
+        )
         .open()
         .await
         .unwrap();

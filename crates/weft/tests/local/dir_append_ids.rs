@@ -62,10 +62,7 @@ async fn ids_are_remembered_across_a_reopen() {
 #[tokio::test]
 async fn the_window_holds_the_newest_ids_after_a_reopen_too() {
     let tmp = tempfile::tempdir().unwrap();
-    let options = DirOptions {
-        append_id_window: 3,
-        ..DirOptions::default()
-    };
+    let options = DirOptions::default().with_append_id_window(3);
     let (_, log) = open_with(tmp.path(), options.clone()).await;
     for i in 0..5 {
         log.append(placed(i)).await.unwrap();
@@ -82,13 +79,11 @@ async fn the_window_holds_the_newest_ids_after_a_reopen_too() {
     // ...and the window moved on: 2 is the oldest id now, and out.
     assert_eq!(log.append(placed(2)).await.unwrap().seqnum, 6);
     assert_eq!(
-        DirOptions {
-            append_id_window: 0,
-            ..DirOptions::default()
-        }
-        .validate()
-        .unwrap_err()
-        .kind(),
+        DirOptions::default()
+            .with_append_id_window(0)
+            .validate()
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidInput
     );
 }
@@ -100,10 +95,7 @@ async fn a_reopen_finds_ids_in_older_segments_than_the_index_covers() {
     // backward: over several segments, past entries without ids, and
     // bounded by the window's size in entries.
     let tmp = tempfile::tempdir().unwrap();
-    let options = DirOptions {
-        append_id_window: 40,
-        ..small_segments()
-    };
+    let options = small_segments().with_append_id_window(40);
     let (_, log) = open_with(tmp.path(), options.clone()).await;
     let other = || AppendRequest::new(tag("other"), vec![b'x'; 300]);
     let mut originals = Vec::new();

@@ -332,10 +332,7 @@ async fn the_feed_only_carries_committed_entries_in_order() {
 #[tokio::test]
 async fn invalid_appends_are_rejected_and_write_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let options = DirOptions {
-        max_entry_bytes: 1000,
-        ..DirOptions::default()
-    };
+    let options = DirOptions::default().with_max_entry_bytes(1000);
     let (storage, log) = open_with(tmp.path(), options).await;
     let err = log
         .append(AppendRequest::new(tag("t"), vec![0u8; 1001]))
@@ -392,18 +389,9 @@ async fn invalid_appends_are_rejected_and_write_nothing() {
 async fn bad_options_are_invalid_input() {
     let tmp = tempfile::tempdir().unwrap();
     for options in [
-        DirOptions {
-            segment_bytes: 10,
-            ..DirOptions::default()
-        },
-        DirOptions {
-            max_batch_entries: 0,
-            ..DirOptions::default()
-        },
-        DirOptions {
-            max_entry_bytes: usize::MAX,
-            ..DirOptions::default()
-        },
+        DirOptions::default().with_segment_bytes(10),
+        DirOptions::default().with_max_batch_entries(0),
+        DirOptions::default().with_max_entry_bytes(usize::MAX),
     ] {
         let err = DirStorage::open_with(tmp.path(), options)
             .await
@@ -471,10 +459,7 @@ async fn a_failed_sync_stops_all_writes() {
 #[tokio::test]
 async fn relaxed_mode_acknowledges_without_syncing_until_asked() {
     let tmp = tempfile::tempdir().unwrap();
-    let options = DirOptions {
-        sync: SyncMode::Relaxed,
-        ..DirOptions::default()
-    };
+    let options = DirOptions::default().with_sync(SyncMode::Relaxed);
     {
         let (storage, log) = open_with(tmp.path(), options.clone()).await;
         for i in 0..20u64 {

@@ -25,9 +25,7 @@ use weft::{AppendRequest, ErrorKind, Log, LogEntry, Position};
 const WAIT: Duration = Duration::from_secs(20);
 
 fn quick() -> DirFollowerOptions {
-    DirFollowerOptions {
-        poll_interval: Duration::from_millis(5),
-    }
+    DirFollowerOptions::default().with_poll_interval(Duration::from_millis(5))
 }
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
@@ -123,9 +121,7 @@ async fn a_follower_follows_trims_and_starts_over_past_one_it_never_reached() {
     // lot and trims past everything it has read.
     let slow = DirFollower::open_with(
         tmp.path(),
-        DirFollowerOptions {
-            poll_interval: Duration::from_secs(1),
-        },
+        DirFollowerOptions::default().with_poll_interval(Duration::from_secs(1)),
     )
     .await
     .unwrap();
@@ -298,9 +294,7 @@ async fn a_follower_needs_a_log() {
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     assert_eq!(kind(DirFollower::open(&empty).await), ErrorKind::NotFound);
-    let options = DirFollowerOptions {
-        poll_interval: Duration::ZERO,
-    };
+    let options = DirFollowerOptions::default().with_poll_interval(Duration::ZERO);
     assert_eq!(
         kind(DirFollower::open_with(tmp.path(), options).await),
         ErrorKind::InvalidInput

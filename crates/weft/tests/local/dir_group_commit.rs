@@ -59,11 +59,9 @@ async fn concurrent_appenders_share_syncs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_arriving_during_a_sync_share_the_next_without_linger() {
     let tmp = tempfile::tempdir().unwrap();
-    let options = DirOptions {
-        linger_micros: 0,
-        spin_micros: 0,
-        ..DirOptions::default()
-    };
+    let options = DirOptions::default()
+        .with_linger_micros(0)
+        .with_spin_micros(0);
     let (storage, log) = open_with(tmp.path(), options).await;
     hammer(&log, 32, 20).await;
     // Without linger, groups may alternate between stragglers and the
@@ -88,10 +86,7 @@ async fn a_lone_appender_syncs_once_per_append() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_batch_entries_bounds_a_group() {
     let tmp = tempfile::tempdir().unwrap();
-    let options = DirOptions {
-        max_batch_entries: 4,
-        ..DirOptions::default()
-    };
+    let options = DirOptions::default().with_max_batch_entries(4);
     let (storage, log) = open_with(tmp.path(), options).await;
     hammer(&log, 16, 10).await;
     let stats = storage.stats();

@@ -100,10 +100,9 @@ async fn drop_while_retention_steps() {
         log.append_batch(batch.collect()).await.unwrap();
         // Setting the policy wakes the task; yielding lets its step start
         // (it waits on a blocking read when the log is dropped).
-        log.set_retention_policy(Some(weft::retention::RetentionPolicy {
-            max_count: Some(8),
-            ..Default::default()
-        }))
+        log.set_retention_policy(Some(
+            weft::retention::RetentionPolicy::default().with_max_count(Some(8)),
+        ))
         .await
         .unwrap();
         for _ in 0..=round {

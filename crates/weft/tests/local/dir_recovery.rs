@@ -408,10 +408,7 @@ async fn the_trim_file_is_checked_and_temporaries_are_removed() {
 #[tokio::test]
 async fn relaxed_segments_are_cut_at_the_first_damage() {
     let tmp = tempfile::tempdir().unwrap();
-    let options = DirOptions {
-        sync: weft::storage::dir::SyncMode::Relaxed,
-        ..DirOptions::default()
-    };
+    let options = DirOptions::default().with_sync(weft::storage::dir::SyncMode::Relaxed);
     let mut ends = Vec::new();
     {
         let (s, log) = open_with(tmp.path(), options.clone()).await;
@@ -531,11 +528,9 @@ type Payloads = fn(u64) -> Vec<u8>;
 async fn preallocated_space_case(name: &str, make: Payloads, segment_bytes: u64, n: u64) {
     let tmp = tempfile::tempdir().unwrap();
     let step = 64 << 10;
-    let options = DirOptions {
-        preallocate_bytes: step,
-        segment_bytes,
-        ..DirOptions::default()
-    };
+    let options = DirOptions::default()
+        .with_preallocate_bytes(step)
+        .with_segment_bytes(segment_bytes);
     let frame_len =
         |i: u64| frame::encoded_len(&[tag(&format!("s{}", i % 2))], make(i).len()) as u64;
     let (s, log) = open_with(tmp.path(), options.clone()).await;
@@ -610,10 +605,7 @@ async fn no_preallocation_writes_exactly_the_data() {
     let plain = tempfile::tempdir().unwrap();
     let (s, log) = open_with(
         plain.path(),
-        DirOptions {
-            preallocate_bytes: 0,
-            ..DirOptions::default()
-        },
+        DirOptions::default().with_preallocate_bytes(0),
     )
     .await;
     let mut end = SEGMENT_HEADER_LEN as u64;
@@ -626,10 +618,7 @@ async fn no_preallocation_writes_exactly_the_data() {
     }
     s.close().await.unwrap();
 
-    let too_much = DirOptions {
-        preallocate_bytes: (64 << 20) + 1,
-        ..DirOptions::default()
-    };
+    let too_much = DirOptions::default().with_preallocate_bytes((64 << 20) + 1);
     assert_eq!(
         too_much.validate().unwrap_err().kind(),
         ErrorKind::InvalidInput

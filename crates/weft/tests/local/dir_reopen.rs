@@ -216,10 +216,7 @@ async fn many_reopens_keep_appending_densely() {
     let tmp = tempfile::tempdir().unwrap();
     let mut expected = 0u64;
     for round in 0..6u64 {
-        let options = DirOptions {
-            segment_bytes: 4096 + round * 1000,
-            ..DirOptions::default()
-        };
+        let options = DirOptions::default().with_segment_bytes(4096 + round * 1000);
         let (storage, log) = open_with(tmp.path(), options).await;
         assert_eq!(storage.tip().await.unwrap().next, expected);
         for _ in 0..15 {

@@ -771,14 +771,13 @@ fn bucket_log_seeds() -> (Seeds, Seeds) {
 fn history_seeds() -> (Seeds, Seeds) {
     use weft::format::{ManifestVersion, Metadata};
     use weft::wal::{CheckpointPolicy, Manifest};
-    let policy = CheckpointPolicy {
-        max_recent_entries: 3,
-        max_recent_bytes: 1 << 20,
-        leaf_entries: 2,
-        leaf_bytes: 1 << 19,
-        fanout: 2,
-        max_pages_per_commit: 8,
-    };
+    let policy = CheckpointPolicy::default()
+        .with_max_recent_entries(3)
+        .with_max_recent_bytes(1 << 20)
+        .with_leaf_entries(2)
+        .with_leaf_bytes(1 << 19)
+        .with_fanout(2)
+        .with_max_pages_per_commit(8);
     let mut m = Manifest::new(ManifestVersion::V5);
     m.bump_epoch().unwrap();
     let run = "log/segments/01J00000000000000000000000";

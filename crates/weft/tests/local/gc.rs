@@ -28,7 +28,7 @@ use support::gc_cases::*;
 use support::wal::manifest;
 use weft::ErrorKind;
 use weft::objects::RetryPolicy;
-use weft::wal::gc::KeepReason;
+use weft::wal::KeepReason;
 use weft::wal::{Gc, Manifest, Replica, SnapshotWriter};
 use weft_testkit::hooked::{Before, HookedStore, Op, before};
 
@@ -325,14 +325,13 @@ async fn a_cas_past_the_commit_window_never_lands_on_a_collected_upload() {
         ));
         let direct: Arc<dyn ObjectStore> = stamper.clone();
         let faulty = FaultStore::wrap(direct.clone(), FaultConfig::default());
-        let patient = RetryPolicy {
-            max_attempts: 1_000,
-            base_backoff: Duration::from_secs(5),
-            max_backoff: Duration::from_secs(5),
-            jitter: 0.0,
-            deadline: Duration::from_secs(1_000),
-            attempt_timeout: None,
-        };
+        let patient = RetryPolicy::default()
+            .with_deadline(Duration::from_secs(1_000))
+            .with_max_attempts(1_000)
+            .with_base_backoff(Duration::from_secs(5))
+            .with_max_backoff(Duration::from_secs(5))
+            .with_jitter(0.0)
+            .with_attempt_timeout(None);
         let p = Arc::new(
             builder(faulty.clone())
                 .with_clock(clock.clone())
@@ -475,10 +474,7 @@ async fn gc_with_no_grace_keeps_a_snapshot_whose_cas_lands_late() {
         late_by: Duration::from_secs(3),
         ..FaultConfig::default()
     });
-    let retry = RetryPolicy {
-        max_attempts: 1,
-        ..RetryPolicy::default()
-    };
+    let retry = RetryPolicy::default().with_max_attempts(1);
     let edit = tokio::spawn({
         let faulty: Arc<dyn ObjectStore> = faulty.clone();
         let pointer = pointer.clone();

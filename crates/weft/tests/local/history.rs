@@ -33,7 +33,7 @@ async fn v4_logs_upgrade_in_place_in_memory() {
 /// commit.
 #[tokio::test]
 async fn gc_keeps_pages_a_checkpoint_may_still_reference() {
-    use weft::wal::gc::KeepReason;
+    use weft::wal::KeepReason;
     use weft::wal::history::{PageName, page_path};
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let p = builder(store.clone()).open().await.unwrap();

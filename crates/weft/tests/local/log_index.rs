@@ -102,12 +102,10 @@ impl Model {
 }
 
 fn options() -> IndexOptions {
-    IndexOptions {
-        flush_entries: 64,
-        flush_interval_ms: 5,
-        sync_every: 8,
-        ..IndexOptions::default()
-    }
+    IndexOptions::default()
+        .with_flush_entries(64)
+        .with_flush_interval_ms(5)
+        .with_sync_every(8)
 }
 
 const IDENTITY: &[u8] = b"test-log-1";
@@ -481,22 +479,10 @@ fn an_index_ahead_of_its_log_or_with_a_wrong_tip_is_reset() {
 fn bad_options_are_invalid_input() {
     let tmp = tempfile::tempdir().unwrap();
     for bad in [
-        IndexOptions {
-            tail_bytes: 10,
-            ..IndexOptions::default()
-        },
-        IndexOptions {
-            flush_entries: 0,
-            ..IndexOptions::default()
-        },
-        IndexOptions {
-            sync_every: 0,
-            ..IndexOptions::default()
-        },
-        IndexOptions {
-            flush_interval_ms: 0,
-            ..IndexOptions::default()
-        },
+        IndexOptions::default().with_tail_bytes(10),
+        IndexOptions::default().with_flush_entries(0),
+        IndexOptions::default().with_sync_every(0),
+        IndexOptions::default().with_flush_interval_ms(0),
     ] {
         let err = Index::open(tmp.path(), IDENTITY, bad).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
@@ -506,11 +492,9 @@ fn bad_options_are_invalid_input() {
 #[test]
 fn a_small_tail_budget_makes_push_wait_for_the_flusher_not_grow() {
     let tmp = tempfile::tempdir().unwrap();
-    let options = IndexOptions {
-        tail_bytes: 1 << 16,
-        flush_entries: 64,
-        ..IndexOptions::default()
-    };
+    let options = IndexOptions::default()
+        .with_tail_bytes(1 << 16)
+        .with_flush_entries(64);
     let index = Index::open(tmp.path(), IDENTITY, options).unwrap();
     let mut log = Model::default();
     let mut rng = ChaCha8Rng::seed_from_u64(5);

@@ -51,6 +51,7 @@ mod history;
 mod kv_claims;
 mod kv_lease;
 mod log_index;
+mod options;
 mod producer;
 mod replica;
 mod retention;

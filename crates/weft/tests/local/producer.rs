@@ -43,13 +43,11 @@ fn timed_out() -> object_store::Error {
 }
 
 fn fast_retries() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 6,
-        base_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(10),
-        jitter: 0.5,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default()
+        .with_max_attempts(6)
+        .with_base_backoff(Duration::from_millis(1))
+        .with_max_backoff(Duration::from_millis(10))
+        .with_jitter(0.5)
 }
 
 /// Opening fences any earlier writer at once (the failover these tests
@@ -409,10 +407,7 @@ async fn cas_conflicts_and_409s_are_retried() {
         },
     );
     let p = builder(faults.clone())
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 30,
-            ..fast_retries()
-        })
+        .with_retry_policy(fast_retries().with_max_attempts(30))
         .open()
         .await
         .unwrap();
@@ -444,10 +439,7 @@ async fn ambiguous_commits_are_resolved_by_rereading_never_twice() {
         },
     );
     let p = builder(faults.clone())
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 30,
-            ..fast_retries()
-        })
+        .with_retry_policy(fast_retries().with_max_attempts(30))
         .open()
         .await
         .unwrap();
@@ -639,10 +631,7 @@ async fn faulty_run(seed: u64) -> (Bytes, weft_testkit::fault::FaultStats) {
         builder(faults.clone())
             .with_seed(seed)
             .with_segment_max_bytes(32)
-            .with_retry_policy(RetryPolicy {
-                max_attempts: 40,
-                ..fast_retries()
-            })
+            .with_retry_policy(fast_retries().with_max_attempts(40))
             .open()
             .await
             .unwrap(),
@@ -826,10 +815,7 @@ async fn an_unanswered_commit_that_may_still_land_is_indeterminate() {
     let script = Arc::new(Mutex::new(std::collections::VecDeque::new()));
     let scripted = scripted_manifest_puts(inner.clone(), script.clone());
     let p = builder(scripted.clone())
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 3,
-            ..fast_retries()
-        })
+        .with_retry_policy(fast_retries().with_max_attempts(3))
         .open()
         .await
         .unwrap();
@@ -852,10 +838,7 @@ async fn an_unanswered_commit_that_may_still_land_is_indeterminate() {
     // Refusals alone (nothing unanswered) still prove nothing landed.
     let p = builder(scripted.clone())
         .with_seed(8)
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 2,
-            ..fast_retries()
-        })
+        .with_retry_policy(fast_retries().with_max_attempts(2))
         .open()
         .await
         .unwrap();

@@ -14,12 +14,9 @@ use weft::{AppendRequest, DirStorage, Log, LogTag};
 async fn the_writers_task_applies_a_policy_without_being_asked() {
     let log = Log::memory();
     let t = LogTag::new("t").unwrap();
-    log.set_retention_policy(Some(RetentionPolicy {
-        max_count: Some(3),
-        ..RetentionPolicy::default()
-    }))
-    .await
-    .unwrap();
+    log.set_retention_policy(Some(RetentionPolicy::default().with_max_count(Some(3))))
+        .await
+        .unwrap();
     for i in 0..10 {
         log.append(AppendRequest::new(t.clone(), format!("{i}")))
             .await
@@ -40,11 +37,9 @@ async fn the_writers_task_applies_a_policy_without_being_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_and_positions_survive_reopening_a_directory_log() {
     let tmp = tempfile::tempdir().unwrap();
-    let policy = RetentionPolicy {
-        max_age_ms: Some(86_400_000),
-        protect_consumers: vec!["billing".into()],
-        ..RetentionPolicy::default()
-    };
+    let policy = RetentionPolicy::default()
+        .with_max_age_ms(Some(86_400_000))
+        .with_protect_consumers(vec!["billing".into()]);
     {
         let log = Log::new(DirStorage::open(tmp.path()).await.unwrap());
         let t = LogTag::new("t").unwrap();

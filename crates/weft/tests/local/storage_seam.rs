@@ -31,19 +31,15 @@ fn tag(s: &str) -> LogTag {
 /// Opening fences any earlier writer at once (failovers on purpose; the
 /// writer lease has its own tests).
 fn bucket_options() -> BucketOptions {
-    BucketOptions {
-        take_over: true,
-        flush_interval: Duration::from_millis(2),
-        ..BucketOptions::default()
-    }
+    BucketOptions::default()
+        .with_take_over(true)
+        .with_flush_interval(Duration::from_millis(2))
 }
 
 fn follower_options() -> FollowerOptions {
-    FollowerOptions {
-        poll_interval: Duration::from_millis(5),
-        prefetch: 4,
-        ..FollowerOptions::default()
-    }
+    FollowerOptions::default()
+        .with_poll_interval(Duration::from_millis(5))
+        .with_prefetch(4)
 }
 
 async fn bucket_writer(store: &Arc<dyn ObjectStore>) -> Log {
@@ -152,9 +148,8 @@ async fn a_dir_follower_answers_for_its_applied_prefix() {
     let w = Log::new(DirStorage::open(dir.path()).await.unwrap());
     let t = tag("t");
     append_n(&w, &t, 3).await;
-    let options = weft::storage::dir::DirFollowerOptions {
-        poll_interval: Duration::from_millis(5),
-    };
+    let options = weft::storage::dir::DirFollowerOptions::default()
+        .with_poll_interval(Duration::from_millis(5));
     let f = Log::new(
         weft::storage::dir::DirFollower::open_with(dir.path(), options)
             .await

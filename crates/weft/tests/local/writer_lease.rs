@@ -164,11 +164,11 @@ async fn a_halted_writer_releases_its_lease() {
     let faults = FaultStore::wrap(inner.clone(), FaultConfig::default());
     let store: Arc<dyn ObjectStore> = faults.clone();
     let failing = writer(&store, "failing")
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 2,
-            base_backoff: Duration::from_millis(1),
-            ..RetryPolicy::default()
-        })
+        .with_retry_policy(
+            RetryPolicy::default()
+                .with_max_attempts(2)
+                .with_base_backoff(Duration::from_millis(1)),
+        )
         .open()
         .await
         .unwrap();

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use pg_support::proxy::Proxy;
-use weft::storage::postgres::{PgOptions, PgStorage};
+use weft::storage::postgres::PgStorage;
 use weft::{AppendRequest, ErrorKind, Log, LogTag, Position};
 
 fn tag(s: &str) -> LogTag {
@@ -86,10 +86,7 @@ async fn append_ids_return_the_original_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_losing_conditional_append_does_not_fail_its_group() {
     let location = pg_support::fresh_location("group");
-    let options = PgOptions {
-        max_in_flight: 1,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options().with_max_in_flight(1);
     let log = Log::new(PgStorage::open_with(location, options).await.unwrap());
     for round in 0..5u64 {
         let tasks: Vec<_> = (0..24)
@@ -134,10 +131,7 @@ async fn a_losing_conditional_append_does_not_fail_its_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_timeout_is_unavailable_and_writes_nothing() {
     let location = pg_support::fresh_location("stmt_timeout");
-    let options = PgOptions {
-        statement_timeout_ms: 300,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options().with_statement_timeout_ms(300);
     let log = Log::new(
         PgStorage::open_with(location.clone(), options)
             .await
@@ -266,11 +260,9 @@ async fn retried_appends_with_ids_land_exactly_once_across_cuts() {
     let base = pg_support::fresh_location("exactly_once");
     let proxy = Proxy::start(pg_support::server_addr(), 0x5eed).await;
     let location = pg_support::via(&base, proxy.addr, "");
-    let options = PgOptions {
-        op_timeout_ms: 5_000,
-        statement_timeout_ms: 4_000,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options()
+        .with_op_timeout_ms(5_000)
+        .with_statement_timeout_ms(4_000);
     let log = Log::new(PgStorage::open_with(location, options).await.unwrap());
     let direct = Log::new(pg_support::open(&base).await);
     proxy.faults.cut_per_mille.store(60, Ordering::Relaxed);

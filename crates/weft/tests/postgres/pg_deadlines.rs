@@ -12,7 +12,7 @@ use crate::support::pg as pg_support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use weft::storage::postgres::{PgOptions, PgStorage};
+use weft::storage::postgres::PgStorage;
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
 /// Far above every deadline below: only a wait without one reaches it.
@@ -26,12 +26,10 @@ async fn a_stalled_server_fails_calls_by_their_deadline_and_close_returns() {
         proxy.addr,
         "sslmode=disable",
     );
-    let options = PgOptions {
-        op_timeout_ms: 2_000,
-        statement_timeout_ms: 1_000,
-        poll_interval_ms: 100,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options()
+        .with_op_timeout_ms(2_000)
+        .with_statement_timeout_ms(1_000)
+        .with_poll_interval_ms(100);
     let storage = PgStorage::open_with(location, options).await.unwrap();
     let log = Log::new(storage);
     let tag: LogTag = "s".parse().unwrap();

@@ -190,10 +190,7 @@ async fn a_log_of_layout_1_with_a_staged_group_opens_and_reads() {
 async fn staged_payloads_are_written_once_and_refused_ones_reclaimed() {
     let location = pg_support::fresh_location("written_once");
     // Two groups in flight at once, so both stage while the lock is held.
-    let options = weft::storage::postgres::PgOptions {
-        max_in_flight: 4,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options().with_max_in_flight(4);
     let log = Log::new(
         PgStorage::open_with(location.clone(), options)
             .await
@@ -302,11 +299,9 @@ async fn staged_groups_keep_expected_states_and_append_ids() {
     use weft::{AppendResult, Expected};
 
     let location = pg_support::fresh_location("staged_states");
-    let options = weft::storage::postgres::PgOptions {
-        max_in_flight: 8,
-        pool_size: 10,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options()
+        .with_max_in_flight(8)
+        .with_pool_size(10);
     let log = Log::new(
         PgStorage::open_with(location.clone(), options)
             .await

@@ -13,7 +13,7 @@ use crate::support::pg as pg_support;
 use std::time::Duration;
 
 use pg_support::{numbering_lock_key as lock_key, until_staged};
-use weft::storage::postgres::{PgLocation, PgOptions, PgStorage};
+use weft::storage::postgres::{PgLocation, PgStorage};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
 fn tag(s: &str) -> LogTag {
@@ -23,12 +23,10 @@ fn tag(s: &str) -> LogTag {
 /// Handles that sweep only once a minute, so nothing but the collector's
 /// own recheck and the rounds' notifications settles a staged group here.
 async fn open_quiet(location: &PgLocation) -> Log {
-    let options = PgOptions {
-        pool_size: 6,
-        max_in_flight: 4,
-        poll_interval_ms: 60_000,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options()
+        .with_pool_size(6)
+        .with_max_in_flight(4)
+        .with_poll_interval_ms(60_000);
     Log::new(
         PgStorage::open_with(location.clone(), options)
             .await

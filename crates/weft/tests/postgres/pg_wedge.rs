@@ -48,13 +48,10 @@ async fn open_with(location: &PgLocation, options: PgOptions) -> Log {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_behind_a_slow_round_drains_in_bounded_rounds() {
     let location = small_rounds(&pg_support::fresh_location("wedge"));
-    let options = PgOptions {
-        pool_size: 6,
-        max_in_flight: 4,
-        // One append per group, so the twelve below are twelve groups.
-        max_group_entries: 1,
-        ..pg_support::test_options()
-    };
+    let options = pg_support::test_options()
+        .with_pool_size(6)
+        .with_max_in_flight(4)
+        .with_max_group_entries(1);
     let handles = [
         open_with(&location, options.clone()).await,
         open_with(&location, options.clone()).await,
@@ -151,11 +148,9 @@ async fn a_retried_append_id_is_not_staged_again_while_its_first_try_waits() {
     // The retrier gives up soon, so it can report while the first waits.
     let impatient = open_with(
         &location,
-        PgOptions {
-            op_timeout_ms: 3_000,
-            statement_timeout_ms: 2_000,
-            ..pg_support::test_options()
-        },
+        pg_support::test_options()
+            .with_op_timeout_ms(3_000)
+            .with_statement_timeout_ms(2_000),
     )
     .await;
     let holder = HeldLock::take(&location).await;

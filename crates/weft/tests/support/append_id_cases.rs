@@ -20,20 +20,16 @@ use weft_testkit::hooked::{Before, HookedStore, Op, before};
 const MANIFEST: &str = "log/manifest";
 
 fn options() -> BucketOptions {
-    BucketOptions {
-        // Failovers here are on purpose: open fences the previous writer
-        // at once (the writer lease has its own tests).
-        take_over: true,
-        flush_interval: Duration::from_millis(2),
-        retry: RetryPolicy {
-            max_attempts: 3,
-            base_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(5),
-            jitter: 0.0,
-            ..RetryPolicy::default()
-        },
-        ..BucketOptions::default()
-    }
+    BucketOptions::default()
+        .with_take_over(true)
+        .with_flush_interval(Duration::from_millis(2))
+        .with_retry(
+            RetryPolicy::default()
+                .with_max_attempts(3)
+                .with_base_backoff(Duration::from_millis(1))
+                .with_max_backoff(Duration::from_millis(5))
+                .with_jitter(0.0),
+        )
 }
 
 pub async fn writer(store: Arc<dyn ObjectStore>, options: BucketOptions) -> Log {
@@ -202,10 +198,7 @@ pub async fn retries_after_a_failover_answer_with_the_originals(store: Arc<dyn O
     b.close().await.unwrap();
 
     // A writer with a window of 2 remembers only the newest two ids.
-    let small = BucketOptions {
-        append_id_window: 2,
-        ..options()
-    };
+    let small = options().with_append_id_window(2);
     let c = writer(store.clone(), small).await;
     assert_eq!(c.append(placed(7)).await.unwrap().seqnum, 8);
     assert_eq!(c.append(placed(6)).await.unwrap().seqnum, 7);
@@ -214,10 +207,7 @@ pub async fn retries_after_a_failover_answer_with_the_originals(store: Arc<dyn O
         10,
         "out of the window"
     );
-    let zero = BucketOptions {
-        append_id_window: 0,
-        ..options()
-    };
+    let zero = options().with_append_id_window(0);
     let err = BucketStorage::open(store, "log", zero).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     c.close().await.unwrap();
@@ -247,18 +237,15 @@ pub async fn a_trim_forgets_the_ids_it_drops(store: Arc<dyn ObjectStore>) {
 /// original, and a trimmed one is not.
 pub async fn a_writer_on_a_cache_directory_knows_the_ids_before_it(store: Arc<dyn ObjectStore>) {
     let cache = tempfile::tempdir().unwrap();
-    let cached = BucketOptions {
-        cache_dir: Some(cache.path().to_path_buf()),
-        // Small history pages, so the older ids are in several of them.
-        checkpoint: weft::wal::CheckpointPolicy {
-            max_recent_entries: 4,
-            leaf_entries: 2,
-            fanout: 2,
-            ..weft::wal::CheckpointPolicy::default()
-        },
-        flush_interval: Duration::from_millis(1),
-        ..options()
-    };
+    let cached = options()
+        .with_cache_dir(Some(cache.path().to_path_buf()))
+        .with_checkpoint(
+            weft::wal::CheckpointPolicy::default()
+                .with_max_recent_entries(4)
+                .with_leaf_entries(2)
+                .with_fanout(2),
+        )
+        .with_flush_interval(Duration::from_millis(1));
     let a = writer(store.clone(), cached.clone()).await;
     let mut originals = Vec::new();
     for i in 0..12 {
@@ -294,10 +281,7 @@ pub async fn a_writer_on_a_cache_directory_knows_the_ids_before_it(store: Arc<dy
 
     // A window of 4 entries: the ids of the newest 4 entries before where
     // the open began are read, not more.
-    let small = BucketOptions {
-        append_id_window: 4,
-        ..cached
-    };
+    let small = cached.with_append_id_window(4);
     let d = writer(store, small).await;
     assert_eq!(d.tip().await.unwrap().next, 26);
     assert_eq!(d.append(placed(1)).await.unwrap().seqnum, 25);

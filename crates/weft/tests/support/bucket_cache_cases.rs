@@ -20,31 +20,26 @@ pub fn tag(t: &str) -> LogTag {
 }
 
 pub fn checkpoints() -> CheckpointPolicy {
-    CheckpointPolicy {
-        max_recent_entries: 6,
-        max_recent_bytes: 1 << 20,
-        leaf_entries: 4,
-        leaf_bytes: 1 << 19,
-        fanout: 3,
-        max_pages_per_commit: 4,
-    }
+    CheckpointPolicy::default()
+        .with_max_recent_entries(6)
+        .with_max_recent_bytes(1 << 20)
+        .with_leaf_entries(4)
+        .with_leaf_bytes(1 << 19)
+        .with_fanout(3)
+        .with_max_pages_per_commit(4)
 }
 
 pub fn options(cache: Option<&std::path::Path>) -> BucketOptions {
-    BucketOptions {
-        flush_interval: Duration::from_millis(2),
-        checkpoint: checkpoints(),
-        cache_dir: cache.map(|c| c.to_path_buf()),
-        ..BucketOptions::default()
-    }
+    BucketOptions::default()
+        .with_flush_interval(Duration::from_millis(2))
+        .with_checkpoint(checkpoints())
+        .with_cache_dir(cache.map(|c| c.to_path_buf()))
 }
 
 pub fn follower_options(cache: Option<&std::path::Path>) -> FollowerOptions {
-    FollowerOptions {
-        poll_interval: Duration::from_millis(5),
-        cache_dir: cache.map(|c| c.to_path_buf()),
-        ..FollowerOptions::default()
-    }
+    FollowerOptions::default()
+        .with_poll_interval(Duration::from_millis(5))
+        .with_cache_dir(cache.map(|c| c.to_path_buf()))
 }
 
 /// A store that counts the segment objects read through it.

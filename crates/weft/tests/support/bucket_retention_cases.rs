@@ -14,19 +14,15 @@ use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position, Tip};
 /// Opening fences any earlier writer at once (failovers on purpose; the
 /// writer lease has its own tests).
 pub fn options() -> BucketOptions {
-    BucketOptions {
-        take_over: true,
-        flush_interval: Duration::from_millis(2),
-        ..BucketOptions::default()
-    }
+    BucketOptions::default()
+        .with_take_over(true)
+        .with_flush_interval(Duration::from_millis(2))
 }
 
 pub fn follower_options() -> FollowerOptions {
-    FollowerOptions {
-        poll_interval: Duration::from_millis(10),
-        prefetch: 4,
-        ..FollowerOptions::default()
-    }
+    FollowerOptions::default()
+        .with_poll_interval(Duration::from_millis(10))
+        .with_prefetch(4)
 }
 
 pub async fn writer(store: &Arc<dyn ObjectStore>) -> Log {

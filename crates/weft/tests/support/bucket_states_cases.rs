@@ -14,10 +14,7 @@ pub use super::bucket_cache_cases::*;
 
 /// Writer options that store a checkpoint every 10 entries.
 pub fn checkpointing() -> BucketOptions {
-    BucketOptions {
-        state_checkpoint_entries: 10,
-        ..options(None)
-    }
+    options(None).with_state_checkpoint_entries(10)
 }
 
 /// The seqnums the stream-state checkpoints under `PREFIX` cover, newest
@@ -106,10 +103,8 @@ pub async fn a_stateless_writer_opens_from_the_newest_checkpoint(
     empty_cache_dir: bool,
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let stateless = BucketOptions {
-        cache_dir: empty_cache_dir.then(|| dir.path().to_path_buf()),
-        ..checkpointing()
-    };
+    let stateless =
+        checkpointing().with_cache_dir(empty_cache_dir.then(|| dir.path().to_path_buf()));
     // 100 entries, one commit (and one segment) each, over three streams;
     // every fifth carries an append id.
     let (recorded, segments) = recording(store.clone());

@@ -28,10 +28,7 @@ pub async fn open_with(dir: &Path, options: DirOptions) -> (Arc<DirStorage>, Log
 
 /// Options with small segments, so a test crosses segment boundaries.
 pub fn small_segments() -> DirOptions {
-    DirOptions {
-        segment_bytes: 4096,
-        ..DirOptions::default()
-    }
+    DirOptions::default().with_segment_bytes(4096)
 }
 
 /// The segment files of `dir`, in log order.

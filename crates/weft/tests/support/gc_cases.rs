@@ -12,7 +12,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload};
 use weft::clock::{Clock, ManualClock, SystemClock};
 use weft::objects::RetryPolicy;
-use weft::wal::gc::KeepReason;
+use weft::wal::KeepReason;
 use weft::wal::{
     Cursor, CursorStore, FnApplier, Gc, GcReport, MemoryCursorStore, Producer, ProducerBuilder,
     Record, Replica, SnapshotWriter,
@@ -31,13 +31,13 @@ pub fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
         .with_take_over(true)
         .with_flush_interval(Duration::from_millis(5))
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 4,
-            base_backoff: Duration::from_millis(2),
-            max_backoff: Duration::from_millis(20),
-            jitter: 0.5,
-            ..RetryPolicy::default()
-        })
+        .with_retry_policy(
+            RetryPolicy::default()
+                .with_max_attempts(4)
+                .with_base_backoff(Duration::from_millis(2))
+                .with_max_backoff(Duration::from_millis(20))
+                .with_jitter(0.5),
+        )
 }
 
 /// A clock reading the system time shifted by `ahead`.

@@ -26,27 +26,26 @@ pub const SEGMENTS: &str = "wal/seg";
 pub const HISTORY: &str = "wal/history";
 
 pub fn policy() -> CheckpointPolicy {
-    CheckpointPolicy {
-        max_recent_entries: 8,
-        max_recent_bytes: 1 << 20,
-        leaf_entries: 4,
-        leaf_bytes: 1 << 19,
-        fanout: 3,
-        max_pages_per_commit: 4,
-    }
+    CheckpointPolicy::default()
+        .with_max_recent_entries(8)
+        .with_max_recent_bytes(1 << 20)
+        .with_leaf_entries(4)
+        .with_leaf_bytes(1 << 19)
+        .with_fanout(3)
+        .with_max_pages_per_commit(4)
 }
 
 pub fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
         .with_flush_interval(Duration::from_millis(2))
         .with_checkpoint_policy(policy())
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 6,
-            base_backoff: Duration::from_millis(2),
-            max_backoff: Duration::from_millis(50),
-            jitter: 0.5,
-            ..RetryPolicy::default()
-        })
+        .with_retry_policy(
+            RetryPolicy::default()
+                .with_max_attempts(6)
+                .with_base_backoff(Duration::from_millis(2))
+                .with_max_backoff(Duration::from_millis(50))
+                .with_jitter(0.5),
+        )
 }
 
 /// Appends `texts` one commit each (one segment per record).

@@ -23,13 +23,11 @@ const MANIFEST: &str = "wal/manifest";
 const SEGMENTS: &str = "wal/seg";
 
 fn retries() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 10,
-        base_backoff: Duration::from_millis(5),
-        max_backoff: Duration::from_millis(200),
-        jitter: 0.5,
-        ..RetryPolicy::default()
-    }
+    RetryPolicy::default()
+        .with_max_attempts(10)
+        .with_base_backoff(Duration::from_millis(5))
+        .with_max_backoff(Duration::from_millis(200))
+        .with_jitter(0.5)
 }
 
 /// Opening fences any earlier writer at once (the failover these tests
@@ -180,10 +178,7 @@ pub async fn slow_uploads_commit_in_order_and_conflicts_are_retried(store: Arc<d
     let faults = FaultStore::wrap(store.clone(), config.clone());
     let p = builder(faults.clone())
         .with_segment_max_bytes(1)
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 30,
-            ..retries()
-        })
+        .with_retry_policy(retries().with_max_attempts(30))
         .open()
         .await
         .unwrap();
@@ -232,10 +227,7 @@ pub async fn slow_uploads_commit_in_order_and_conflicts_are_retried(store: Arc<d
 pub async fn exhausted_retries_halt_and_every_waiter_errors(store: Arc<dyn ObjectStore>) {
     let faults = FaultStore::wrap(store.clone(), FaultConfig::default());
     let p = builder(faults.clone())
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 3,
-            ..retries()
-        })
+        .with_retry_policy(retries().with_max_attempts(3))
         .open()
         .await
         .unwrap();
@@ -290,10 +282,7 @@ pub async fn wrong_credentials_fail_open_with_permission_denied(bad: Arc<dyn Obj
 /// `dead` points at a closed port: opening fails with `Unavailable` after bounded retries.
 pub async fn an_unreachable_endpoint_fails_open_with_unavailable(dead: Arc<dyn ObjectStore>) {
     let err = builder(dead)
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 3,
-            ..retries()
-        })
+        .with_retry_policy(retries().with_max_attempts(3))
         .open()
         .await
         .unwrap_err();

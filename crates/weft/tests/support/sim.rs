@@ -247,14 +247,13 @@ struct Plan {
 pub fn tiny_checkpoints(seed: u64) -> CheckpointPolicy {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4ec_4901);
     let max_recent_entries = rng.random_range(2..=8);
-    CheckpointPolicy {
-        max_recent_entries,
-        max_recent_bytes: 1 << 20,
-        leaf_entries: rng.random_range(1..max_recent_entries),
-        leaf_bytes: 1 << 19,
-        fanout: rng.random_range(2..=4),
-        max_pages_per_commit: rng.random_range(1..=4),
-    }
+    CheckpointPolicy::default()
+        .with_max_recent_entries(max_recent_entries)
+        .with_max_recent_bytes(1 << 20)
+        .with_leaf_entries(rng.random_range(1..max_recent_entries))
+        .with_leaf_bytes(1 << 19)
+        .with_fanout(rng.random_range(2..=4))
+        .with_max_pages_per_commit(rng.random_range(1..=4))
 }
 
 /// A duration of `lo..=hi` ms drawn from `rng`.
@@ -339,13 +338,11 @@ pub fn faults(seed: u64, profile: Profile, rng: &mut ChaCha8Rng) -> (FaultConfig
         late_by: ms(rng, 1, 3_000),
         ..FaultConfig::default()
     };
-    let retry = RetryPolicy {
-        max_attempts: rng.random_range(3..=8),
-        base_backoff: ms(rng, 1, 5),
-        max_backoff: ms(rng, 10, 60),
-        jitter: 0.5,
-        ..RetryPolicy::default()
-    };
+    let retry = RetryPolicy::default()
+        .with_max_attempts(rng.random_range(3..=8))
+        .with_base_backoff(ms(rng, 1, 5))
+        .with_max_backoff(ms(rng, 10, 60))
+        .with_jitter(0.5);
     (faults, retry)
 }
 
@@ -1438,14 +1435,13 @@ mod checker_tests {
         let old = Ulid::from_parts(1, 1);
         let new = Ulid::from_parts(1, 2);
         let runs: HashMap<String, u64> = [(old.to_string(), 1), (new.to_string(), 2)].into();
-        let policy = CheckpointPolicy {
-            max_recent_entries: 2,
-            max_recent_bytes: 1 << 20,
-            leaf_entries: 1,
-            leaf_bytes: 1 << 19,
-            fanout: 2,
-            max_pages_per_commit: 4,
-        };
+        let policy = CheckpointPolicy::default()
+            .with_max_recent_entries(2)
+            .with_max_recent_bytes(1 << 20)
+            .with_leaf_entries(1)
+            .with_leaf_bytes(1 << 19)
+            .with_fanout(2)
+            .with_max_pages_per_commit(4);
         let mut m = Manifest::new(ManifestVersion::V5);
         m.bump_epoch().unwrap();
         for o in 0..3 {

@@ -52,7 +52,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 use weft::objects::RetryPolicy;
-use weft::wal::gc::KeepReason;
+use weft::wal::KeepReason;
 use weft::wal::window::{COMMIT_WINDOW, STAMP_MARGIN};
 use weft::wal::{Applier, CheckpointPolicy, Gc, Producer, Record, Replica, SnapshotWriter};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore, OpFaults};
@@ -172,12 +172,10 @@ fn plan(seed: u64) -> Plan {
         checkpoint: if rng.random_bool(0.75) {
             // A checkpoint at almost every commit: few entries stay.
             let max_recent_entries = rng.random_range(2..=3);
-            CheckpointPolicy {
-                max_recent_entries,
-                leaf_entries: rng.random_range(1..max_recent_entries),
-                fanout: rng.random_range(2..=3),
-                ..tiny_checkpoints(seed)
-            }
+            tiny_checkpoints(seed)
+                .with_max_recent_entries(max_recent_entries)
+                .with_leaf_entries(rng.random_range(1..max_recent_entries))
+                .with_fanout(rng.random_range(2..=3))
         } else {
             CheckpointPolicy::default()
         },

@@ -403,12 +403,10 @@ async fn drive(
 
 async fn open_follower(plan: &Plan, store: &Arc<dyn ObjectStore>) -> Option<BucketFollower> {
     for _ in 0..50 {
-        let options = FollowerOptions {
-            poll_interval: plan.poll_interval,
-            prefetch: 3,
-            numbers_in_memory: true,
-            ..FollowerOptions::default()
-        };
+        let options = FollowerOptions::default()
+            .with_poll_interval(plan.poll_interval)
+            .with_prefetch(3)
+            .with_numbers_in_memory(true);
         if let Ok(f) = BucketFollower::open(store.clone(), PREFIX, options).await {
             return Some(f);
         }
@@ -421,20 +419,16 @@ async fn open_writer(seed: u64, plan: &Plan, world: &World, store: &Arc<dyn Obje
     for _ in 0..50 {
         let index = world.writer_count();
         let id = world.invoke(OpKind::Open { writer: index });
-        let options = BucketOptions {
-            flush_interval: plan.flush_interval,
-            retry: plan.retry.clone(),
-            seed: Some(seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1)),
-            checkpoint: tiny_checkpoints(seed),
-            // A third of the seeds store no stream-state checkpoints; the
-            // others often, so that failovers open from them.
-            state_checkpoint_entries: [0, 2, 5][(seed % 3) as usize],
-            // No index directories (threads, real I/O) in the simulation.
-            numbers_in_memory: true,
-            // Failovers fence the writer before on purpose.
-            take_over: true,
-            ..BucketOptions::default()
-        };
+        let options = BucketOptions::default()
+            .with_flush_interval(plan.flush_interval)
+            .with_retry(plan.retry.clone())
+            .with_seed(Some(
+                seed.wrapping_mul(1_000).wrapping_add(index as u64 + 1),
+            ))
+            .with_checkpoint(tiny_checkpoints(seed))
+            .with_state_checkpoint_entries([0, 2, 5][(seed % 3) as usize])
+            .with_numbers_in_memory(true)
+            .with_take_over(true);
         let opened = BucketStorage::open_with_clock(
             store.clone(),
             PREFIX,

@@ -31,13 +31,13 @@ pub fn builder(store: Arc<dyn ObjectStore>) -> ProducerBuilder {
     Producer::builder(store, MANIFEST, SEGMENTS)
         .with_take_over(true)
         .with_flush_interval(Duration::from_millis(5))
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 10,
-            base_backoff: Duration::from_millis(2),
-            max_backoff: Duration::from_millis(100),
-            jitter: 0.5,
-            ..RetryPolicy::default()
-        })
+        .with_retry_policy(
+            RetryPolicy::default()
+                .with_max_attempts(10)
+                .with_base_backoff(Duration::from_millis(2))
+                .with_max_backoff(Duration::from_millis(100))
+                .with_jitter(0.5),
+        )
 }
 
 /// Records are `key=value`; the state is the last value of every key.

@@ -12,11 +12,11 @@ use weft::{AppendRequest, ErrorKind, Log, LogTag};
 /// The bucket log's writer keeps the same lease: a second `BucketStorage`
 /// on a log a service is writing is refused; `take_over` is the failover.
 pub async fn bucket_writers_see_each_others_lease(store: Arc<dyn ObjectStore>) {
-    let options = |take_over| BucketOptions {
-        take_over,
-        lease_renew_every: Duration::from_millis(300),
-        writer_name: Some("orders service".into()),
-        ..BucketOptions::default()
+    let options = |take_over| {
+        BucketOptions::default()
+            .with_take_over(take_over)
+            .with_lease_renew_every(Duration::from_millis(300))
+            .with_writer_name(Some("orders service".into()))
     };
     let tag = LogTag::new("orders").unwrap();
     let service = Log::new(

@@ -32,8 +32,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{LogState, ManifestData, decode_manifest};
 use crate::index::IndexOptions;
 use crate::objects::{Outcome, RetryPolicy, StoreOp, retry_store, to_error};
-use crate::storage::kit::append_ids::AppendIds;
-use crate::storage::kit::memory_index::MemoryIndex;
+use crate::storage::kit::AppendIds;
+use crate::storage::kit::MemoryIndex;
 use crate::storage::kit::result_of;
 use crate::wal::{Applier, Cursor, CursorStore, HistoryReader, MemoryCursorStore, Record, Replica};
 

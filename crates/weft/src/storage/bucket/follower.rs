@@ -34,6 +34,7 @@
 //! ([`Freshness::AppliedPrefix`]): a follower never asks the bucket whether
 //! the writer is ahead.
 
+use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,7 +62,9 @@ use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, Str
 use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replica};
 
 /// How a follower tails the bucket.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct FollowerOptions {
     /// Wait between polls that found nothing new.
     pub poll_interval: Duration,
@@ -96,6 +99,18 @@ pub struct FollowerOptions {
     /// that takes longer than it (or the policy's attempt timeout) fails
     /// its poll, which the tailing task (or the background fill) retries.
     pub retry: RetryPolicy,
+}
+
+setters! {
+    FollowerOptions {
+        with_poll_interval => poll_interval: Duration,
+        with_prefetch => prefetch: usize,
+        with_fill_prefetch => fill_prefetch: usize,
+        with_memory_budget => memory_budget: usize,
+        with_cache_dir => cache_dir: Option<std::path::PathBuf>,
+        with_numbers_in_memory => numbers_in_memory: bool,
+        with_retry => retry: RetryPolicy,
+    }
 }
 
 impl Default for FollowerOptions {

@@ -3,7 +3,7 @@
 //! machines.
 //!
 //! Object: `<kv prefix>/<hex scope>/<hex key>`, laid out as
-//! [`crate::format::bucket_kv`] describes: the value (or a tombstone) and
+//! `crate::format::bucket_kv` describes: the value (or a tombstone) and
 //! the tokens of the writes that made it. A delete writes a tombstone with
 //! a conditional update instead of deleting the object, because a
 //! conditional delete is not portable across object stores; a tombstone

@@ -37,7 +37,7 @@ use super::reader::BucketReader;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{LogEntry, LogTag};
 use crate::storage::Tip;
-use crate::storage::kit::memory_index::MemoryIndex;
+use crate::storage::kit::MemoryIndex;
 use crate::storage::kit::{Gate, Visible};
 
 /// The entries since a follower started, while the history before them is

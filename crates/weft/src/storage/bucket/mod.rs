@@ -1,7 +1,7 @@
 //! The shared log on a bucket: a fenced writer and read-only followers.
 //!
 //! Each log entry travels as one WAL record holding its entry frame
-//! ([`crate::format::frame`]: seqnum, version, timestamp, tags, data,
+//! (`crate::format::frame`: seqnum, version, timestamp, tags, data,
 //! CRC-32C). The manifest is written in weft's record-numbered format (v5:
 //! bounded, older entries in history pages), so a record's WAL sequence
 //! *is* the entry's seqnum, and a whole append batch is one producer group,
@@ -23,7 +23,7 @@
 //!
 //! Neither keeps the log's entries. Both keep its *numbers* (which seqnums
 //! carry each tag, which seqnum holds each version) — in memory, or with a
-//! cache directory in the persistent log index ([`crate::index`]) — plus the
+//! cache directory in the persistent log index (`crate::index`) — plus the
 //! newest entries up to a budget; any other entry is read back from its
 //! segment on demand, through bounded caches of segments and history pages.
 //! Everything but in-memory numbers comes out of one `memory_budget`.
@@ -40,7 +40,7 @@
 //! # Retention
 //!
 //! [`Storage::trim`](crate::Storage::trim) on the writer stores the log's
-//! numbering state at the trim point ([`crate::format::log_state`]) as the
+//! numbering state at the trim point (`crate::format::log_state`) as the
 //! WAL's base snapshot and drops the entries it supersedes, in one manifest
 //! CAS. A writer reopening the log and a follower starting on it restore
 //! that state — first seqnum, and every stream's next version, also of

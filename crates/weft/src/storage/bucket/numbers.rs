@@ -17,9 +17,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry, IndexOptions};
 use crate::model::{LogEntry, LogTag};
-pub(crate) use crate::storage::kit::index_versions::{FillWatch, Floors, IndexVersions};
-use crate::storage::kit::memory_index::MemoryIndex;
-use crate::storage::kit::sequencer::{MemoryVersions, VersionTable};
+use crate::storage::kit::MemoryIndex;
+pub(crate) use crate::storage::kit::{FillWatch, Floors, IndexVersions};
+use crate::storage::kit::{MemoryVersions, VersionTable};
 
 /// One entry's numbers, and the check value the index records for it.
 #[derive(Clone, Debug)]

@@ -21,8 +21,8 @@ use super::writer::BucketOptions;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::format::{LogState, ManifestData, ManifestVersion, StateCheckpoint};
-use crate::storage::kit::append_ids::AppendIds;
-use crate::storage::kit::sequencer::{MemoryVersions, Sequencer};
+use crate::storage::kit::AppendIds;
+use crate::storage::kit::{MemoryVersions, Sequencer};
 use crate::wal::Producer;
 
 /// Streams a writer over the persistent index holds in memory at most

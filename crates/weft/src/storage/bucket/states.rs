@@ -131,7 +131,7 @@ pub(crate) async fn newest(
 pub(crate) async fn check_all(
     store: &Arc<dyn ObjectStore>,
     layout: &BucketLayout,
-    index: &crate::storage::kit::memory_index::MemoryIndex,
+    index: &crate::storage::kit::MemoryIndex,
     retry: &RetryPolicy,
 ) -> Result<Vec<Error>> {
     let mut problems = Vec::new();
@@ -183,7 +183,7 @@ pub(crate) async fn check_all(
 /// not the one the log has, in words; the versions already agree.
 fn last_entry_difference(
     checkpoint: &StateCheckpoint,
-    index: &crate::storage::kit::memory_index::MemoryIndex,
+    index: &crate::storage::kit::MemoryIndex,
 ) -> Option<String> {
     let last = checkpoint.last_seqnums.as_ref()?;
     for ((tag, next), said) in checkpoint.state.next_versions.iter().zip(last) {

@@ -19,7 +19,7 @@
 //! conflict would have been false, and the answer is the writer's failure
 //! instead.
 //!
-//! Append ids ([`crate::storage::kit::append_ids`]) are checked in the same
+//! Append ids ([`AppendIds`](crate::storage::kit::AppendIds)) are checked in the same
 //! step as the numbers. A retry whose original is still in flight waits for
 //! it the same way, and answers with the original's result once it is
 //! committed (or with the writer's failure if it is not). A new writer
@@ -68,6 +68,7 @@
 //! (`local`); this module adds the sequencer, the producer and the
 //! visibility task.
 
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,13 +93,15 @@ use crate::format::{LogState, decode_manifest, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::objects::RetryPolicy;
-use crate::storage::kit::sequencer::{MemoryVersions, Sequencer};
-use crate::storage::kit::{self, append_ids::AppendIds};
+use crate::storage::kit::{self, AppendIds};
+use crate::storage::kit::{MemoryVersions, Sequencer};
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::wal::{CheckpointPolicy, Durability, Producer, SnapshotWriter};
 
 /// Settings of a bucket writer (plain data).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct BucketOptions {
     /// Longest wait before buffered appends are flushed.
     pub flush_interval: Duration,
@@ -170,12 +173,32 @@ pub struct BucketOptions {
     /// Open even when the log's writer lease shows a live writer, fencing
     /// it (a deliberate failover). By default opening waits to see whether
     /// the lease's writer is alive and fails with `Locked` if it is (see
-    /// [`crate::wal::lease`]).
+    /// `crate::wal::lease`).
     pub take_over: bool,
     /// How often this writer renews its lease (at most 20 s).
     pub lease_renew_every: Duration,
     /// How this writer names itself in its lease (the process id is added).
     pub writer_name: Option<String>,
+}
+
+setters! {
+    BucketOptions {
+        with_flush_interval => flush_interval: Duration,
+        with_flush_bytes => flush_bytes: usize,
+        with_max_entry_bytes => max_entry_bytes: usize,
+        with_rebuild_prefetch => rebuild_prefetch: usize,
+        with_retry => retry: RetryPolicy,
+        with_seed => seed: Option<u64>,
+        with_append_id_window => append_id_window: usize,
+        with_checkpoint => checkpoint: CheckpointPolicy,
+        with_memory_budget => memory_budget: usize,
+        with_cache_dir => cache_dir: Option<std::path::PathBuf>,
+        with_numbers_in_memory => numbers_in_memory: bool,
+        with_state_checkpoint_entries => state_checkpoint_entries: u64,
+        with_take_over => take_over: bool,
+        with_lease_renew_every => lease_renew_every: Duration,
+        with_writer_name => writer_name: Option<String>,
+    }
 }
 
 impl Default for BucketOptions {
@@ -282,7 +305,7 @@ impl BucketStorage {
     /// Opens the writer of the log at `prefix` in `store`, creating the log
     /// if absent and fencing any previous writer — unless its writer lease
     /// shows it alive and `options.take_over` is off (see
-    /// [`crate::wal::lease`]).
+    /// `crate::wal::lease`).
     ///
     /// Errors: `Locked` (a live writer holds the log's lease; nothing was
     /// written), `PermissionDenied` (credentials), `NotFound` (bucket),

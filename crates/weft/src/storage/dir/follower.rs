@@ -52,6 +52,7 @@
 //! on every open. Either way its memory is bounded by
 //! [`FollowerIndex::memory_budget`], not by the log.
 
+use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -76,17 +77,25 @@ use crate::index::{Index, IndexOptions};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::outage::Outage;
+use crate::storage::kit::CommittedBatch;
 use crate::storage::kit::Gate;
-use crate::storage::kit::feed::CommittedBatch;
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 
 /// How a [`DirFollower`] tails its directory.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct DirFollowerOptions {
     /// The pause between two looks at the directory: how far the follower
     /// lags the writer, at most (plus the time to read what was added).
     /// Between 1 ms and 60 s; default 100 ms.
     pub poll_interval: Duration,
+}
+
+setters! {
+    DirFollowerOptions {
+        with_poll_interval => poll_interval: Duration,
+    }
 }
 
 impl Default for DirFollowerOptions {

@@ -21,7 +21,7 @@ use tracing::warn;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::AppendResult;
-use crate::storage::kit::append_ids::AppendIds;
+use crate::storage::kit::AppendIds;
 
 /// Builds the window from the surveyed ids (`tail`, in log order, of the
 /// entries from `scanned_from` to `next`) and the segments before them.

@@ -34,7 +34,7 @@
 //! The single-writer lock is a `flock` on the directory itself (see
 //! `lock.rs`): no file in it can be deleted or swapped to let a second
 //! writer in. Every byte layout (entry frame, segment header, trim file,
-//! KV bucket) is in [`crate::format`].
+//! KV bucket) is in `crate::format`.
 //!
 //! ## Durability
 //!
@@ -50,7 +50,7 @@
 //!
 //! Which entries carry a tag, which entry holds each version of a stream,
 //! each stream's next version, and where entries' frames start live in a
-//! persistent log index ([`crate::index`], in `<dir>/index/`), not in
+//! persistent log index (`crate::index`, in `<dir>/index/`), not in
 //! memory. Memory stays within [`DirOptions::memory_budget`] whatever the
 //! log's length or number of streams; older entries are read from the
 //! segment files on demand.
@@ -73,7 +73,7 @@
 //! An entry appended with an id carries it in its frame. The writer
 //! remembers the ids of the newest [`DirOptions::append_id_window`] such
 //! entries, and answers a retry whose id it remembers with the original
-//! result instead of writing again; see [`crate::storage::kit::append_ids`].
+//! result instead of writing again; see [`AppendIds`](crate::storage::kit::AppendIds).
 //! On open the window gets the ids of the entries the open scans (those the
 //! log index did not cover), then of older entries walked backward segment
 //! by segment until it is full or `append_id_window` entries were walked
@@ -123,8 +123,8 @@ use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag};
-use crate::storage::kit::index_versions::IndexVersions;
-use crate::storage::kit::sequencer::Sequencer;
+use crate::storage::kit::IndexVersions;
+use crate::storage::kit::Sequencer;
 
 pub use check::check;
 pub use check_report::{DirCheck, DirSegmentInfo, DirTagInfo};

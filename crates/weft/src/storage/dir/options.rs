@@ -36,6 +36,7 @@ pub enum SyncMode {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct DirOptions {
     /// A segment file is closed and a new one started once the next write
     /// would take it past this size (a single write larger than this still
@@ -96,6 +97,21 @@ pub struct DirOptions {
     /// and after a crash the next open does (readers take the zeros for
     /// space never written, not for damage). At most 64 MiB; default 1 MiB.
     pub preallocate_bytes: u64,
+}
+
+setters! {
+    DirOptions {
+        with_segment_bytes => segment_bytes: u64,
+        with_sync => sync: SyncMode,
+        with_max_batch_entries => max_batch_entries: usize,
+        with_max_batch_bytes => max_batch_bytes: usize,
+        with_linger_micros => linger_micros: u64,
+        with_spin_micros => spin_micros: u64,
+        with_max_entry_bytes => max_entry_bytes: usize,
+        with_append_id_window => append_id_window: usize,
+        with_memory_budget => memory_budget: usize,
+        with_preallocate_bytes => preallocate_bytes: u64,
+    }
 }
 
 /// How a [`DirOptions::memory_budget`] is divided.

@@ -31,8 +31,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::dir_segment::SegmentHeader;
 use crate::index::Index;
 use crate::model::{LogEntry, LogTag};
+use crate::storage::kit::CommittedBatch;
 use crate::storage::kit::Visible;
-use crate::storage::kit::feed::CommittedBatch;
 use crate::storage::{CommitFeed, StreamInfo, Tip};
 
 /// What readers see: only entries of whole batches (the writer's: synced,

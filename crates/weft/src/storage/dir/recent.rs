@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use crate::model::LogEntry;
-use crate::storage::kit::feed::CommittedBatch;
+use crate::storage::kit::CommittedBatch;
 
 /// Fixed cost counted per entry besides its payload and tags.
 const ENTRY_OVERHEAD: usize = 96;

@@ -61,9 +61,9 @@ use crate::index::IndexEntry;
 use crate::model::{AppendResult, LogEntry};
 use crate::storage::NewEntry;
 use crate::storage::kit::Gate;
-use crate::storage::kit::append_ids::{AppendIds, Planned};
-use crate::storage::kit::index_versions::IndexVersions;
-use crate::storage::kit::sequencer::Sequencer;
+use crate::storage::kit::IndexVersions;
+use crate::storage::kit::Sequencer;
+use crate::storage::kit::{AppendIds, Planned};
 use crate::storage::kit::{result_of, single_result};
 
 /// Payloads this large are written straight from the caller's buffer

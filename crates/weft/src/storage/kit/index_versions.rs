@@ -163,6 +163,7 @@ impl IndexVersions {
     }
 
     /// How many streams are held now.
+    #[cfg(test)]
     pub fn held_streams(&self) -> usize {
         self.lock().len()
     }
@@ -243,7 +244,7 @@ mod tests {
     use super::*;
     use crate::index::{IndexEntry, IndexOptions};
     use crate::storage::NewEntry;
-    use crate::storage::kit::sequencer::Sequencer;
+    use crate::storage::kit::Sequencer;
 
     fn entry(tag: &str, expected: Option<u64>) -> NewEntry {
         NewEntry {

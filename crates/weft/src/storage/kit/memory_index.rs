@@ -86,11 +86,6 @@ impl MemoryIndex {
         self.next - self.first
     }
 
-    /// True when no entry is live.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Adds the entry `seqnum` (which must be `next()`).
     pub fn insert(&mut self, seqnum: u64, tags: &[LogTag], version: u64) -> Result<()> {
         if seqnum != self.next {
@@ -279,11 +274,6 @@ impl MemoryIndex {
                 entries: self.by_tag.get(tag).map_or(0, |l| l.len() as u64),
             })
             .collect()
-    }
-
-    /// Every tag with the number of live entries carrying it.
-    pub fn tag_counts(&self) -> impl Iterator<Item = (&LogTag, usize)> {
-        self.by_tag.iter().map(|(t, l)| (t, l.len()))
     }
 
     /// Forgets every entry with seqnum `<= through` (callers check that

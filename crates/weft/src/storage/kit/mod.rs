@@ -9,15 +9,12 @@
 //! * [`Visible`] — what readers see plus the [`CommitFeed`] that announces
 //!   it, under one lock: a batch becomes readable and reaches the feed in
 //!   one step, so batches reach the feed in seqnum order.
-//! * [`sequencer`] — single-writer numbering (seqnums, stream versions,
-//!   conditions) over a [`VersionTable`](sequencer::VersionTable):
-//!   all streams in memory, or a bounded set over the persistent index
-//!   ([`index_versions`]).
-//! * [`append_ids`] — exactly-once appends on a sequencer.
-//! * [`feed`] — the [`CommitFeed`] that announces committed batches.
-//! * [`memory_index`] — the in-memory read index (which seqnums carry a
-//!   tag, which seqnum holds each version) of the memory backend and of a
-//!   bucket handle that keeps its numbers in memory.
+//! * [`Sequencer`] — single-writer numbering (seqnums, stream versions,
+//!   conditions) over a [`VersionTable`]: all streams in memory
+//!   ([`MemoryVersions`]), or (in weft's own backends) a bounded set over
+//!   the persistent index.
+//! * [`AppendIds`] — exactly-once appends on a sequencer.
+//! * [`CommitFeed`] — announces committed batches to subscribers.
 //! * [`check_append`] — the one check of an append batch, which every
 //!   backend makes first, from its declared [`AppendLimits`].
 //! * [`results_of`], [`result_of`] — the answer to an append, from the
@@ -34,16 +31,24 @@
 //! [`CommitFeed`]: feed::CommitFeed
 
 mod append_check;
-pub mod append_ids;
-pub mod feed;
+mod append_ids;
+mod feed;
 mod gate;
-pub mod index_versions;
-pub mod memory_index;
-pub mod sequencer;
+// Tables over weft's own persistent index, for its own backends only.
+#[allow(unreachable_pub)]
+mod index_versions;
+#[allow(unreachable_pub)]
+mod memory_index;
+mod sequencer;
 mod visible;
 
 pub use append_check::{AppendLimits, check_append};
+pub use append_ids::{AppendIds, Planned};
+pub use feed::{CommitFeed, CommittedBatch, FEED_CAPACITY};
 pub use gate::Gate;
+pub(crate) use index_versions::{FillWatch, Floors, IndexVersions};
+pub(crate) use memory_index::MemoryIndex;
+pub use sequencer::{MemoryVersions, Sequencer, VersionTable};
 pub use visible::Visible;
 
 use crate::error::{Error, Result};

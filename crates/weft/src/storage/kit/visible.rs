@@ -5,7 +5,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::error::Result;
 use crate::model::LogEntry;
 use crate::storage::CommitFeed;
-use crate::storage::kit::feed::CommittedBatch;
+use crate::storage::kit::CommittedBatch;
 
 /// A backend's readable state `V` (an entry cache, an index with segment
 /// offsets) and its [`CommitFeed`].

@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 
 use crate::error::{Error, Result};
 use crate::model::{LogEntry, LogTag};
-use crate::storage::kit::feed::CommittedBatch;
-use crate::storage::kit::memory_index::MemoryIndex;
+use crate::storage::kit::CommittedBatch;
+use crate::storage::kit::MemoryIndex;
 
 /// Entries `first..next` in seqnum order, indexed by tag and version.
 #[derive(Debug, Default)]

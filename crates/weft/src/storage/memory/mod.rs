@@ -14,8 +14,8 @@ mod cache;
 mod cached;
 
 use super::kit;
-use super::kit::append_ids::AppendIds;
-use super::kit::sequencer::Sequencer;
+use super::kit::AppendIds;
+use super::kit::Sequencer;
 use super::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::clock::{self, Clock};
 use crate::error::Result;

@@ -20,6 +20,7 @@ use crate::model::MAX_ENTRY_BYTES;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PgOptions {
     /// Connections for reads, KV and appends. Default 8.
     pub pool_size: usize,
@@ -58,6 +59,20 @@ pub struct PgOptions {
     /// Create the log's schema when it does not exist; when false, opening
     /// a missing log is `NotFound`. Default true.
     pub create_if_missing: bool,
+}
+
+setters! {
+    PgOptions {
+        with_pool_size => pool_size: usize,
+        with_max_in_flight => max_in_flight: usize,
+        with_max_group_entries => max_group_entries: usize,
+        with_max_group_bytes => max_group_bytes: usize,
+        with_op_timeout_ms => op_timeout_ms: u64,
+        with_statement_timeout_ms => statement_timeout_ms: u64,
+        with_poll_interval_ms => poll_interval_ms: u64,
+        with_max_entry_bytes => max_entry_bytes: usize,
+        with_create_if_missing => create_if_missing: bool,
+    }
 }
 
 impl Default for PgOptions {

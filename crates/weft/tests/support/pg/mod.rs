@@ -42,13 +42,11 @@ pub fn fresh_location(prefix: &str) -> PgLocation {
 
 /// Options for tests: short deadlines, quick polling.
 pub fn test_options() -> PgOptions {
-    PgOptions {
-        pool_size: 4,
-        op_timeout_ms: 20_000,
-        statement_timeout_ms: 15_000,
-        poll_interval_ms: 200,
-        ..PgOptions::default()
-    }
+    PgOptions::default()
+        .with_pool_size(4)
+        .with_op_timeout_ms(20_000)
+        .with_statement_timeout_ms(15_000)
+        .with_poll_interval_ms(200)
 }
 
 /// Opens `location` with the test options.
