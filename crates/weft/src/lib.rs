@@ -45,6 +45,17 @@
 //! log needs from them is exported where it is used ([`RetryPolicy`] at
 //! the root, the formats the WAL's producer and replica take in [`wal`]).
 //!
+//! The root exports what most programs name: the log and its views
+//! ([`Log`], [`LogView`], [`TypedView`], [`ViewKv`]), the model
+//! ([`AppendRequest`], [`LogEntry`], [`Position`], …), the backends and
+//! their options ([`DirStorage`] with [`DirOptions`], [`BucketStorage`]
+//! with [`BucketOptions`], [`BucketFollower`], [`MemoryStorage`], and
+//! `PgStorage` with the `postgres` feature), a [`Location`] to open one
+//! from a string, the executors ([`ExecutorEngine`], [`Executor`]), the
+//! WAL's [`Producer`] and [`Replica`], and the one [`Error`]. Every option
+//! struct is `#[non_exhaustive]`: build it from `Default` and its
+//! `with_…` setters.
+//!
 //! ## Cargo features
 //!
 //! None is on by default. The in-memory and `dir` backends, the bucket
@@ -123,7 +134,9 @@ pub mod retention;
 pub mod storage;
 pub mod wal;
 
+pub use connect::Location;
 pub use error::{Error, ErrorDetail, ErrorKind, Result};
+pub use exec::{Executor, ExecutorContext, ExecutorEngine};
 pub use kv::ViewKv;
 pub use log::{
     Codec, Delivery, EntryStream, FilteredSubscription, JsonCodec, Log, LogView, PostcardCodec,
@@ -131,7 +144,13 @@ pub use log::{
 };
 pub use model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
 pub use objects::RetryPolicy;
+pub use retention::RetentionPolicy;
+pub use storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+pub use storage::dir::{DirOptions, SyncMode};
+#[cfg(feature = "postgres")]
+pub use storage::postgres::{PgOptions, PgStorage};
 pub use storage::{DirStorage, Freshness, MemoryStorage, Storage, StreamInfo, Tip};
+pub use wal::{Producer, Replica};
 
 /// The `tracing` target of the one warning a bucket writer or follower
 /// logs when filling in its history (the entries before the point it

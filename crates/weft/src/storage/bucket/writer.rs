@@ -19,7 +19,7 @@
 //! conflict would have been false, and the answer is the writer's failure
 //! instead.
 //!
-//! Append ids ([`AppendIds`](crate::storage::kit::AppendIds)) are checked in the same
+//! Append ids ([`AppendIds`]) are checked in the same
 //! step as the numbers. A retry whose original is still in flight waits for
 //! it the same way, and answers with the original's result once it is
 //! committed (or with the writer's failure if it is not). A new writer
