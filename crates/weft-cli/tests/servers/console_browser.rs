@@ -21,7 +21,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use futures::FutureExt as _;
 use serde_json::{Value, json};
 
-use support::serve::Server;
+use support::served::Served;
 
 /// Upper bound for the page to show something (a failure bound, not a
 /// speed claim: the page polls once a second).
@@ -65,7 +65,7 @@ struct Api {
 }
 
 impl Api {
-    fn new(server: &Server, token: Option<&'static str>) -> Api {
+    fn new(server: &Served, token: Option<&'static str>) -> Api {
         Api {
             http: reqwest::Client::new(),
             url: server.url.clone(),
@@ -112,7 +112,7 @@ fn entry(tags: &[&str], payload: &[u8]) -> Value {
 
 /// Runs `steps` on a page of a fresh browser session; a failure still
 /// closes the browser, and shows what the server logged.
-async fn in_browser<F: Future<Output = ()>>(server: &Server, steps: impl FnOnce(Client) -> F) {
+async fn in_browser<F: Future<Output = ()>>(server: &Served, steps: impl FnOnce(Client) -> F) {
     let page = browser().await;
     let outcome = AssertUnwindSafe(steps(page.clone())).catch_unwind().await;
     page.close().await.expect("close the browser");
@@ -162,7 +162,7 @@ fn screenshot_path() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_shows_appends_live_and_opens_entries() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = Server::start("memory:", &[], &[], tmp.path());
+    let server = Served::start(&["memory:"], &[], Some(tmp.path()));
     let api = Api::new(&server, None);
     let url = server.url.clone();
     in_browser(
@@ -177,7 +177,7 @@ async fn console_asks_for_a_token_and_sends_it() {
     const TOKEN: &str = "console-test-token";
     let tmp = tempfile::tempdir().unwrap();
     let tokens = format!("{TOKEN} read,append");
-    let server = Server::start("memory:", &[], &[("WEFT_TOKENS", &tokens)], tmp.path());
+    let server = Served::start(&["memory:"], &[("WEFT_TOKENS", &tokens)], Some(tmp.path()));
     let api = Api::new(&server, Some(TOKEN));
     let anonymous = Api::new(&server, None);
     let url = server.url.clone();

@@ -16,7 +16,7 @@ use std::process::Command;
 use base64::Engine as _;
 use serde_json::Value;
 
-use support::serve::Server;
+use support::served::Served;
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft");
 
@@ -28,7 +28,7 @@ fn examples_dir() -> &'static Path {
 }
 
 /// The script's output: one JSON object per step, by step name.
-fn run_script(server: &Server) -> BTreeMap<String, Value> {
+fn run_script(server: &Served) -> BTreeMap<String, Value> {
     let out = Command::new("python3")
         .arg("orders.py")
         .arg(&server.url)
@@ -93,7 +93,7 @@ fn u64s(v: &Value) -> Vec<u64> {
 async fn python_client_appends_reads_and_subscribes_against_a_server() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("log");
-    let server = Server::start(dir.to_str().unwrap(), &["--create"], &[], tmp.path());
+    let server = Served::start(&[dir.to_str().unwrap(), "--create"], &[], Some(tmp.path()));
     let steps = run_script(&server);
     let log = log_entries(&dir);
     let by_seqnum: BTreeMap<u64, &Value> = log.iter().map(|e| (u64_at(e, "seqnum"), e)).collect();

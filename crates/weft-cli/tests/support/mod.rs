@@ -1,5 +1,5 @@
 //! The helpers both test tiers of the `weft` command share: running `weft
-//! serve` as a process (`serve`, `served`), pausing processes, JSON rows,
+//! serve` as a process (`served`), pausing processes, JSON rows,
 //! and the row tables every backend runs (`trim_cases`, `retention_cases`).
 
 // Each tier uses some of these (what one leaves unused is not dead code),
@@ -9,6 +9,5 @@
 pub(crate) mod pause;
 pub(crate) mod retention_cases;
 pub(crate) mod rows;
-pub(crate) mod serve;
 pub(crate) mod served;
 pub(crate) mod trim_cases;
