@@ -27,8 +27,6 @@
 //! publishes what it learns of commits (its own and other processes', read
 //! back in seqnum order by a tailer) straight to its [`CommitFeed`], which
 //! skips whatever it already announced. See `docs/STORAGE_SEAM.md`.
-//!
-//! [`CommitFeed`]: feed::CommitFeed
 
 mod append_check;
 mod append_ids;
