@@ -11,7 +11,7 @@ use clap::Args;
 use object_store::ObjectStore;
 use weft::connect::{AzureSettings, Location, S3Settings};
 use weft::objects::{DEFAULT_DEADLINE, RetryPolicy};
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::storage::dir::{DirStorage, require_log};
 use weft::{Error, ErrorKind, Log, Result};
 
@@ -288,7 +288,7 @@ pub(crate) async fn follow(
     let store = open_store(location, args)?;
     require_bucket_log(&store, location).await?;
     let cache_dir = usable_cache(args.cache_for(location, Role::Reader));
-    let options = FollowerOptions::default()
+    let options = BucketFollowerOptions::default()
         .with_poll_interval(poll)
         .with_cache_dir(cache_dir)
         .with_retry(args.retry());

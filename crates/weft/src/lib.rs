@@ -145,7 +145,7 @@ pub use log::{
 pub use model::{AppendRequest, AppendResult, Expected, LogEntry, LogTag, Position, TagFilter};
 pub use objects::RetryPolicy;
 pub use retention::RetentionPolicy;
-pub use storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+pub use storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 pub use storage::dir::{DirOptions, SyncMode};
 #[cfg(feature = "postgres")]
 pub use storage::postgres::{PgOptions, PgStorage};

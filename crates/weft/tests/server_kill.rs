@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use object_store::ObjectStore;
 use weft::objects::RetryPolicy;
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::wal::{FnApplier, Producer, Record, Replica};
 use weft::{AppendRequest, ErrorKind, Log, LogTag, Position, Storage};
 
@@ -214,7 +214,7 @@ async fn killing_the_server_mid_write_loses_nothing_acknowledged() {
     let follower = BucketFollower::open(
         log_store.clone(),
         "log",
-        FollowerOptions::default()
+        BucketFollowerOptions::default()
             .with_poll_interval(Duration::from_millis(20))
             .with_prefetch(4),
     )

@@ -29,7 +29,7 @@ use object_store::ObjectStore;
 use weft::kv::KvStore;
 use weft::objects::RetryPolicy;
 use weft::storage::bucket::{
-    self, BucketFollower, BucketKv, BucketOptions, BucketStorage, FollowerOptions,
+    self, BucketFollower, BucketFollowerOptions, BucketKv, BucketOptions, BucketStorage,
 };
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
@@ -148,7 +148,7 @@ async fn a_paused_server_fails_every_operation_at_its_deadline() {
             BucketFollower::open(
                 store.clone(),
                 "log",
-                FollowerOptions::default().with_retry(retry()),
+                BucketFollowerOptions::default().with_retry(retry()),
             ),
             &[ErrorKind::Unavailable],
         )

@@ -128,7 +128,7 @@ async fn log_lag_run(
     duration: Duration,
 ) -> Result<LagRun> {
     use futures::StreamExt;
-    use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+    use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, BucketFollowerOptions};
     use weft::{AppendRequest, Log, LogTag, Position};
 
     let store = ctx.fresh_store("loglag")?;
@@ -144,7 +144,7 @@ async fn log_lag_run(
         BucketFollower::open(
             store,
             "log",
-            FollowerOptions::default().with_poll_interval(poll),
+            BucketFollowerOptions::default().with_poll_interval(poll),
         )
         .await?,
     );

@@ -32,7 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use serde::{Deserialize, Serialize};
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, BucketFollowerOptions};
 use weft::{AppendRequest, Log, LogTag};
 
 use super::Ctx;
@@ -136,7 +136,7 @@ pub async fn probe(
     let mut follower = None;
     let (log, writer) = match kind {
         ProbeKind::Follower => {
-            let options = FollowerOptions::default().with_cache_dir(cache_dir);
+            let options = BucketFollowerOptions::default().with_cache_dir(cache_dir);
             let f = Arc::new(BucketFollower::open(store, PREFIX, options).await?);
             follower = Some(f.clone());
             (Log::from_arc(f), false)

@@ -23,7 +23,7 @@ use object_store::memory::InMemory;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft::Log;
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft_server::Role;
 use weft_testkit::hooked::{Before, HookedStore, Op, before};
 
@@ -553,7 +553,7 @@ async fn readiness_tells_the_leader_from_a_follower_on_a_bucket_log() {
         BucketFollower::open(
             store,
             "log",
-            FollowerOptions::default().with_poll_interval(Duration::from_millis(10)),
+            BucketFollowerOptions::default().with_poll_interval(Duration::from_millis(10)),
         )
         .await
         .unwrap(),

@@ -124,7 +124,7 @@ use object_store::path::Path as ObjectPath;
 use weft::DirStorage;
 use weft::connect::Location;
 use weft::format::{ManifestVersion, SnapshotPointer};
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::wal::{
     Cursor, CursorStore, FnApplier, Manifest, MemoryCursorStore, ObjectCursorStore, Producer,
     Record, Replica,
@@ -153,7 +153,7 @@ async fn bucket_logs_refuse_damaged_foreign_and_malformed_locations() {
         ErrorKind::Corrupt
     );
     assert_eq!(
-        kind(BucketFollower::open(store.clone(), "junk", FollowerOptions::default()).await),
+        kind(BucketFollower::open(store.clone(), "junk", BucketFollowerOptions::default()).await),
         ErrorKind::Corrupt
     );
     // A segment-numbered (v2) manifest: a WAL, but not a weft log.
@@ -172,7 +172,7 @@ async fn bucket_logs_refuse_damaged_foreign_and_malformed_locations() {
         ErrorKind::InvalidInput
     );
     assert_eq!(
-        kind(BucketFollower::open(store.clone(), "wal2", FollowerOptions::default()).await),
+        kind(BucketFollower::open(store.clone(), "wal2", BucketFollowerOptions::default()).await),
         ErrorKind::InvalidInput
     );
     // A v4 WAL whose records are not entry frames.
@@ -190,7 +190,7 @@ async fn bucket_logs_refuse_damaged_foreign_and_malformed_locations() {
     put(&store, "raw/manifest", v4.to_bytes().unwrap()).await;
     // A follower opens on the manifest alone; the records are found out
     // when read.
-    let follower = BucketFollower::open(store.clone(), "raw", FollowerOptions::default())
+    let follower = BucketFollower::open(store.clone(), "raw", BucketFollowerOptions::default())
         .await
         .unwrap();
     assert_eq!(

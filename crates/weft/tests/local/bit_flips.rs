@@ -18,7 +18,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload};
 use weft::format::frame::{self, FrameError};
 use weft::format::{Compression, SegmentVersion, decode_segment, encode_segment};
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::wal::Manifest;
 use weft::{AppendRequest, Error, ErrorKind, Log, LogEntry, LogTag, Position, Storage};
 
@@ -100,8 +100,8 @@ fn every_bit_flip_of_an_entry_frame_is_detected() {
 
 const PREFIX: &str = "log";
 
-fn follower_options() -> FollowerOptions {
-    FollowerOptions::default()
+fn follower_options() -> BucketFollowerOptions {
+    BucketFollowerOptions::default()
         .with_poll_interval(Duration::from_millis(5))
         .with_prefetch(2)
 }

@@ -11,7 +11,9 @@ use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload};
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions, check};
+use weft::storage::bucket::{
+    BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage, check,
+};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
 
 fn tag(i: u64) -> LogTag {
@@ -109,7 +111,8 @@ async fn every_damage_is_judged_alike_by_open_read_and_check() {
         // A follower opens on the manifest alone and reads the rest in the
         // background: its judgement is its open's, or else its fill's
         // (which reads every segment, as the writer's open does).
-        let followed = BucketFollower::open(store.clone(), "", FollowerOptions::default()).await;
+        let followed =
+            BucketFollower::open(store.clone(), "", BucketFollowerOptions::default()).await;
         let follower_kind = match &followed {
             Err(e) => Some(e.kind()),
             Ok(f) => f.filled_in().await.err().map(|e| e.kind()),

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use weft::kv::KvStore;
 use weft::objects::RetryPolicy;
 use weft::storage::bucket::{
-    self, BucketFollower, BucketKv, BucketOptions, BucketStorage, FollowerOptions,
+    self, BucketFollower, BucketFollowerOptions, BucketKv, BucketOptions, BucketStorage,
 };
 use weft::wal::{Producer, Replica, SnapshotWriter};
 use weft::{AppendRequest, ErrorKind, Log, LogTag};
@@ -95,7 +95,7 @@ async fn every_operation_ends_at_its_deadline_on_a_store_that_stopped_answering(
         (
             "follower open",
             op(|s| async move {
-                let o = FollowerOptions::default().with_retry(retry());
+                let o = BucketFollowerOptions::default().with_retry(retry());
                 BucketFollower::open(s, "log", o).await.map(|_| ())
             }),
             &[ErrorKind::Unavailable],

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use weft::RetryPolicy;
 use weft::connect::{AzureSettings, S3Settings};
 use weft::retention::RetentionPolicy;
-use weft::storage::bucket::{BucketOptions, FollowerOptions};
+use weft::storage::bucket::{BucketFollowerOptions, BucketOptions};
 use weft::storage::dir::{DirFollowerOptions, DirOptions, SyncMode};
 use weft::wal::{CheckpointPolicy, ProducerOptions};
 
@@ -46,7 +46,7 @@ fn every_option_struct_round_trips_through_serde() {
             .with_take_over(true)
             .with_writer_name(Some("orders".into())),
     );
-    round_trips(&FollowerOptions::default().with_prefetch(3));
+    round_trips(&BucketFollowerOptions::default().with_prefetch(3));
     round_trips(
         &RetentionPolicy::default()
             .with_max_count(Some(4))

@@ -17,7 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use weft::kv::KvStore;
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::storage::{Capabilities, CommitFeed, NewEntry, StreamInfo};
 use weft::{
     AppendRequest, AppendResult, DirStorage, ErrorDetail, ErrorKind, Freshness, Log, LogEntry,
@@ -36,8 +36,8 @@ fn bucket_options() -> BucketOptions {
         .with_flush_interval(Duration::from_millis(2))
 }
 
-fn follower_options() -> FollowerOptions {
-    FollowerOptions::default()
+fn follower_options() -> BucketFollowerOptions {
+    BucketFollowerOptions::default()
         .with_poll_interval(Duration::from_millis(5))
         .with_prefetch(4)
 }

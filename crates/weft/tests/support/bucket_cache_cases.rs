@@ -8,7 +8,9 @@ pub use std::sync::atomic::{AtomicUsize, Ordering};
 pub use std::time::Duration;
 
 pub use object_store::ObjectStore;
-pub use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+pub use weft::storage::bucket::{
+    BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage,
+};
 pub use weft::wal::CheckpointPolicy;
 pub use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Storage};
 pub use weft_testkit::hooked::{After, HookedStore, Op, after};
@@ -36,8 +38,8 @@ pub fn options(cache: Option<&std::path::Path>) -> BucketOptions {
         .with_cache_dir(cache.map(|c| c.to_path_buf()))
 }
 
-pub fn follower_options(cache: Option<&std::path::Path>) -> FollowerOptions {
-    FollowerOptions::default()
+pub fn follower_options(cache: Option<&std::path::Path>) -> BucketFollowerOptions {
+    BucketFollowerOptions::default()
         .with_poll_interval(Duration::from_millis(5))
         .with_cache_dir(cache.map(|c| c.to_path_buf()))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use object_store::ObjectStore;
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position};
 
 /// Opening fences any earlier writer at once (failovers on purpose; the
@@ -18,8 +18,8 @@ pub fn options() -> BucketOptions {
         .with_flush_interval(Duration::from_millis(2))
 }
 
-pub fn follower_options() -> FollowerOptions {
-    FollowerOptions::default()
+pub fn follower_options() -> BucketFollowerOptions {
+    BucketFollowerOptions::default()
         .with_poll_interval(Duration::from_millis(10))
         .with_prefetch(4)
 }

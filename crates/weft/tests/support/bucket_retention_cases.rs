@@ -8,7 +8,9 @@ use super::wal::manifest;
 use object_store::ObjectStore;
 use weft::clock::{Clock, ManualClock, SystemClock};
 use weft::format::decode_log_state;
-use weft::storage::bucket::{self, BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{
+    self, BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage,
+};
 use weft::{AppendRequest, ErrorKind, Log, LogEntry, LogTag, Position, Tip};
 
 /// Opening fences any earlier writer at once (failovers on purpose; the
@@ -19,8 +21,8 @@ pub fn options() -> BucketOptions {
         .with_flush_interval(Duration::from_millis(2))
 }
 
-pub fn follower_options() -> FollowerOptions {
-    FollowerOptions::default()
+pub fn follower_options() -> BucketFollowerOptions {
+    BucketFollowerOptions::default()
         .with_poll_interval(Duration::from_millis(10))
         .with_prefetch(4)
 }

@@ -46,7 +46,7 @@ use weft::clock::ManualClock;
 use weft::format::decode_segment;
 use weft::format::frame;
 use weft::objects::RetryPolicy;
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, FollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::wal::Manifest;
 use weft::{AppendRequest, ErrorDetail, ErrorKind, Log, LogEntry, LogTag, Position, Storage};
 use weft_testkit::fault::{FaultConfig, FaultStats, FaultStore};
@@ -403,7 +403,7 @@ async fn drive(
 
 async fn open_follower(plan: &Plan, store: &Arc<dyn ObjectStore>) -> Option<BucketFollower> {
     for _ in 0..50 {
-        let options = FollowerOptions::default()
+        let options = BucketFollowerOptions::default()
             .with_poll_interval(plan.poll_interval)
             .with_prefetch(3)
             .with_numbers_in_memory(true);

@@ -5,7 +5,7 @@
 //! bounded cache of the newest entries. Every other entry is read on demand
 //! from its segment through bounded caches (see `local` and `reader` in this
 //! module's parent). Its memory is the numbers plus
-//! [`FollowerOptions::memory_budget`], whatever the log's length.
+//! [`BucketFollowerOptions::memory_budget`], whatever the log's length.
 //!
 //! Opening reads the manifest and returns: the follower serves the log's
 //! live end at once. Two background tasks then run a [`Replica`] each:
@@ -65,7 +65,7 @@ use crate::wal::{Applier, Cursor, CursorStore, MemoryCursorStore, Record, Replic
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
-pub struct FollowerOptions {
+pub struct BucketFollowerOptions {
     /// Wait between polls that found nothing new.
     pub poll_interval: Duration,
     /// Segments fetched concurrently while tailing.
@@ -102,7 +102,7 @@ pub struct FollowerOptions {
 }
 
 setters! {
-    FollowerOptions {
+    BucketFollowerOptions {
         with_poll_interval => poll_interval: Duration,
         with_prefetch => prefetch: usize,
         with_fill_prefetch => fill_prefetch: usize,
@@ -113,9 +113,9 @@ setters! {
     }
 }
 
-impl Default for FollowerOptions {
+impl Default for BucketFollowerOptions {
     fn default() -> Self {
-        FollowerOptions {
+        BucketFollowerOptions {
             poll_interval: Duration::from_millis(50),
             prefetch: 8,
             fill_prefetch: 32,
@@ -242,11 +242,11 @@ impl BucketFollower {
     /// manifest or a trim state that is not a weft log state;
     /// `InvalidInput` for a manifest that is not a weft log's (a
     /// segment-numbered WAL);
-    /// `Locked` when another handle uses [`FollowerOptions::cache_dir`].
+    /// `Locked` when another handle uses [`BucketFollowerOptions::cache_dir`].
     pub async fn open(
         store: Arc<dyn ObjectStore>,
         prefix: &str,
-        options: FollowerOptions,
+        options: BucketFollowerOptions,
     ) -> Result<Self> {
         let layout = BucketLayout::new(prefix);
         let budget = Budget::follower(options.memory_budget);

@@ -68,7 +68,7 @@ mod stream_checks;
 pub mod writer;
 
 pub use check::{BucketCheck, CacheCheck, check, check_cache};
-pub use follower::{BucketFollower, FollowerOptions};
+pub use follower::{BucketFollower, BucketFollowerOptions};
 pub use kv::BucketKv;
 pub use retention::{gc, trim_unowned};
 pub use writer::{BucketOptions, BucketStorage};

@@ -146,7 +146,7 @@ pub struct BucketOptions {
     /// (with a cache directory) the persistent index's caches.
     pub memory_budget: usize,
     /// A directory for the writer's persistent state (the log's numbers in
-    /// a persistent index, see [`FollowerOptions::cache_dir`]). With one, a
+    /// a persistent index, see [`BucketFollowerOptions::cache_dir`]). With one, a
     /// reopened writer reads only what was committed since it last ran, and
     /// a standby follower's directory can be handed to a new writer; without
     /// one, the index lives in a private temporary directory removed when
@@ -155,7 +155,7 @@ pub struct BucketOptions {
     /// before it takes appends (see
     /// [`state_checkpoint_entries`](Self::state_checkpoint_entries)).
     ///
-    /// [`FollowerOptions::cache_dir`]: super::FollowerOptions::cache_dir
+    /// [`BucketFollowerOptions::cache_dir`]: super::BucketFollowerOptions::cache_dir
     pub cache_dir: Option<std::path::PathBuf>,
     /// Without a [`cache_dir`](Self::cache_dir), keep the log's numbers in
     /// memory instead of a temporary index directory: a few dozen bytes per
