@@ -128,7 +128,9 @@ async fn log_lag_run(
     duration: Duration,
 ) -> Result<LagRun> {
     use futures::StreamExt;
-    use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, BucketFollowerOptions};
+    use weft::storage::bucket::{
+        BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage,
+    };
     use weft::{AppendRequest, Log, LogTag, Position};
 
     let store = ctx.fresh_store("loglag")?;

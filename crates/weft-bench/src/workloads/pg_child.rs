@@ -123,7 +123,9 @@ pub fn options() -> PgOptions {
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
-    PgOptions::default().with_pool_size(env("WEFT_BENCH_PG_POOL", 4)).with_max_in_flight(env(
+    PgOptions::default()
+        .with_pool_size(env("WEFT_BENCH_PG_POOL", 4))
+        .with_max_in_flight(env(
             "WEFT_BENCH_PG_IN_FLIGHT",
             PgOptions::default().max_in_flight,
         ))

@@ -32,7 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use serde::{Deserialize, Serialize};
-use weft::storage::bucket::{BucketFollower, BucketOptions, BucketStorage, BucketFollowerOptions};
+use weft::storage::bucket::{BucketFollower, BucketFollowerOptions, BucketOptions, BucketStorage};
 use weft::{AppendRequest, Log, LogTag};
 
 use super::Ctx;
