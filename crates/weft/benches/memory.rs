@@ -39,6 +39,7 @@ fn main() {
     let (runs, entries) = if quick { (1, 2_000) } else { (7, 200_000) };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_all()
         .build()
         .unwrap();
     println!("memory backend, 100-byte entries, {entries} per run, median of {runs} runs");

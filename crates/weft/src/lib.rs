@@ -56,6 +56,16 @@
 //! struct is `#[non_exhaustive]`: build it from `Default` and its
 //! `with_…` setters.
 //!
+//! ## Runtime
+//!
+//! weft runs on tokio, with its time driver: `#[tokio::main]` and
+//! `Builder::enable_all` (or `enable_time`) give it. Deadlines, polls,
+//! group-commit lingers and a writer's background retention task all wait
+//! on tokio's timer; on a runtime built without it, tokio panics in the
+//! task that waits (a writer's retention task then stops, and reports the
+//! panic through tokio). With no runtime current, a log starts no
+//! background task at all.
+//!
 //! ## Cargo features
 //!
 //! None is on by default. The in-memory and `dir` backends, the bucket
