@@ -8,15 +8,9 @@
 //!
 //! # Deadlines
 //!
-//! Attempts alone do not bound time: a store that accepts connections and
-//! then answers nothing (a paused server) makes every attempt wait for the
-//! HTTP client's own timeout. So every operation also has a deadline,
-//! [`RetryPolicy::deadline`] after it started: [`Backoff::attempt`] cuts an
-//! attempt off when the deadline comes (a write cut off is *ambiguous*: it
-//! may have been sent), no attempt starts after it, and no retry sleeps past
-//! it. An operation whose several steps each make progress (reading a long
-//! log) starts its deadline over at every step that made progress
-//! ([`Backoff::reset`]); it is the time allowed *without progress*.
+//! What a deadline means is on [`RetryPolicy`]. Here: [`Backoff::attempt`]
+//! cuts an attempt off when the deadline comes, and [`Backoff::reset`]
+//! starts it over after a step that made progress.
 
 use std::future::Future;
 use std::time::Duration;
@@ -31,6 +25,17 @@ use super::outcome::{Outcome, StoreOp, classify};
 use crate::clock::monotonic_now;
 
 /// How often and how patiently to retry.
+///
+/// Attempts alone do not bound time: a store that accepts connections and
+/// then answers nothing (a paused server) makes every attempt wait for the
+/// HTTP client's own timeout. So every operation also has a deadline,
+/// [`deadline`](Self::deadline) after it started: an attempt is cut off
+/// when the deadline comes (a write cut off is *ambiguous*: it may have
+/// been sent), no attempt starts after it, and no retry sleeps past it. An
+/// operation whose several steps each make progress (reading a long log)
+/// starts its deadline over at every step that made progress; it is the
+/// time allowed *without progress*. Jitter is drawn from a seeded RNG, so
+/// a run under a given seed replays the same delays.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
@@ -46,7 +51,7 @@ pub struct RetryPolicy {
     pub jitter: f64,
     /// The longest one operation keeps trying (without progress): its
     /// attempts are cut off, and no retry is started, once this much time
-    /// has passed since it began. See the module docs.
+    /// has passed since it began (see the type's docs).
     pub deadline: Duration,
     /// The longest one attempt may take (cut off earlier by the deadline);
     /// `None`: only the deadline bounds it.

@@ -137,7 +137,7 @@ impl Default for ProducerOptions {
 
 impl ProducerOptions {
     fn validate(&self) -> Result<()> {
-        let bad = |what: &str| Err(Error::invalid_input(format!("producer config: {what}")));
+        let bad = |what: &str| Err(Error::invalid_input(format!("producer options: {what}")));
         if self.flush_interval.is_zero() {
             return bad("flush_interval must be positive");
         }

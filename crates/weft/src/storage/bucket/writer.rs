@@ -93,8 +93,7 @@ use crate::format::{LogState, decode_manifest, encode_log_state};
 use crate::kv::KvStore;
 use crate::model::{AppendResult, LogEntry, LogTag, MAX_ENTRY_BYTES};
 use crate::objects::RetryPolicy;
-use crate::storage::kit::{self, AppendIds};
-use crate::storage::kit::{MemoryVersions, Sequencer};
+use crate::storage::kit::{self, AppendIds, MemoryVersions, Sequencer};
 use crate::storage::{Capabilities, CommitFeed, Freshness, NewEntry, Storage, StreamInfo, Tip};
 use crate::wal::{CheckpointPolicy, Durability, Producer, SnapshotWriter};
 
