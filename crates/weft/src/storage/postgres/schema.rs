@@ -157,6 +157,10 @@ const LAYOUT2_SQL: &str = include_str!("layout/layout2.sql");
 /// them in place).
 const FUNCTIONS_SQL: &str = include_str!("layout/functions.sql");
 
+/// The revision of `layout/functions.sql` (its `functions_revision()`): a
+/// log whose functions are older gets these at open.
+const FUNCTIONS_REVISION: i32 = 2;
+
 /// `sql` for the log in `schema`: the files name the schema, the lock key
 /// and the channels with placeholders.
 fn fill(sql: &str, schema: &str) -> String {
@@ -166,6 +170,7 @@ fn fill(sql: &str, schema: &str) -> String {
         .replace("__TOLD__", &told_channel(schema))
         .replace("__ROUND_MAX_GROUPS__", &ROUND_MAX_GROUPS.to_string())
         .replace("__ROUND_MAX_BYTES__", &ROUND_MAX_BYTES.to_string())
+        .replace("__FUNCTIONS_REVISION__", &FUNCTIONS_REVISION.to_string())
         .replace("__LOG__", schema)
 }
 
@@ -208,8 +213,12 @@ pub(super) struct Installed {
 /// log: every function keeps its signature and answers; the new `number`
 /// only sends one more notification, on a channel older builds do not
 /// listen to; a backend in the middle of a call finishes it with the old
-/// body. When the role may not replace the functions (it does not own
-/// them), the log keeps them and this handle uses the older path.
+/// body. A settled notification of revision 2 (`+` and the oldest staged
+/// id) is unreadable to an older build's collector, which then asks for
+/// all its waiting groups, as it does after any round it cannot read.
+/// When the role may not replace the functions (it does not own them),
+/// the log keeps them and this handle uses the older path (with
+/// revision-1 functions, a bare `+` makes every waiter ask).
 ///
 /// Errors: `NotFound` when the log is absent and `create` is false;
 /// `Corrupt` when the schema holds a log of another layout
@@ -232,19 +241,29 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
             "SELECT count(*) FILTER (WHERE p.proname = 'append'), \
                     count(*) FILTER (WHERE p.proname = 'outcomes_of'), \
                     count(*) FILTER (WHERE p.proname = 'round_ids'), \
-                    count(*) FILTER (WHERE p.proname = 'append_group') \
+                    count(*) FILTER (WHERE p.proname = 'append_group'), \
+                    count(*) FILTER (WHERE p.proname = 'functions_revision') \
              FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
              ON n.oid = p.pronamespace WHERE n.nspname = $1",
             &[&schema],
         )
         .await
         .map_err(|e| errors::classify(e, op, "look for the log's schema"))?;
-    let (existing, bulk, bounded, grouped) = (
+    let (existing, bulk, bounded, grouped, revised) = (
         present.get::<_, i64>(0) > 0,
         present.get::<_, i64>(1) > 0,
         present.get::<_, i64>(2) > 0,
         present.get::<_, i64>(3) > 0,
+        present.get::<_, i64>(4) > 0,
     );
+    let revision: i32 = if revised {
+        tx.query_one(&format!(r#"SELECT "{schema}".functions_revision()"#), &[])
+            .await
+            .map_err(|e| errors::classify(e, op, "read the log's functions revision"))?
+            .get(0)
+    } else {
+        1
+    };
     if !existing && !create {
         return Err(Error::new(
             crate::ErrorKind::NotFound,
@@ -293,7 +312,9 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
         .get(0);
     let upgrade = match layout {
         LAYOUT_STAGED_COPIES => Some(format!("{}{}", upgrade_to_2(schema), functions(schema))),
-        LAYOUT_VERSION if !(bulk && bounded && grouped) => Some(functions(schema)),
+        LAYOUT_VERSION if !(bulk && bounded && grouped) || revision < FUNCTIONS_REVISION => {
+            Some(functions(schema))
+        }
         LAYOUT_VERSION => None,
         _ => {
             return Err(Error::corrupt(format!(
