@@ -3,7 +3,9 @@
 //! outcome (a failed condition and a known append id among them), with no
 //! notification to wake anyone (only the collector's recheck); a log whose
 //! functions an older build installed is upgraded at open, and the older
-//! per-group call still answers on it.
+//! per-group call still answers on it; functions of an older revision are
+//! replaced at open, those of a newer one kept. (Which handle asks after a
+//! round is unit-tested in `collect.rs`: it is a rule, not a timing.)
 
 // Tests read real time and randomness (process timeouts, fresh log names).
 #![allow(clippy::disallowed_methods)]
@@ -236,5 +238,83 @@ async fn an_older_logs_functions_are_upgraded_and_its_old_call_still_answers() {
     let all = log.read_all(&tag("o")).await.unwrap();
     assert_eq!(all.len(), 2);
     assert_eq!(&all[1].data[..], b"old");
+    log.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_function_revisions_are_replaced_at_open_and_newer_ones_kept() {
+    let location = pg_support::fresh_location("revision");
+    let s = location.log().to_owned();
+    let first = pg_support::open(&location).await;
+    weft::Storage::close(&first).await.unwrap();
+    let raw = pg_support::raw_client().await;
+    // The revision the log says, and whether `told_now` still carries the
+    // marker put into it below.
+    let state = || async {
+        let raw = pg_support::raw_client().await;
+        let present: i64 = raw
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
+                 ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'functions_revision'",
+                &[&s],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let revision: Option<i32> = if present > 0 {
+            let q = format!(r#"SELECT "{s}".functions_revision()"#);
+            Some(raw.query_one(&q, &[]).await.unwrap().get(0))
+        } else {
+            None
+        };
+        let marked: bool = raw
+            .query_one(
+                "SELECT p.prosrc LIKE '%4242%' FROM pg_catalog.pg_proc p \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+                 WHERE n.nspname = $1 AND p.proname = 'told_now'",
+                &[&s],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        (revision, marked)
+    };
+    let revision = state().await.0.expect("a new log says its revision");
+    assert!(revision >= 2, "revision {revision}");
+    let mark = format!(
+        r#"CREATE OR REPLACE FUNCTION "{s}".told_now() RETURNS bigint[] LANGUAGE sql STABLE
+           AS $fn$ SELECT '{{4242}}'::bigint[] $fn$;"#
+    );
+
+    // A log whose functions predate revisions (revision 1): replaced.
+    raw.batch_execute(&format!(
+        r#"{mark} DROP FUNCTION "{s}".functions_revision();"#
+    ))
+    .await
+    .unwrap();
+    assert_eq!(state().await, (None, true));
+    let log = open_quiet(&location).await;
+    assert_eq!(state().await, (Some(revision), false), "replaced at open");
+    log.close().await.unwrap();
+
+    // Functions of a later revision than this build's: kept as they are.
+    raw.batch_execute(&format!(
+        r#"{mark} CREATE OR REPLACE FUNCTION "{s}".functions_revision() RETURNS integer
+           LANGUAGE sql IMMUTABLE AS $fn$ SELECT {} $fn$;"#,
+        revision + 1
+    ))
+    .await
+    .unwrap();
+    let log = open_quiet(&location).await;
+    assert_eq!(
+        state().await,
+        (Some(revision + 1), true),
+        "newer functions kept"
+    );
+    let r = log
+        .append(AppendRequest::new(tag("k"), "still"))
+        .await
+        .unwrap();
+    assert_eq!(r.seqnum, 0);
     log.close().await.unwrap();
 }

@@ -202,8 +202,7 @@ impl Waiter {
     /// handle starts, which sees it.
     fn due(&self, id: i64, now: &RoundsHeard, at: Instant, last_round: Instant) -> bool {
         let new_round = now.rounds > self.seen.rounds;
-        (new_round && id <= now.settled_max)
-            || (new_round && now.oldest_left.is_none_or(|oldest| id <= oldest))
+        (new_round && (id <= now.settled_max || now.oldest_left.is_none_or(|oldest| id <= oldest)))
             || now.empty > self.seen.empty
             || at >= self.due_at(last_round)
     }
@@ -451,5 +450,104 @@ async fn ask(shared: &Shared, ids: Vec<i64>) {
                 ))),
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A waiter whose last ask (or call) saw `seen`, asked just now.
+    fn waiter(seen: RoundsHeard, at: Instant) -> Waiter {
+        Waiter {
+            reply: oneshot::channel().0,
+            shape: None,
+            seen,
+            since: at,
+        }
+    }
+
+    fn heard(payloads: &[&str]) -> RoundsHeard {
+        let mut h = RoundsHeard::default();
+        for p in payloads {
+            h.heard(p);
+        }
+        h
+    }
+
+    /// Which of the waiting ids are asked for after the rounds `payloads`,
+    /// heard since they were last asked for (the clock not yet due).
+    fn asked(before: &[&str], payloads: &[&str], ids: &[i64]) -> Vec<i64> {
+        let at = crate::clock::monotonic_now();
+        let seen = heard(before);
+        let mut now = seen;
+        for p in payloads {
+            now.heard(p);
+        }
+        ids.iter()
+            .copied()
+            .filter(|id| waiter(seen, at).due(*id, &now, at, at))
+            .collect()
+    }
+
+    #[test]
+    fn settled_payloads_are_read_in_every_spelling() {
+        let h = heard(&["12+15"]);
+        assert_eq!(
+            (h.rounds, h.settled_max, h.oldest_left, h.empty),
+            (1, 12, Some(15), 0)
+        );
+        let h = heard(&["12+15", "+20"]);
+        assert_eq!(
+            (h.rounds, h.settled_max, h.oldest_left, h.empty),
+            (2, 12, Some(20), 0)
+        );
+        let h = heard(&["12+15", "14"]);
+        assert_eq!((h.settled_max, h.oldest_left, h.empty), (14, None, 0));
+        let h = heard(&[""]);
+        assert_eq!(
+            (h.rounds, h.settled_max, h.oldest_left, h.empty),
+            (1, 0, None, 0)
+        );
+        // Revision 1's bare '+', and what nobody wrote: everyone asks.
+        let h = heard(&["12+"]);
+        assert_eq!((h.settled_max, h.oldest_left, h.empty), (12, None, 1));
+        let h = heard(&["x+1"]);
+        assert_eq!((h.settled_max, h.empty), (0, 1));
+        let h = heard(&["3+y"]);
+        assert_eq!((h.settled_max, h.empty), (3, 1));
+    }
+
+    #[test]
+    fn one_handle_starts_the_next_round() {
+        // Settled up to 12, 15 the oldest left: 15's handle starts the next
+        // round; 13 and 14 were committed after the round looked (their
+        // handles start one too); 16 and 20 wait for 15's round; 10 may
+        // have an outcome row.
+        let ids = [10, 13, 14, 15, 16, 20];
+        assert_eq!(asked(&[], &["12+15"], &ids), vec![10, 13, 14, 15]);
+        // Nothing left as the round ended: every waiting group is one the
+        // round did not see.
+        assert_eq!(asked(&[], &["12"], &ids), ids.to_vec());
+        assert_eq!(asked(&[], &[""], &[16]), vec![16]);
+        // Several rounds heard: the last one's look decides.
+        assert_eq!(asked(&[], &["12+15", "15+20"], &[16, 20, 21]), vec![16, 20]);
+        // Nothing heard since the last ask: nobody asks before the clock.
+        assert_eq!(asked(&["12+15"], &[], &ids), Vec::<i64>::new());
+        // A round nobody can read, or revision 1's '+': everyone asks.
+        assert_eq!(asked(&[], &["12+"], &[16, 20]), vec![16, 20]);
+        assert_eq!(asked(&[], &["garbage"], &[16, 20]), vec![16, 20]);
+    }
+
+    #[test]
+    fn the_clock_asks_when_no_round_comes() {
+        let at = crate::clock::monotonic_now();
+        let seen = heard(&["12+15"]);
+        let w = waiter(seen, at);
+        assert!(!w.due(20, &seen, at, at));
+        assert!(w.due(20, &seen, at + QUIET, at));
+        // Rounds heard, but none naming it: at the latest after the recheck.
+        assert!(!w.due(20, &seen, at + QUIET, at + QUIET));
+        assert!(w.due(20, &seen, at + PENDING_RECHECK, at + PENDING_RECHECK));
     }
 }
