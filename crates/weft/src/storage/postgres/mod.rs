@@ -33,8 +33,9 @@
 //! (one row in `staged`, committed at once: those commits need no lock, so
 //! PostgreSQL's group commit shares their WAL flushes across connections)
 //! and learns its outcome when the round that numbers it commits (its
-//! NOTIFY says which staged groups it settled; the handle's collector
-//! fetches all of them in one call), or runs the next round itself. A round costs one commit whatever it carries, so the
+//! NOTIFY says which staged groups it settled and which is the oldest
+//! left; the handle's collector fetches what was not told in one call),
+//! or runs the next round itself when its group is the one named. A round costs one commit whatever it carries, so the
 //! log's throughput grows with the number of writers instead of stopping
 //! at one transaction per flush. The whole exchange is one call of a
 //! server-side function per step (`schema.rs`), so no lock is ever held

@@ -11,9 +11,10 @@
 //! `append` either numbers the group at once (this process got the
 //! numbering lock: the group's outcome comes back in the same call) or
 //! stages it; a staged group waits for the handle's collector
-//! (`collect.rs`), which asks `outcomes_of` once per round for every group
-//! that round may have settled, and runs the next round itself when the
-//! lock is free. (On a log whose functions predate `outcomes_of`, each
+//! (`collect.rs`): a told outcome answers it; otherwise the collector asks
+//! `outcomes_of` in one call for the groups a round may have settled, and
+//! starts the next round when a round names this handle's group as the
+//! oldest left staged. (On a log whose functions predate `outcomes_of`, each
 //! staged group asks `outcome_of` at every round's NOTIFY instead.)
 //! Whatever fails after staging leaves the outcome unknown — the staged
 //! group may still be numbered — so it is `Indeterminate`.
