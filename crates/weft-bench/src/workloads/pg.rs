@@ -307,9 +307,10 @@ struct Rounds {
     groups: f64,
     /// Groups staged, i.e. not numbered by their own call.
     staged: f64,
-    /// Numbering rounds (calls of `number`), empty ones included.
+    /// Numbering rounds (calls of `number` and of `number_own`, a lone
+    /// caller's round), empty ones included.
     rounds: f64,
-    /// Time inside `number`, in ms (all rounds).
+    /// Time inside them, in ms (all rounds).
     number_ms: f64,
     /// Calls of `outcome_of` and `outcomes_of` (the one call per round
     /// that collects all of a process's staged groups) and the time in
@@ -366,9 +367,9 @@ async fn rounds_of(env: &PgEnv, url: &str) -> Result<Rounds> {
              coalesce((SELECT n_tup_ins::float8 FROM pg_stat_user_tables
                         WHERE schemaname = $1 AND relname = 'staged'), 0),
              coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
-                        WHERE schemaname = $1 AND funcname = 'number'), 0),
+                        WHERE schemaname = $1 AND funcname IN ('number', 'number_own')), 0),
              coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
-                        WHERE schemaname = $1 AND funcname = 'number'), 0),
+                        WHERE schemaname = $1 AND funcname IN ('number', 'number_own')), 0),
              coalesce((SELECT sum(calls)::float8 FROM pg_stat_user_functions
                         WHERE schemaname = $1 AND funcname IN ('outcome_of', 'outcomes_of')), 0),
              coalesce((SELECT sum(total_time) FROM pg_stat_user_functions
