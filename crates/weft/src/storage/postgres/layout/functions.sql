@@ -350,6 +350,8 @@ DECLARE
     seq bigint;
     ok boolean;
     v_told bigint[] := '{}';
+    v_pick bigint[];
+    v_group record;
     v_msg text := '';
     v_item record;
     last_ts bigint;
@@ -357,28 +359,34 @@ BEGIN
     SELECT h.next_seqnum INTO v_next FROM "__LOG__".head h WHERE h.id = 1 FOR UPDATE;
     v_start := v_next;
     -- The round: the oldest groups staged and committed so far, as many
-    -- as round_ids bounds, in staging order, then the caller's. (With
-    -- nothing staged — every round of a lone process — the statement is
-    -- skipped: its aggregates were a third of such a round's time.)
+    -- as round_ids bounds, in staging order, then the caller's.
     IF EXISTS (SELECT 1 FROM "__LOG__".staged) THEN
-        WITH d AS MATERIALIZED (DELETE FROM "__LOG__".staged x
-                                 WHERE x.id = ANY (ARRAY(SELECT "__LOG__".round_ids()))
-                                 RETURNING x.*),
-             f AS (SELECT d.id, d.ts, d.payload_bytes IS NOT NULL AS referenced, x.* FROM d,
-                     unnest(d.primary_tags, d.secondary, d.data, d.expected, d.ids)
-                     WITH ORDINALITY AS x(p, sec, dat, e, aid, o))
-        SELECT (SELECT array_agg(d.id ORDER BY d.id) FROM d),
-               (SELECT array_agg(cardinality(d.primary_tags) ORDER BY d.id) FROM d),
-               (SELECT array_agg(bl ORDER BY d.id, bo) FROM d,
-                       unnest(d.batch_len) WITH ORDINALITY AS y(bl, bo)),
-               array_agg(f.p ORDER BY f.id, f.o), array_agg(f.sec ORDER BY f.id, f.o),
-               array_agg(f.dat ORDER BY f.id, f.o), array_agg(f.e ORDER BY f.id, f.o),
-               array_agg(f.aid ORDER BY f.id, f.o), array_agg(f.ts ORDER BY f.id, f.o),
-               array_agg(CASE WHEN f.referenced THEN f.id END ORDER BY f.id, f.o),
-               array_agg(CASE WHEN f.referenced THEN f.o::integer END ORDER BY f.id, f.o)
-          INTO g_id, g_len, b_len, e_primary, e_secondary, e_data, e_expected, e_ids, e_ts,
-               e_gid, e_ord
-          FROM f;
+        -- Group by group in id order, each group's arrays appended whole
+        -- (one sort, of the groups; gathering them with ordered
+        -- aggregates sorted every column's entries apart).
+        v_pick := ARRAY(SELECT r.id FROM "__LOG__".round_ids() AS r(id));
+        FOR v_group IN SELECT x.* FROM "__LOG__".staged x WHERE x.id = ANY (v_pick) ORDER BY x.id LOOP
+            k := cardinality(v_group.primary_tags);
+            g_id := g_id || v_group.id;
+            g_len := g_len || k;
+            b_len := b_len || v_group.batch_len;
+            e_primary := e_primary || v_group.primary_tags;
+            e_secondary := e_secondary || v_group.secondary;
+            e_expected := e_expected || v_group.expected;
+            e_ids := e_ids || v_group.ids;
+            e_ts := e_ts || array_fill(v_group.ts, ARRAY[k]);
+            IF v_group.payload_bytes IS NULL THEN
+                -- Layout 1's staging: the payloads are in the row.
+                e_data := e_data || v_group.data;
+                e_gid := e_gid || array_fill(NULL::bigint, ARRAY[k]);
+                e_ord := e_ord || array_fill(NULL::integer, ARRAY[k]);
+            ELSE
+                e_data := e_data || array_fill(NULL::bytea, ARRAY[k]);
+                e_gid := e_gid || array_fill(v_group.id, ARRAY[k]);
+                e_ord := e_ord || ARRAY(SELECT generate_series(1, k));
+            END IF;
+        END LOOP;
+        DELETE FROM "__LOG__".staged x WHERE x.id = ANY (g_id);
     END IF;
     n_staged := coalesce(cardinality(e_primary), 0);
     IF p_data IS NOT NULL THEN
