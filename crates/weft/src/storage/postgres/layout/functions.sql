@@ -49,13 +49,8 @@ DECLARE
     v_id bigint;
 BEGIN
     IF pg_try_advisory_xact_lock(__LOCK_KEY__) THEN
-        IF cardinality(p_data) > 0 AND array_remove(p_expected, NULL) = '{}'
-           AND array_remove(p_ids, NULL) = '{}' AND NOT EXISTS (SELECT 1 FROM "__LOG__".staged) THEN
-            RETURN QUERY SELECT * FROM "__LOG__".number_own(p_primary, p_secondary, p_data, p_ts);
-        ELSE
-            RETURN QUERY SELECT * FROM "__LOG__".number(p_primary, p_secondary, p_data,
-                p_expected, p_ids, p_batch_len, p_ts);
-        END IF;
+        RETURN QUERY SELECT * FROM "__LOG__".number_taken(p_primary, p_secondary, p_data,
+            p_expected, p_ids, p_batch_len, p_ts);
         RETURN;
     END IF;
     PERFORM set_config('synchronous_commit', 'off', true);
@@ -113,13 +108,8 @@ DECLARE
     v_id bigint;
 BEGIN
     IF pg_try_advisory_xact_lock(__LOCK_KEY__) THEN
-        IF cardinality(p_data) > 0 AND array_remove(p_expected, NULL) = '{}'
-           AND array_remove(p_ids, NULL) = '{}' AND NOT EXISTS (SELECT 1 FROM "__LOG__".staged) THEN
-            RETURN QUERY SELECT * FROM "__LOG__".number_own(p_primary, p_secondary, p_data, p_ts);
-        ELSE
-            RETURN QUERY SELECT * FROM "__LOG__".number(p_primary, p_secondary, p_data,
-                p_expected, p_ids, p_batch_len, p_ts);
-        END IF;
+        RETURN QUERY SELECT * FROM "__LOG__".number_taken(p_primary, p_secondary, p_data,
+            p_expected, p_ids, p_batch_len, p_ts);
         RETURN;
     END IF;
     -- The staged row needs no flush of its own: the round that numbers it
@@ -294,6 +284,25 @@ BEGIN
     -- staged group; groups staged since are named, see number()).
     PERFORM pg_notify('__CHANNEL__', v_next::text);
     PERFORM pg_notify('__SETTLED__', coalesce('+' || (SELECT min(s.id) FROM "__LOG__".staged s)::text, ''));
+END
+$fn$;
+
+-- The round of an appender that took the numbering lock (append,
+-- append_group): number_own when its group is all there is to number,
+-- otherwise number.
+CREATE OR REPLACE FUNCTION "__LOG__".number_taken(
+    p_primary text[], p_secondary text[], p_data bytea[], p_expected bigint[],
+    p_ids text[], p_batch_len integer[], p_ts bigint)
+RETURNS TABLE (status smallint, seqnum bigint, version bigint, ts bigint, tag text, next bigint)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF cardinality(p_data) > 0 AND array_remove(p_expected, NULL) = '{}'
+       AND array_remove(p_ids, NULL) = '{}' AND NOT EXISTS (SELECT 1 FROM "__LOG__".staged) THEN
+        RETURN QUERY SELECT * FROM "__LOG__".number_own(p_primary, p_secondary, p_data, p_ts);
+    ELSE
+        RETURN QUERY SELECT * FROM "__LOG__".number(p_primary, p_secondary, p_data,
+            p_expected, p_ids, p_batch_len, p_ts);
+    END IF;
 END
 $fn$;
 
