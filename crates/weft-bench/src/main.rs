@@ -65,7 +65,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Run only the cases whose name contains this text (bucket-write,
-    /// serve).
+    /// serve, pg-append: e.g. "16 proc").
     #[arg(long)]
     case: Option<String>,
     /// List the workloads and exit.
