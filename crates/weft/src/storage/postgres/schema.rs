@@ -310,11 +310,13 @@ pub(super) async fn install(client: &mut Client, schema: &str, create: bool) -> 
         .await
         .map_err(|e| errors::classify(e, op, "read the log's head"))?
         .get(0);
+    // A log this call created has this build's functions already (what was
+    // looked up above predates it): installing them again would be work for
+    // nothing on every new log.
+    let stale = !(bulk && bounded && grouped) || revision < FUNCTIONS_REVISION;
     let upgrade = match layout {
         LAYOUT_STAGED_COPIES => Some(format!("{}{}", upgrade_to_2(schema), functions(schema))),
-        LAYOUT_VERSION if !(bulk && bounded && grouped) || revision < FUNCTIONS_REVISION => {
-            Some(functions(schema))
-        }
+        LAYOUT_VERSION if existing && stale => Some(functions(schema)),
         LAYOUT_VERSION => None,
         _ => {
             return Err(Error::corrupt(format!(
