@@ -88,17 +88,12 @@ impl RoundsHeard {
             None => Some(None),
             Some(l) => l.parse::<i64>().ok().map(Some),
         };
+        if let Some(Some(id)) = settled {
+            self.settled_max = self.settled_max.max(id);
+        }
         match (settled, left) {
-            (Some(settled), Some(left)) => {
-                if let Some(id) = settled {
-                    self.settled_max = self.settled_max.max(id);
-                }
-                self.oldest_left = left;
-            }
-            (settled, _) => {
-                if let Some(Some(id)) = settled {
-                    self.settled_max = self.settled_max.max(id);
-                }
+            (Some(_), Some(left)) => self.oldest_left = left,
+            _ => {
                 self.oldest_left = None;
                 self.empty += 1;
             }
