@@ -175,18 +175,7 @@ async fn an_older_logs_functions_are_upgraded_and_its_old_call_still_answers() {
     raw.batch_execute(&format!(r#"DROP FUNCTION "{s}".outcomes_of(bigint[])"#))
         .await
         .unwrap();
-    let has_bulk = || async {
-        pg_support::raw_client()
-            .await
-            .query_one(
-                "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
-                 ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'outcomes_of'",
-                &[&s],
-            )
-            .await
-            .unwrap()
-            .get::<_, i64>(0)
-    };
+    let has_bulk = || pg_support::function_count(&location, "outcomes_of");
     assert_eq!(has_bulk().await, 0);
 
     let log = open_quiet(&location).await;
@@ -252,15 +241,7 @@ async fn older_function_revisions_are_replaced_at_open_and_newer_ones_kept() {
     // marker put into it below.
     let state = || async {
         let raw = pg_support::raw_client().await;
-        let present: i64 = raw
-            .query_one(
-                "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
-                 ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'functions_revision'",
-                &[&s],
-            )
-            .await
-            .unwrap()
-            .get(0);
+        let present = pg_support::function_count(&location, "functions_revision").await;
         let revision: Option<i32> = if present > 0 {
             let q = format!(r#"SELECT "{s}".functions_revision()"#);
             Some(raw.query_one(&q, &[]).await.unwrap().get(0))

@@ -243,18 +243,7 @@ async fn a_log_made_before_bounded_rounds_opens_upgraded_and_reads() {
         .unwrap();
     assert_eq!(row.get::<_, i16>(0), 4, "staged");
     holder.release().await;
-    let has_round_ids = || async {
-        pg_support::raw_client()
-            .await
-            .query_one(
-                "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
-                 ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'round_ids'",
-                &[&s],
-            )
-            .await
-            .unwrap()
-            .get::<_, i64>(0)
-    };
+    let has_round_ids = || pg_support::function_count(&location, "round_ids");
     assert_eq!(has_round_ids().await, 0);
 
     let log = open_with(&location, pg_support::test_options()).await;

@@ -99,6 +99,21 @@ pub async fn count_rows(location: &PgLocation, table: &str) -> i64 {
         .get(0)
 }
 
+/// How many functions named `name` the log's schema holds (0 or 1: the
+/// log's functions are not overloaded).
+pub async fn function_count(location: &PgLocation, name: &str) -> i64 {
+    raw_client()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n \
+             ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2",
+            &[&location.log(), &name],
+        )
+        .await
+        .expect("count functions")
+        .get(0)
+}
+
 /// The log's numbering lock, as `docs/FORMATS.md` describes its key.
 pub fn numbering_lock_key(location: &PgLocation) -> String {
     format!(
