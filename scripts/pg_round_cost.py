@@ -21,6 +21,7 @@ Prints the median and the 90th percentile per revision and kind, in
 milliseconds, and drops both schemas. Only the server's work is timed, in
 one transaction per repetition: no client, no commit flush.
 """
+import re
 import subprocess
 import sys
 
@@ -34,7 +35,9 @@ def source(rev, name):
         with open(path) as f:
             return f.read()
     done = subprocess.run(["git", "show", "%s:%s" % (rev, path)], capture_output=True, text=True)
-    return done.stdout if done.returncode == 0 else ""
+    if done.returncode != 0:
+        sys.exit("no %s at %s (the layout files came with layout 2)" % (path, rev))
+    return done.stdout
 
 
 def render(rev, log):
@@ -51,10 +54,9 @@ def render(rev, log):
         ("__LOG__", log),
     ]:
         sql = sql.replace(name, value)
-    if "__" in sql.replace("__LOG__", ""):
-        left = sorted({w for w in sql.split() if w.startswith("__") and w.endswith("__")})
-        if left:
-            sys.exit("unrendered placeholders: %s" % left)
+    left = sorted(set(re.findall(r"__[A-Z_]+__", sql)))
+    if left:
+        sys.exit("unrendered placeholders: %s" % left)
     return sql
 
 
